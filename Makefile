@@ -1,0 +1,61 @@
+# sqmkit — see README.md. `make demo` and `make test` work on a fresh Debian
+# machine: both install what is missing first (scripts/deps.sh).
+GO      ?= go
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN     := bin
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
+.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean FORCE
+
+all: build
+
+build: $(BIN)/sqmkit $(BIN)/sqmkit-lab $(BIN)/tcshim
+
+$(BIN)/sqmkit: FORCE
+	$(GOBUILD) -o $@ ./cmd/sqmkit
+
+# The lab runner and its tc shim are lab-only programs (see lab/README.md).
+$(BIN)/sqmkit-lab: FORCE
+	$(GOBUILD) -o $@ ./lab
+
+$(BIN)/tcshim: FORCE
+	$(GOBUILD) -o $@ ./lab/tcshim
+
+deps:
+	scripts/deps.sh
+
+# Every test: unit and host-kernel tests, then the lab scenarios CI must pass.
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+	$(BIN)/sqmkit-lab ci
+
+unit: build
+	$(GO) test -count=1 ./...
+
+lab-ci: deps build
+	$(BIN)/sqmkit-lab ci
+
+# The full matrix: every profile × every backend.
+lab: deps build
+	$(BIN)/sqmkit-lab all
+
+demo: deps build
+	$(BIN)/sqmkit-lab demo
+
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
+
+FUZZTIME ?= 30s
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/uci
+
+cross:
+	GOOS=linux GOARCH=amd64 $(GOBUILD) -o $(BIN)/sqmkit-linux-amd64 ./cmd/sqmkit
+	GOOS=linux GOARCH=arm64 $(GOBUILD) -o $(BIN)/sqmkit-linux-arm64 ./cmd/sqmkit
+	GOOS=linux GOARCH=arm GOARM=7 $(GOBUILD) -o $(BIN)/sqmkit-linux-armv7 ./cmd/sqmkit
+	GOOS=linux GOARCH=mipsle GOMIPS=softfloat $(GOBUILD) -o $(BIN)/sqmkit-linux-mipsle ./cmd/sqmkit
+
+clean:
+	rm -rf $(BIN) lab/results

@@ -1,0 +1,144 @@
+// Package bbresult holds the result of one bufferbloat test: every sample
+// and the summary, in the shape written to --json (schema documented in
+// docs/json-schema.md) and read back by --compare, plots and flent export.
+package bbresult
+
+import "time"
+
+// SchemaVersion changes whenever a field changes meaning or is removed.
+const SchemaVersion = 1
+
+// Phase names, in the order the default test runs them.
+const (
+	PhaseIdleBefore = "idle_before"
+	PhaseDownload   = "download"
+	PhaseUpload     = "upload"
+	PhaseBidir      = "bidirectional"
+	PhaseIdleAfter  = "idle_after"
+)
+
+// Result is one run of `sqmkit test`. Times in samples are seconds since
+// Started; latencies are milliseconds; rates are Mbit/s of goodput.
+type Result struct {
+	SchemaVersion int       `json:"schema_version"`
+	Tool          string    `json:"tool"` // "sqmkit <version>"
+	Started       time.Time `json:"started"`
+	Server        string    `json:"server"`      // as the user typed it
+	ServerAddr    string    `json:"server_addr"` // the address actually used, "ip:port"
+	Family        string    `json:"family"`      // "ipv4" or "ipv6"
+	Streams       int       `json:"streams"`     // TCP streams per loaded direction
+	ProbeInterval float64   `json:"probe_interval_ms"`
+	IdleRTT       float64   `json:"idle_rtt_ms"` // median probe RTT over both idle phases
+
+	Phases  []Phase  `json:"phases"`
+	Grades  Grades   `json:"grades"`
+	Samples Samples  `json:"samples"`
+	Notes   []string `json:"notes,omitempty"` // e.g. "path looks asymmetric: ..."
+	RPM     *RPM     `json:"rpm,omitempty"`
+}
+
+// Phase summarises one phase of the test.
+type Phase struct {
+	Name  string  `json:"name"`
+	Start float64 `json:"start_s"`
+	End   float64 `json:"end_s"`
+
+	DownloadMbps float64 `json:"download_mbps"`
+	UploadMbps   float64 `json:"upload_mbps"`
+
+	Latency Stats `json:"latency_ms"`         // UDP probe round trips
+	InFlow  Stats `json:"inflow_latency_ms"` // small request/response inside loaded TCP streams
+
+	AddedMean   float64 `json:"added_mean_ms"`   // Latency.Mean − idle mean
+	AddedMedian float64 `json:"added_median_ms"` // Latency.Median − idle median
+	AddedP95    float64 `json:"added_p95_ms"`    // Latency.P95 − idle median
+	AddedP99    float64 `json:"added_p99_ms"`    // Latency.P99 − idle median
+	AddedUp     float64 `json:"added_up_ms"`     // median one-way queueing delay client→server
+	AddedDown   float64 `json:"added_down_ms"`   // median one-way queueing delay server→client
+
+	ProbesSent int    `json:"probes_sent"`
+	LostUp     int    `json:"lost_up"`   // probes the server never saw
+	LostDown   int    `json:"lost_down"` // replies the client never saw
+	Reordered  int    `json:"reordered"`
+	Grade      string `json:"grade"` // from AddedMean (A+ … F); "" for idle phases
+}
+
+// Stats are order statistics of a set of millisecond values.
+type Stats struct {
+	N      int     `json:"n"`
+	Min    float64 `json:"min"`
+	Median float64 `json:"median"`
+	Mean   float64 `json:"mean"`
+	P90    float64 `json:"p90"`
+	P95    float64 `json:"p95"`
+	P99    float64 `json:"p99"`
+}
+
+// Grades are the overall verdicts. Basis names the latency series the grades
+// use ("udp_probes").
+type Grades struct {
+	DSLReports        string  `json:"dslreports"`          // mean(download added mean, upload added mean)
+	DSLReportsAddedMs float64 `json:"dslreports_added_ms"` //
+	Percentile        string  `json:"percentile"`          // worst p95 added latency of the loaded phases
+	PercentileAddedMs float64 `json:"percentile_added_ms"`
+	Basis             string  `json:"basis"`
+}
+
+// Samples are the raw time series.
+type Samples struct {
+	Probes     []Probe      `json:"probes"`
+	Throughput []Throughput `json:"throughput"`
+	InFlow     []InFlow     `json:"inflow"`
+}
+
+// Probe is one UDP latency probe. Lost is "", "up" or "down"; RTT and the
+// one-way values are 0 when lost. Up and Down are one-way delays after the
+// clock-offset correction, so their idle values are near RTT/2 only on a
+// symmetric path.
+type Probe struct {
+	T    float64 `json:"t"`
+	Seq  uint32  `json:"seq"`
+	RTT  float64 `json:"rtt_ms"`
+	Up   float64 `json:"up_ms"`
+	Down float64 `json:"down_ms"`
+	Lost string  `json:"lost,omitempty"`
+}
+
+// Throughput is goodput over one sampling interval ending at T.
+type Throughput struct {
+	T        float64 `json:"t"`
+	Download float64 `json:"download_mbps"`
+	Upload   float64 `json:"upload_mbps"`
+}
+
+// InFlow is one request/response time measured inside a loaded TCP stream.
+type InFlow struct {
+	T   float64 `json:"t"`
+	Dir string  `json:"dir"` // "down" (on a download stream) or "up"
+	RTT float64 `json:"rtt_ms"`
+}
+
+// RPM is the result of a Responsiveness-under-Working-Conditions run.
+type RPM struct {
+	URL          string  `json:"url"`
+	RPM          float64 `json:"rpm"`
+	DownloadMbps float64 `json:"download_mbps"`
+	UploadMbps   float64 `json:"upload_mbps"`
+}
+
+// Grade maps added latency in milliseconds to the Waveform/DSLReports letters.
+func Grade(addedMs float64) string {
+	switch {
+	case addedMs < 5:
+		return "A+"
+	case addedMs < 30:
+		return "A"
+	case addedMs < 60:
+		return "B"
+	case addedMs < 200:
+		return "C"
+	case addedMs < 400:
+		return "D"
+	}
+	return "F"
+}

@@ -1,0 +1,67 @@
+// Package config turns the OpenWrt SQM configuration (/etc/config/sqm, as
+// LuCI writes it) and command-line flags into typed, validated Queue values.
+// Option names follow sqm-scripts so a user can map every field to the LuCI
+// page they already know.
+package config
+
+// Backend names the qdisc tree sqmkit builds for one queue.
+type Backend string
+
+const (
+	// NSS is the Qualcomm NSS offloaded tree: nsstbl → nssfq_codel.
+	NSS Backend = "nss"
+	// Cake is a single cake qdisc per direction.
+	Cake Backend = "cake"
+	// FQCodel is an htb shaper with one fq_codel leaf per direction.
+	FQCodel Backend = "fq_codel"
+)
+
+// LinkLayer is the framing the bottleneck link adds, as LuCI's "linklayer".
+type LinkLayer string
+
+const (
+	LinkNone     LinkLayer = "none"
+	LinkEthernet LinkLayer = "ethernet"
+	LinkATM      LinkLayer = "atm"
+)
+
+// Queue is one `config queue` section of /etc/config/sqm after parsing and
+// flag overrides. Rates are kbit/s; 0 means "do not shape that direction".
+// Zero values of optional numbers mean "not set: compute it".
+type Queue struct {
+	Section   string // UCI section name ("eth1", or "cfg0a1b2c" for anonymous sections)
+	Enabled   bool
+	Interface string // Linux device to shape, e.g. "pppoe-wan", "eth0", "wan"
+
+	Download int // kbit/s, shaped on the IFB (ingress)
+	Upload   int // kbit/s, shaped on the WAN device (egress)
+
+	Backend Backend
+	Script  string // sqm-scripts "script" as configured, e.g. "piece_of_cake.qos"
+	Qdisc   string // sqm-scripts "qdisc" as configured, e.g. "cake", "fq_codel"
+
+	LinkLayer         LinkLayer
+	Overhead          int // bytes per packet; 0 means auto-detect
+	LinkLayerAdvanced bool
+	TcMTU             int
+	TcTSIZE           int
+	TcMPU             int    // minimum packet unit for overhead accounting
+	LinkLayerAdaptation string // "default", "cake", "htb_private", "tc_stab"
+
+	QdiscAdvanced             bool
+	SquashDSCP                bool
+	SquashIngress             bool
+	IngressECN                bool // "ECN" / "NOECN"; default on
+	EgressECN                 bool // default off
+	QdiscReallyReallyAdvanced bool
+	ITarget, ETarget          string // e.g. "5ms", "auto", "" (default)
+	ILimit, ELimit            int    // packets; 0 means computed
+	IQdiscOpts, EQdiscOpts    string // raw option strings that override computed keys
+	DebugLogging              bool
+	Verbosity                 int
+
+	// sqmkit additions (flags or UCI options of the same name).
+	Diffserv string // cake: diffserv3, diffserv4, diffserv8, besteffort, precedence
+	RTT      string // cake RTT preset (internet, regional, metro, lan, ...) or a duration
+	IFB      string // explicit IFB device name; "" derives it from Interface
+}

@@ -1,0 +1,71 @@
+// Package plan computes, without touching the kernel, the qdisc trees and the
+// exact tc/ip commands that shape one SQM queue. It is a pure function of a
+// config.Queue and the linkinfo.Facts of its device.
+package plan
+
+import (
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+)
+
+// Direction is the traffic direction a Dir shapes.
+type Direction int
+
+const (
+	Egress  Direction = iota // upload, shaped on the WAN device's root
+	Ingress                  // download, redirected to the IFB and shaped on its root
+)
+
+func (d Direction) String() string {
+	if d == Ingress {
+		return "ingress"
+	}
+	return "egress"
+}
+
+// Plan is everything a start of one queue does.
+type Plan struct {
+	Section string
+	Backend config.Backend
+	Device  string // the WAN device
+	IFB     string // "" when the download is not shaped
+	Notes   []string
+	Dirs    []*Dir // shaped directions, egress first
+}
+
+// Dir is the plan of one direction. Setup, TC and Teardown are argv lines
+// without the program name, exactly as `ip -batch` / `tc -batch` take them.
+type Dir struct {
+	Direction Direction
+	Device    string // whose root holds the shaper: the WAN device or the IFB
+
+	RateKbit int
+	Overhead int
+	MTU      int // effective MTU: device MTU + overhead
+	MPU      int
+	Limit    int // packets
+	Burst    int // bytes
+	Quantum  int // htb class quantum (fq_codel backend) in bytes; 0 otherwise
+	FQQuantum int // fq_codel / nssfq_codel quantum in bytes; 0 for cake
+	Target   time.Duration
+	Interval time.Duration
+	Flows    int
+	ECN      bool
+
+	Setup    [][]string // ip: create and raise the IFB (ingress only)
+	TC       [][]string // tc batch that builds the tree; the redirect comes last
+	Teardown [][]string // tc batch that removes what TC adds; each line may fail harmlessly
+	Tree     []Node     // qdiscs and classes TC leaves behind, for read-back and doctor
+
+	Notes []string // derivations for this direction, as `#` lines
+}
+
+// Node is one qdisc, class or filter that a Dir leaves in the kernel.
+type Node struct {
+	Dev    string
+	Type   string // "qdisc", "class" or "filter"
+	Kind   string // e.g. "htb", "fq_codel", "nsstbl", "ingress", "u32"
+	Handle string // "1:", "1:1", "ffff:" ("" for filters)
+	Parent string // "root", "1:", "ffff:"
+}
