@@ -46,7 +46,7 @@ type Phase struct {
 	DownloadMbps float64 `json:"download_mbps"`
 	UploadMbps   float64 `json:"upload_mbps"`
 
-	Latency Stats `json:"latency_ms"`         // UDP probe round trips
+	Latency Stats `json:"latency_ms"`        // UDP probe round trips
 	InFlow  Stats `json:"inflow_latency_ms"` // small request/response inside loaded TCP streams
 
 	AddedMean   float64 `json:"added_mean_ms"`   // Latency.Mean − idle mean

@@ -40,12 +40,12 @@ type Queue struct {
 	Script  string // sqm-scripts "script" as configured, e.g. "piece_of_cake.qos"
 	Qdisc   string // sqm-scripts "qdisc" as configured, e.g. "cake", "fq_codel"
 
-	LinkLayer         LinkLayer
-	Overhead          int // bytes per packet; 0 means auto-detect
-	LinkLayerAdvanced bool
-	TcMTU             int
-	TcTSIZE           int
-	TcMPU             int    // minimum packet unit for overhead accounting
+	LinkLayer           LinkLayer
+	Overhead            int // bytes per packet; 0 means auto-detect
+	LinkLayerAdvanced   bool
+	TcMTU               int
+	TcTSIZE             int
+	TcMPU               int    // minimum packet unit for overhead accounting
 	LinkLayerAdaptation string // "default", "cake", "htb_private", "tc_stab"
 
 	QdiscAdvanced             bool

@@ -40,18 +40,18 @@ type Dir struct {
 	Direction Direction
 	Device    string // whose root holds the shaper: the WAN device or the IFB
 
-	RateKbit int
-	Overhead int
-	MTU      int // effective MTU: device MTU + overhead
-	MPU      int
-	Limit    int // packets
-	Burst    int // bytes
-	Quantum  int // htb class quantum (fq_codel backend) in bytes; 0 otherwise
+	RateKbit  int
+	Overhead  int
+	MTU       int // effective MTU: device MTU + overhead
+	MPU       int
+	Limit     int // packets
+	Burst     int // bytes
+	Quantum   int // htb class quantum (fq_codel backend) in bytes; 0 otherwise
 	FQQuantum int // fq_codel / nssfq_codel quantum in bytes; 0 for cake
-	Target   time.Duration
-	Interval time.Duration
-	Flows    int
-	ECN      bool
+	Target    time.Duration
+	Interval  time.Duration
+	Flows     int
+	ECN       bool
 
 	Setup    [][]string // ip: create and raise the IFB (ingress only)
 	TC       [][]string // tc batch that builds the tree; the redirect comes last
