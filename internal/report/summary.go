@@ -1,0 +1,147 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// Formulas state how the two overall grades are computed; the summary
+// prints them so a reader never has to guess what a letter means.
+const (
+	FormulaDSLReports = "mean of the download and upload phases' mean added latency (loaded mean − idle mean)"
+	FormulaPercentile = "worst p95 added latency of the loaded phases (p95 − idle median)"
+	gradeScale        = "A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F ≥ 400"
+)
+
+// WriteSummary prints the human summary of one run: where it went, one row
+// per phase, the two grades with their formulas, and the notes.
+func WriteSummary(w io.Writer, r *bbresult.Result) error {
+	ew := &errWriter{w: w}
+	header(ew, r)
+	fmt.Fprintln(ew)
+
+	// tabwriter aligns every column right, which suits the numbers; the
+	// phase names are padded here so they read left-aligned.
+	width := len("phase")
+	for _, p := range r.Phases {
+		width = max(width, len(p.Name))
+	}
+	tw := tabwriter.NewWriter(ew, 0, 0, 1, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%-*s\tdown\tup\tRTT\tRTT\tRTT\tadded\tadded\tadded\tadded\tin-flow\tloss\tloss\treord\tgrade\t\n", width, "phase")
+	fmt.Fprintf(tw, "%-*s\tMbit/s\tMbit/s\tmed\tp95\tp99\tmean\tmed\tup\tdown\tmed\tup %%\tdown %%\t\t\t\n", width, "")
+	for _, p := range r.Phases {
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n",
+			width, p.Name, num(p.DownloadMbps), num(p.UploadMbps),
+			stat(p.Latency, p.Latency.Median), stat(p.Latency, p.Latency.P95), stat(p.Latency, p.Latency.P99),
+			added(p, p.AddedMean), added(p, p.AddedMedian), added(p, p.AddedUp), added(p, p.AddedDown),
+			stat(p.InFlow, p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
+			p.Reordered, orDash(p.Grade))
+	}
+	tw.Flush()
+	fmt.Fprintln(ew, "Latencies in ms. RTT: UDP probe round trip. added: over idle; up/down: one-way queueing delay.")
+	fmt.Fprintln(ew, "in-flow: request/response time inside the loaded TCP streams. loss: share of probes sent.")
+	fmt.Fprintln(ew)
+
+	g := r.Grades
+	fmt.Fprintf(ew, "Grade %-2s (DSLReports) %6.1f ms: %s\n", orDash(g.DSLReports), g.DSLReportsAddedMs, FormulaDSLReports)
+	fmt.Fprintf(ew, "Grade %-2s (p95)        %6.1f ms: %s\n", orDash(g.Percentile), g.PercentileAddedMs, FormulaPercentile)
+	fmt.Fprintf(ew, "Letters: %s. Both grades use %s.\n", gradeScale, basis(g.Basis))
+	if r.RPM != nil {
+		fmt.Fprintf(ew, "RPM %.0f against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(ew, "Note: %s\n", n)
+	}
+	return ew.err
+}
+
+func header(w io.Writer, r *bbresult.Result) {
+	fmt.Fprintf(w, "%s → %s (%s, %s), %s\n", r.Tool, r.Server, r.ServerAddr, familyName(r.Family),
+		r.Started.UTC().Format("2006-01-02 15:04:05 UTC"))
+	fmt.Fprintf(w, "%d TCP streams per loaded direction, UDP probes every %g ms, idle RTT %.1f ms\n",
+		r.Streams, r.ProbeInterval, r.IdleRTT)
+}
+
+// basis explains the latency series the grades use; fq_codel and CAKE give
+// sparse flows priority, so UDP probes look better than the bulk flows feel.
+func basis(b string) string {
+	switch b {
+	case "udp_probes":
+		return "the UDP probes (sparse flows, which fq_codel and CAKE prioritise; the in-flow column shows what the bulk flows see)"
+	case "":
+		return "an unrecorded latency series"
+	}
+	return b
+}
+
+func familyName(f string) string {
+	switch f {
+	case "ipv4":
+		return "IPv4"
+	case "ipv6":
+		return "IPv6"
+	}
+	return "family " + orDash(f)
+}
+
+func num(v float64) string {
+	if math.IsNaN(v) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// stat prints v unless s holds no samples, where 0 would read as a measurement.
+func stat(s bbresult.Stats, v float64) string {
+	if s.N == 0 {
+		return "-"
+	}
+	return num(v)
+}
+
+// added is blank for idle phases: they are the baseline, not a comparison.
+func added(p bbresult.Phase, v float64) string {
+	if isIdle(p.Name) {
+		return "-"
+	}
+	return num(v)
+}
+
+func isIdle(name string) bool {
+	return name == bbresult.PhaseIdleBefore || name == bbresult.PhaseIdleAfter
+}
+
+func pct(n, of int) string {
+	if of == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", 100*float64(n)/float64(of))
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+// errWriter keeps the first write error so the formatting code can stay
+// a straight list of Fprintf calls.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}

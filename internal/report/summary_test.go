@@ -1,0 +1,112 @@
+package report
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/report/reporttest"
+)
+
+func TestWriteSummary(t *testing.T) {
+	withExtras := reporttest.Result(reporttest.Shaped())
+	withExtras.Family = "ipv4"
+	withExtras.ServerAddr = "192.0.2.7:7070"
+	withExtras.Notes = []string{"path looks asymmetric: upstream one-way delay 3 ms above downstream"}
+	withExtras.RPM = &bbresult.RPM{URL: "https://192.0.2.7/config", RPM: 2150, DownloadMbps: 88, UploadMbps: 17}
+
+	for name, r := range map[string]*bbresult.Result{
+		"bloated": reporttest.Result(reporttest.Bloated()),
+		"extras":  withExtras,
+	} {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := WriteSummary(&buf, r); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			for _, want := range []string{
+				r.ServerAddr, r.Server, familyName(r.Family),
+				fmt.Sprintf("idle RTT %.1f ms", r.IdleRTT),
+				fmt.Sprintf("Grade %-2s (DSLReports) %6.1f ms: %s", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs, FormulaDSLReports),
+				fmt.Sprintf("Grade %-2s (p95)        %6.1f ms: %s", r.Grades.Percentile, r.Grades.PercentileAddedMs, FormulaPercentile),
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("summary lacks %q:\n%s", want, out)
+				}
+			}
+			for _, n := range r.Notes {
+				if !strings.Contains(out, "Note: "+n) {
+					t.Errorf("note %q missing", n)
+				}
+			}
+			if r.RPM != nil && !strings.Contains(out, fmt.Sprintf("RPM %.0f against %s", r.RPM.RPM, r.RPM.URL)) {
+				t.Errorf("RPM missing:\n%s", out)
+			}
+			for _, p := range r.Phases {
+				got := tableRow(t, out, p.Name)
+				want := []string{p.Name, num(p.DownloadMbps), num(p.UploadMbps),
+					num(p.Latency.Median), num(p.Latency.P95), num(p.Latency.P99),
+					num(p.AddedMean), num(p.AddedMedian), num(p.AddedUp), num(p.AddedDown),
+					num(p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
+					fmt.Sprint(p.Reordered), p.Grade}
+				if isIdle(p.Name) {
+					// Idle rows are the baseline: no added latency, no in-flow
+					// samples, no grade.
+					for _, i := range []int{6, 7, 8, 9, 10, 14} {
+						want[i] = "-"
+					}
+				}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("row %s:\n got %q\nwant %q", p.Name, got, want)
+				}
+			}
+		})
+	}
+}
+
+// tableRow returns the whitespace-separated cells of the row for phase.
+func tableRow(t *testing.T, out, phase string) []string {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && f[0] == phase {
+			return f
+		}
+	}
+	t.Fatalf("no row for phase %s in:\n%s", phase, out)
+	return nil
+}
+
+type failWriter struct{ after int }
+
+func (f *failWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errors.New("disk full")
+	}
+	f.after--
+	return len(p), nil
+}
+
+func TestWritersReportErrors(t *testing.T) {
+	r := reporttest.Result(reporttest.Bloated())
+	for _, c := range []struct {
+		name  string
+		write func(*failWriter) error
+		after []int // successful writes before the failure
+	}{
+		{"summary", func(w *failWriter) error { return WriteSummary(w, r) }, []int{0, 3}},
+		{"compare", func(w *failWriter) error { return Compare(w, r, r) }, []int{0, 3}},
+		{"json", func(w *failWriter) error { return WriteJSON(w, r) }, []int{0}}, // one write
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, after := range c.after {
+				if err := c.write(&failWriter{after: after}); err == nil {
+					t.Errorf("write error after %d writes not returned", after)
+				}
+			}
+		})
+	}
+}
