@@ -1,0 +1,129 @@
+package initramfs
+
+import (
+	"bytes"
+	"compress/gzip"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// readCPIO parses a newc archive back into files; it is the test's
+// independent check of the writer.
+func readCPIO(t *testing.T, b []byte) []File {
+	t.Helper()
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []File
+	for off := 0; ; {
+		if len(raw)-off < 110 || string(raw[off:off+6]) != "070701" {
+			t.Fatalf("bad header at %d", off)
+		}
+		field := func(i int) int {
+			v, err := strconv.ParseUint(string(raw[off+6+8*i:off+14+8*i]), 16, 32)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return int(v)
+		}
+		mode, size, maj, min, nsize := field(1), field(6), field(9), field(10), field(11)
+		name := string(raw[off+110 : off+110+nsize-1])
+		off += 110 + nsize
+		off += (4 - off%4) % 4
+		data := raw[off : off+size]
+		off += size
+		off += (4 - off%4) % 4
+		if name == "TRAILER!!!" {
+			if off != len(raw) {
+				t.Errorf("%d bytes after the trailer", len(raw)-off)
+			}
+			return out
+		}
+		out = append(out, File{Name: name, Mode: uint32(mode), Data: data, Major: uint32(maj), Minor: uint32(min)})
+	}
+}
+
+func TestWriteCPIORoundTrip(t *testing.T) {
+	tests := [][]File{
+		nil,
+		{{Name: "a", Mode: 0o100644, Data: []byte("x")}},
+		{{Name: "dir", Mode: 0o40755}, {Name: "dir/file12", Mode: 0o100755, Data: []byte("hello, world")},
+			{Name: "dev/console", Mode: 0o20600, Major: 5, Minor: 1}},
+	}
+	for i, files := range tests {
+		var buf bytes.Buffer
+		if err := WriteCPIO(&buf, files); err != nil {
+			t.Fatal(err)
+		}
+		got := readCPIO(t, buf.Bytes())
+		if len(got) != len(files) {
+			t.Fatalf("case %d: %d files back, want %d", i, len(got), len(files))
+		}
+		for j := range files {
+			w, g := files[j], got[j]
+			if g.Name != w.Name || g.Mode != w.Mode || !bytes.Equal(g.Data, w.Data) || g.Major != w.Major || g.Minor != w.Minor {
+				t.Errorf("case %d file %d: got %+v, want %+v", i, j, g, w)
+			}
+		}
+	}
+}
+
+func TestBuildCachesAndOrders(t *testing.T) {
+	dir := t.TempDir()
+	bb := filepath.Join(dir, "busybox")
+	os.WriteFile(bb, []byte("#!bb"), 0o755)
+	mods := filepath.Join(dir, "mods")
+	for _, m := range Modules {
+		os.MkdirAll(filepath.Join(mods, filepath.Dir(m)), 0o755)
+		os.WriteFile(filepath.Join(mods, m), []byte(m), 0o644)
+	}
+	cache := filepath.Join(dir, "cache")
+	p1, err := Build(cache, bb, mods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st1, _ := os.Stat(p1)
+	p2, _ := Build(cache, bb, mods)
+	if st2, _ := os.Stat(p2); p1 != p2 || !st1.ModTime().Equal(st2.ModTime()) {
+		t.Errorf("unchanged inputs rebuilt: %s then %s", p1, p2)
+	}
+	os.WriteFile(bb, []byte("#!bb v2"), 0o755)
+	if p3, _ := Build(cache, bb, mods); p3 == p1 {
+		t.Errorf("changed busybox kept the old archive %s", p3)
+	}
+
+	b, _ := os.ReadFile(p1)
+	files := readCPIO(t, b)
+	seen := map[string]bool{}
+	var init string
+	for _, f := range files {
+		if d := filepath.Dir(f.Name); d != "." && !seen[d] {
+			t.Errorf("%s comes before its directory %s", f.Name, d)
+		}
+		seen[f.Name] = true
+		if f.Name == "init" {
+			init = string(f.Data)
+		}
+	}
+	// Modules must load in dependency order.
+	last := -1
+	for _, m := range Modules {
+		i := strings.Index(init, m)
+		if i <= last {
+			t.Fatalf("/init loads %s out of order:\n%s", m, init)
+		}
+		last = i
+	}
+	if _, err := Build(cache, filepath.Join(dir, "nope"), mods); err == nil || !strings.Contains(err.Error(), "busybox-static") {
+		t.Errorf("missing busybox: err = %v, want a hint naming the package", err)
+	}
+}

@@ -1,0 +1,64 @@
+// Package linkemu turns a link profile into the modem's qdiscs: the base
+// delay, a shaper at line rate, a deep FIFO and the wire's framing, so the
+// lab's bottleneck behaves like a bloated cable/DSL/fiber modem.
+package linkemu
+
+import (
+	"fmt"
+
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+// Direction selects which way of the link a device carries.
+type Direction int
+
+const (
+	Down Direction = iota // modem → router: the device facing the router
+	Up                    // modem → server: the device facing the internet
+)
+
+// ethHeader is what skb->len already holds on an Ethernet device besides
+// the IP packet (destination, source, ethertype; the FCS is not in the skb).
+const ethHeader = 14
+
+// Rate is the shaper rate in kbit/s for one direction. PTM's 64/65
+// encoding costs rate, not bytes per packet, so it is taken off the rate.
+func Rate(p *profile.Profile, d Direction) int {
+	r := p.Down
+	if d == Up {
+		r = p.Up
+	}
+	if p.LinkLayer == "ptm" {
+		r = r * 64 / 65
+	}
+	return r
+}
+
+// Batch returns the `tc -batch` lines for the modem's egress device dev.
+//
+// netem is the root so the delay line comes first and the queue forms in the
+// tbf child behind it (its byte limit is the buffer: rate × buffer_ms). The
+// stab on the root makes every packet cost its wire size in the tbf:
+// profile overhead minus the headers already in skb->len on that device (the
+// router-facing device also carries VLAN and PPPoE headers).
+func Batch(p *profile.Profile, dev string, d Direction) []string {
+	rate := Rate(p, d)
+	over := p.Overhead - ethHeader
+	if d == Down {
+		over -= p.Encap.HeaderBytes()
+	}
+	stab := fmt.Sprintf("stab overhead %d linklayer ethernet mpu 64", over)
+	if p.LinkLayer == "atm" {
+		stab = fmt.Sprintf("stab overhead %d linklayer atm", over)
+	}
+	bytesPerMs := rate / 8 // kbit/s → bytes per ms
+	// Two milliseconds of tokens, but never less than two worst-case frames
+	// (an ATM-expanded 1500-byte packet is 1696 bytes).
+	burst := max(2*bytesPerMs, 4000)
+	limit := max(bytesPerMs*p.BufferMs, 2*burst)
+	// netem counts the packets queued in its child against its own limit.
+	return []string{
+		fmt.Sprintf("qdisc replace dev %s root handle 1: %s netem delay %dus limit 100000", dev, stab, p.RTTms*500),
+		fmt.Sprintf("qdisc replace dev %s parent 1:1 handle 10: tbf rate %dkbit burst %d limit %d", dev, rate, burst, limit),
+	}
+}

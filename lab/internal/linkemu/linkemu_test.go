@@ -1,0 +1,50 @@
+package linkemu
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+func TestBatch(t *testing.T) {
+	cable := &profile.Profile{Down: 40000, Up: 8000, RTTms: 20, BufferMs: 500, Overhead: 18, LinkLayer: "ethernet"}
+	vdsl := &profile.Profile{Down: 30000, Up: 10000, RTTms: 15, BufferMs: 300, Overhead: 34, LinkLayer: "ptm",
+		Encap: profile.Encap{PPPoE: true, VLAN: 7}}
+	adsl := &profile.Profile{Down: 8000, Up: 1000, RTTms: 30, BufferMs: 800, Overhead: 32, LinkLayer: "atm"}
+	tests := []struct {
+		name string
+		p    *profile.Profile
+		d    Direction
+		want []string
+	}{
+		{"cable down", cable, Down, []string{
+			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 10000 limit 2500000",
+		}},
+		{"cable up", cable, Up, []string{
+			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 8000kbit burst 4000 limit 500000",
+		}},
+		// PPPoE + VLAN headers ride in skb->len on the router-facing device only.
+		{"vdsl down", vdsl, Down, []string{
+			"qdisc replace dev m root handle 1: stab overhead 8 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 29538kbit burst 7384 limit 1107600",
+		}},
+		{"vdsl up", vdsl, Up, []string{
+			"qdisc replace dev m root handle 1: stab overhead 20 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 9846kbit burst 4000 limit 369000",
+		}},
+		{"adsl up: floor on limit", adsl, Up, []string{
+			"qdisc replace dev m root handle 1: stab overhead 18 linklayer atm netem delay 15000us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 1000kbit burst 4000 limit 100000",
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Batch(tt.p, "m", tt.d); !slices.Equal(got, tt.want) {
+				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
+			}
+		})
+	}
+}

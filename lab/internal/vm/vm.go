@@ -1,0 +1,118 @@
+// Package vm boots the lab's guest: the Debian kernel under QEMU's software
+// emulation (KVM hangs on these machines), the host's root filesystem
+// read-only over 9p and one writable 9p export for results.
+package vm
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/initramfs"
+)
+
+// Config is one guest boot.
+type Config struct {
+	Kernel, Initrd string
+	// Results is the host directory exported writable; the guest mounts it
+	// at the same path so both sides name files alike.
+	Results string
+	Cmd     []string // run in the guest after switch_root
+	Console string   // file that receives the whole serial console
+	Timeout time.Duration
+	// Out receives console lines that are not kernel messages.
+	Out io.Writer
+}
+
+// kernelLine matches printk lines ("[    4.451234] ..."); iperf3's "[SUM]"
+// and "[  5]" lines start with '[' too, so match the timestamp.
+var kernelLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
+
+// IsKernelLine reports whether a console line came from the kernel log.
+func IsKernelLine(s string) bool { return kernelLine.MatchString(s) }
+
+// FindKernel picks the newest Debian amd64 guest kernel in /boot and the
+// directory of its modules.
+func FindKernel() (kernel, modDir string, err error) {
+	m, _ := filepath.Glob("/boot/vmlinuz-*-amd64")
+	for i := len(m) - 1; i >= 0; i-- {
+		rel := strings.TrimPrefix(filepath.Base(m[i]), "vmlinuz-")
+		dir := filepath.Join("/lib/modules", rel)
+		if _, err := os.Stat(filepath.Join(dir, "kernel/net/sched/sch_cake.ko")); err == nil {
+			return m[i], dir, nil
+		}
+	}
+	return "", "", fmt.Errorf("no guest kernel with sch_cake in /boot/vmlinuz-*-amd64 (install linux-image-amd64)")
+}
+
+// Args returns the qemu-system-x86_64 arguments for c.
+func Args(c Config) ([]string, error) {
+	for _, a := range append([]string{c.Results}, c.Cmd...) {
+		if strings.ContainsAny(a, " :\"'\t\n") {
+			return nil, fmt.Errorf("guest command argument %q: the kernel command line carries it, so no spaces, quotes or colons", a)
+		}
+	}
+	appendLine := fmt.Sprintf("console=ttyS0 panic=-1 edd=off quiet labresults=%s labcmd=%s",
+		c.Results, strings.Join(c.Cmd, ":"))
+	return []string{
+		"-accel", "tcg,thread=multi", "-smp", "2", "-m", "2G",
+		"-kernel", c.Kernel, "-initrd", c.Initrd, "-append", appendLine,
+		"-no-reboot", "-nographic", "-nic", "none",
+		"-virtfs", "local,path=/,mount_tag=" + initramfs.TagRoot + ",security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path=" + c.Results + ",mount_tag=" + initramfs.TagResults + ",security_model=none,multidevs=remap",
+	}, nil
+}
+
+// Run boots the guest and returns when it powers off, or kills it at the
+// timeout.
+func Run(ctx context.Context, c Config) error {
+	args, err := Args(c)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	log, err := os.Create(c.Console)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
+	cmd.Stdin = nil
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("qemu: %w (install qemu-system-x86)", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64*1024), 1024*1024)
+		for sc.Scan() {
+			line := strings.TrimRight(sc.Text(), "\r")
+			fmt.Fprintln(log, line)
+			if c.Out != nil && !IsKernelLine(line) && line != "" {
+				fmt.Fprintln(c.Out, line)
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	err = cmd.Wait()
+	pw.Close()
+	<-done
+	if ctx.Err() == context.DeadlineExceeded {
+		return fmt.Errorf("guest did not finish within %v (console: %s)", c.Timeout, c.Console)
+	}
+	if err != nil {
+		return fmt.Errorf("qemu: %w (console: %s)", err, c.Console)
+	}
+	return nil
+}
