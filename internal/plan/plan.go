@@ -44,14 +44,14 @@ type Dir struct {
 	Overhead  int
 	MTU       int // effective MTU: device MTU + overhead
 	MPU       int
-	Limit     int // packets
-	Burst     int // bytes
-	Quantum   int // htb class quantum (fq_codel backend) in bytes; 0 otherwise
-	FQQuantum int // fq_codel / nssfq_codel quantum in bytes; 0 for cake
-	Target    time.Duration
-	Interval  time.Duration
-	Flows     int
-	ECN       bool
+	Limit     int           // packets; 0 for cake, which sizes its own memory
+	Burst     int           // shaper bytes (htb burst/cburst, nsstbl burst); 0 for cake
+	Quantum   int           // htb class quantum (fq_codel backend) in bytes; 0 otherwise
+	FQQuantum int           // fq_codel / nssfq_codel quantum in bytes; 0 for cake
+	Target    time.Duration // cake: rtt/20, the target cake derives itself
+	Interval  time.Duration // cake: the rtt
+	Flows     int           // 0 for cake (fixed 1024 queues per tin)
+	ECN       bool          // always true for cake, which has no switch
 
 	Setup    [][]string // ip: create and raise the IFB (ingress only)
 	TC       [][]string // tc batch that builds the tree; the redirect comes last
@@ -67,5 +67,7 @@ type Node struct {
 	Type   string // "qdisc", "class" or "filter"
 	Kind   string // e.g. "htb", "fq_codel", "nsstbl", "ingress", "u32"
 	Handle string // "1:", "1:1", "ffff:" ("" for filters)
-	Parent string // "root", "1:", "ffff:"
+	// Parent is "root" for root qdiscs, "ffff:fff1" for the ingress qdisc
+	// (what tc reports), else the parent handle such as "1:" or "ffff:".
+	Parent string
 }

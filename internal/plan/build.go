@@ -1,0 +1,512 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
+)
+
+// The numbers of spec §3.
+const (
+	minRateKbit = 64          // below this not even one MTU per 200 ms fits
+	maxRateKbit = 100_000_000 // 100 Gbit/s: anything above is a typo
+	defaultMTU  = 1500
+
+	limitWindowMS = 30  // queue limit covers 30 ms at line rate
+	minLimit      = 200 // CoDel needs packets to measure
+
+	burstUS    = 1000 // shaper burst: 1000 µs at line rate
+	atmCell    = 53
+	atmPayload = 48
+
+	// htbQuantumMax keeps the HTB class quantum near where the kernel
+	// caps it; 200000 (an EdgeOS default) makes the kernel warn.
+	htbQuantumMax = 60000
+
+	fastKbit     = 100_000 // from here the fq_codel quantum is one MTU
+	defaultFlows = 1024
+	defaultMPU   = 64 // smallest Ethernet frame including FCS
+
+	// slowTargetUS is the time, in µs at 1 kbit/s, to send one
+	// worst-case packet of 33 ATM cells: target_us = slowTargetUS/rate.
+	slowTargetUS = 1000 * 1000 * 33 * 53 * 8 / 1000
+)
+
+const (
+	defaultTarget   = 5 * time.Millisecond
+	defaultInterval = 100 * time.Millisecond
+	slowIntervalAdd = 95 * time.Millisecond // interval = 95 ms + raised target
+	defaultCakeRTT  = 100 * time.Millisecond
+)
+
+// link holds what both directions share.
+type link struct {
+	overhead int
+	mtu      int // effective MTU
+	mpu      int
+	atm      bool
+}
+
+// side is the configuration of one direction.
+type side struct {
+	dir          Direction
+	rate         int
+	dev          string // where the shaper sits: WAN or IFB
+	rateField    string
+	ecn          bool
+	ecnField     string
+	target       string
+	targetField  string
+	limit        int
+	limitField   string
+	opts, optsFd string
+}
+
+// Build computes the plan for q on the device described by f. It is pure:
+// no files, no commands, no clock.
+func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
+	if err := check(q, f); err != nil {
+		return nil, err
+	}
+	p := &Plan{Section: q.Section, Backend: q.Backend, Device: q.Interface}
+	p.note("section %s: interface %s, backend %s%s", orDash(q.Section), q.Interface, q.Backend, backendWhy(q))
+
+	oh, ohNote := overhead(q, f)
+	devMTU := f.MTU
+	mtuFrom := "device MTU"
+	if devMTU <= 0 {
+		devMTU, mtuFrom = defaultMTU, "assumed device MTU"
+	}
+	l := link{overhead: oh, mtu: devMTU + oh, atm: q.LinkLayer == config.LinkATM}
+	if q.Backend != config.NSS {
+		l.mpu = defaultMPU
+		if q.TcMPU > 0 {
+			l.mpu = q.TcMPU
+		}
+	}
+	p.Notes = append(p.Notes, f.Notes...)
+	p.note("%s", ohNote)
+	p.note("effective MTU %d = %s %d + overhead %d", l.mtu, mtuFrom, devMTU, oh)
+	p.note("%s", linkLayerNote(q, l))
+
+	up := side{dir: Egress, rate: q.Upload, dev: q.Interface, rateField: "upload",
+		ecn: q.EgressECN, ecnField: "egress_ecn", target: q.ETarget, targetField: "etarget",
+		limit: q.ELimit, limitField: "elimit", opts: q.EQdiscOpts, optsFd: "eqdisc_opts"}
+	down := side{dir: Ingress, rate: q.Download, rateField: "download",
+		ecn: q.IngressECN, ecnField: "ingress_ecn", target: q.ITarget, targetField: "itarget",
+		limit: q.ILimit, limitField: "ilimit", opts: q.IQdiscOpts, optsFd: "iqdisc_opts"}
+
+	if q.Upload > 0 {
+		p.note("upload %d kbit/s: shaped on %s egress", q.Upload, q.Interface)
+	} else {
+		p.note("upload 0: egress not shaped")
+	}
+	if q.Download > 0 {
+		p.IFB = q.IFB
+		if p.IFB != "" {
+			p.note("download %d kbit/s: redirected to IFB %s (configured)", q.Download, p.IFB)
+		} else {
+			p.IFB = IFBName(q.Interface, q.Backend)
+			p.note("download %d kbit/s: redirected to IFB %s (%s)", q.Download, p.IFB, ifbRule(q.Interface, q.Backend, p.IFB))
+		}
+		down.dev = p.IFB
+	} else {
+		p.note("download 0: ingress not shaped, no IFB")
+	}
+
+	for _, s := range []side{up, down} {
+		if s.rate == 0 {
+			continue
+		}
+		d, err := buildDir(q, l, s, p.IFB)
+		if err != nil {
+			return nil, err
+		}
+		p.Dirs = append(p.Dirs, d)
+	}
+	return p, nil
+}
+
+func (p *Plan) note(format string, a ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, a...)) }
+func (d *Dir) note(format string, a ...any)  { d.Notes = append(d.Notes, fmt.Sprintf(format, a...)) }
+
+func backendWhy(q config.Queue) string {
+	switch {
+	case q.Script != "":
+		return " (script " + q.Script + ")"
+	case q.Qdisc != "":
+		return " (qdisc " + q.Qdisc + ")"
+	}
+	return ""
+}
+
+func ifbRule(iface string, b config.Backend, name string) string {
+	prefix := "ifb4<iface>"
+	if b == config.NSS {
+		prefix = "ifb@<iface>"
+	}
+	if name[4:] == iface {
+		return prefix
+	}
+	return prefix + " shortened to 15 bytes: prefix + 7 bytes of the name + 4 hex of its FNV-1a hash"
+}
+
+func linkLayerNote(q config.Queue, l link) string {
+	var s string
+	switch q.Backend {
+	case config.NSS:
+		s = "nss: no stab on NSS, the overhead only enlarges the nsstbl mtu"
+	case config.Cake:
+		s = fmt.Sprintf("cake compensates overhead %d mpu %d %s", l.overhead, l.mpu, cakeATM(l))
+	default:
+		s = fmt.Sprintf("htb stab overhead %d mpu %d linklayer %s", l.overhead, l.mpu, stabLinkLayer(l))
+	}
+	if q.LinkLayer == config.LinkNone || q.LinkLayer == "" {
+		s += "; linklayer none: overhead still compensated, ethernet framing"
+	}
+	return s
+}
+
+// check refuses, before any arithmetic, what no plan can be built from.
+func check(q config.Queue, f linkinfo.Facts) error {
+	if err := checkIfName("interface", q.Interface); err != nil {
+		return err
+	}
+	switch q.Backend {
+	case config.NSS, config.Cake, config.FQCodel:
+	case "":
+		return errors.New("backend: not set; set qdisc/script in the sqm section or --backend nss|cake|fq_codel")
+	default:
+		return fmt.Errorf("backend: %q is unknown; use nss, cake or fq_codel", q.Backend)
+	}
+	for _, r := range []struct {
+		field string
+		v     int
+	}{{"upload", q.Upload}, {"download", q.Download}} {
+		switch {
+		case r.v < 0:
+			return fmt.Errorf("%s: %d kbit/s is negative; use 0 to leave that direction unshaped", r.field, r.v)
+		case r.v > 0 && r.v < minRateKbit:
+			return fmt.Errorf("%s: %d kbit/s is below the %d kbit/s minimum; raise it or set 0 to leave that direction unshaped", r.field, r.v, minRateKbit)
+		case r.v > maxRateKbit:
+			return fmt.Errorf("%s: %d kbit/s is above %d kbit/s; rates are in kbit/s (e.g. 95000 for 95 Mbit/s)", r.field, r.v, maxRateKbit)
+		}
+	}
+	if q.Upload == 0 && q.Download == 0 {
+		return errors.New("download, upload: both 0, nothing to shape; set at least one rate in kbit/s")
+	}
+	if q.Overhead < minOverhead || q.Overhead > maxOverhead {
+		return fmt.Errorf("overhead: %d bytes is outside %d..%d; use 0 to auto-detect", q.Overhead, minOverhead, maxOverhead)
+	}
+	switch q.LinkLayer {
+	case "", config.LinkNone, config.LinkEthernet:
+	case config.LinkATM:
+		if q.Backend == config.NSS {
+			return errors.New("linklayer: atm needs a size table, which nss cannot do; use linklayer ethernet with an overhead that includes the ATM framing, or backend cake")
+		}
+	default:
+		return fmt.Errorf("linklayer: %q is unknown; use none, ethernet or atm", q.LinkLayer)
+	}
+	if q.Backend == config.NSS && (f.Kind == "wireguard" || f.Proto == "wireguard") {
+		return fmt.Errorf("interface: %s is a wireguard interface, which NSS cannot shape; use backend cake or fq_codel", q.Interface)
+	}
+	if q.IFB != "" {
+		if err := checkIfName("ifb", q.IFB); err != nil {
+			return err
+		}
+	}
+	for _, n := range []struct {
+		field string
+		v     int
+	}{{"tcMTU", q.TcMTU}, {"tcTSIZE", q.TcTSIZE}, {"tcMPU", q.TcMPU}, {"ilimit", q.ILimit}, {"elimit", q.ELimit}} {
+		if n.v < 0 {
+			return fmt.Errorf("%s: %d is negative; use 0 for the computed value", n.field, n.v)
+		}
+	}
+	if f.MTU > 0 && f.MTU < 68 {
+		return fmt.Errorf("mtu: device %s reports MTU %d, below the IPv4 minimum 68; fix the device MTU", q.Interface, f.MTU)
+	}
+	return nil
+}
+
+func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
+	d := &Dir{Direction: s.dir, Device: s.dev, RateKbit: s.rate, Overhead: l.overhead, MTU: l.mtu, MPU: l.mpu}
+	d.note("%s on %s: %d kbit/s (%s)", s.dir, s.dev, s.rate, s.rateField)
+	var err error
+	switch q.Backend {
+	case config.NSS:
+		err = nssTree(d, q, l, s)
+	case config.Cake:
+		err = cakeTree(d, q, l, s)
+	default:
+		err = htbTree(d, q, l, s)
+	}
+	if err != nil {
+		return nil, err
+	}
+	wan := q.Interface
+	if s.dir == Egress {
+		d.Teardown = [][]string{{"qdisc", "del", "dev", wan, "root"}}
+		return d, nil
+	}
+	d.Setup = [][]string{
+		{"link", "add", "name", ifb, "type", "ifb"},
+		{"link", "set", "dev", ifb, "up"},
+	}
+	// The redirect comes last: the IFB is shaped before traffic arrives.
+	action := []string{"action", "mirred", "egress", "redirect", "dev", ifb}
+	if q.Backend == config.NSS {
+		action = []string{"action", "nssmirred", "redirect", "dev", ifb, "fromdev", wan}
+	}
+	d.TC = append(d.TC,
+		[]string{"qdisc", "add", "dev", wan, "handle", "ffff:", "ingress"},
+		append([]string{"filter", "add", "dev", wan, "parent", "ffff:", "protocol", "all", "prio", "10",
+			"u32", "match", "u32", "0", "0"}, action...))
+	d.Tree = append(d.Tree,
+		Node{Dev: wan, Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: "ffff:fff1"},
+		Node{Dev: wan, Type: "filter", Kind: "u32", Parent: "ffff:"})
+	// The redirect goes first so no packet is sent to an IFB without a qdisc.
+	d.Teardown = [][]string{
+		{"qdisc", "del", "dev", wan, "ingress"},
+		{"qdisc", "del", "dev", ifb, "root"},
+	}
+	return d, nil
+}
+
+// shaperBurst is the bytes sent at line rate in burstUS, never less than
+// one worst-case ATM-expanded packet; it also returns the raw time-based
+// value and the floor for the note.
+func shaperBurst(rate, mtu int) (burst, raw, floor int) {
+	raw = rate * burstUS / 8000
+	floor = (mtu + atmPayload + atmPayload - 1) / atmPayload * atmCell
+	return max(raw, floor), raw, floor
+}
+
+func nssTree(d *Dir, q config.Queue, l link, s side) error {
+	b, raw, floor := shaperBurst(s.rate, l.mtu)
+	packets := (b + l.mtu - 1) / l.mtu
+	d.Burst = packets * l.mtu
+	d.note("burst %d bytes: %s, rounded up to %d x effective MTU %d for nsstbl", d.Burst, burstWhy(s.rate, raw, floor, l.mtu), packets, l.mtu)
+	leaf, err := codelLeaf(d, l, s, true)
+	if err != nil {
+		return err
+	}
+	d.TC = [][]string{
+		{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "nsstbl",
+			"rate", kbit(s.rate), "burst", strconv.Itoa(d.Burst), "mtu", strconv.Itoa(l.mtu), "accel_mode", "0"},
+		append([]string{"qdisc", "add", "dev", s.dev, "parent", "1:", "handle", "10:", "nssfq_codel"}, leaf...),
+	}
+	d.Tree = []Node{
+		{Dev: s.dev, Type: "qdisc", Kind: "nsstbl", Handle: "1:", Parent: "root"},
+		{Dev: s.dev, Type: "qdisc", Kind: "nssfq_codel", Handle: "10:", Parent: "1:"},
+	}
+	return nil
+}
+
+func htbTree(d *Dir, q config.Queue, l link, s side) error {
+	b, raw, floor := shaperBurst(s.rate, l.mtu)
+	d.Burst = b
+	d.note("burst/cburst %d bytes: %s", b, burstWhy(s.rate, raw, floor, l.mtu))
+	d.Quantum = min(max(raw, l.mtu), htbQuantumMax)
+	d.note("htb quantum %d bytes: %d us at line rate = %d B, at least one effective MTU %d, at most %d", d.Quantum, burstUS, raw, l.mtu, htbQuantumMax)
+	leaf, err := codelLeaf(d, l, s, false)
+	if err != nil {
+		return err
+	}
+	stab := []string{"stab"}
+	if q.TcMTU > 0 {
+		stab = append(stab, "mtu", strconv.Itoa(q.TcMTU))
+	}
+	if q.TcTSIZE > 0 {
+		stab = append(stab, "tsize", strconv.Itoa(q.TcTSIZE))
+	}
+	stab = append(stab, "overhead", strconv.Itoa(l.overhead), "linklayer", stabLinkLayer(l), "mpu", strconv.Itoa(l.mpu))
+	rate := kbit(s.rate)
+	root := append([]string{"qdisc", "add", "dev", s.dev, "root", "handle", "1:"}, stab...)
+	d.TC = [][]string{
+		append(root, "htb", "default", "1"),
+		{"class", "add", "dev", s.dev, "parent", "1:", "classid", "1:1", "htb", "rate", rate, "ceil", rate,
+			"burst", strconv.Itoa(b), "cburst", strconv.Itoa(b), "quantum", strconv.Itoa(d.Quantum)},
+		append([]string{"qdisc", "add", "dev", s.dev, "parent", "1:1", "handle", "10:", "fq_codel"}, leaf...),
+	}
+	d.Tree = []Node{
+		{Dev: s.dev, Type: "qdisc", Kind: "htb", Handle: "1:", Parent: "root"},
+		{Dev: s.dev, Type: "class", Kind: "htb", Handle: "1:1", Parent: "1:"},
+		{Dev: s.dev, Type: "qdisc", Kind: "fq_codel", Handle: "10:", Parent: "1:1"},
+	}
+	return nil
+}
+
+func burstWhy(rate, raw, floor, mtu int) string {
+	s := fmt.Sprintf("%d us at %d kbit/s = %d B", burstUS, rate, raw)
+	if raw < floor {
+		s += fmt.Sprintf(", raised to one worst-case ATM packet ceil((%d+48)/48)*53 = %d B", mtu, floor)
+	}
+	return s
+}
+
+func stabLinkLayer(l link) string {
+	if l.atm {
+		return "atm"
+	}
+	return "ethernet"
+}
+
+func kbit(rate int) string { return strconv.Itoa(rate) + "kbit" }
+
+// codelLeaf computes the fq_codel (nss: nssfq_codel) arguments for s,
+// applies the user's option string and records the final values in d.
+func codelLeaf(d *Dir, l link, s side, nss bool) ([]string, error) {
+	limit := s.limit
+	limitWhy := "(" + s.limitField + ")"
+	if limit == 0 {
+		limit, limitWhy = queueLimit(s.rate, l.mtu)
+	}
+
+	target, interval := defaultTarget, defaultInterval
+	targetWhy, intervalWhy := "default", "default"
+	switch s.target {
+	case "", "auto":
+		if us := slowTargetUS / s.rate; us > int(defaultTarget/time.Microsecond) {
+			target = time.Duration(us) * time.Microsecond
+			interval = slowIntervalAdd + target
+			targetWhy = fmt.Sprintf("%d us / %d kbit/s: one worst-case 33-cell ATM packet fits on this slow link", slowTargetUS, s.rate)
+			intervalWhy = "95ms + target"
+		}
+	default:
+		t, err := parseTCTime(s.target)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %v; or use auto", s.targetField, err)
+		}
+		target, targetWhy = t, s.targetField
+	}
+
+	quantum := l.mtu
+	quantumWhy := fmt.Sprintf("effective MTU at >= %d kbit/s", fastKbit)
+	if s.rate < fastKbit {
+		quantum = l.mtu/5 + 1
+		quantumWhy = fmt.Sprintf("%d/5+1 below %d kbit/s: small packets get a head start", l.mtu, fastKbit)
+	}
+
+	g := fqCodelGrammar
+	args := []arg{
+		{key: "limit", val: strconv.Itoa(limit), group: "limit"},
+		{key: "target", val: tcTime(target), group: "target"},
+		{key: "interval", val: tcTime(interval), group: "interval"},
+		{key: "quantum", val: strconv.Itoa(quantum), group: "quantum"},
+		{key: "flows", val: strconv.Itoa(defaultFlows), group: "flows"},
+	}
+	switch {
+	case nss:
+		g = nssFQCodelGrammar
+		args[3], args[4] = args[4], args[3] // the order the NSS tc prints
+		if s.ecn {
+			args = append(args, arg{key: "ecn", group: "ecn"})
+		}
+		args = append(args, arg{key: "set_default", group: "set_default", tail: true},
+			arg{key: "accel_mode", val: "0", group: "accel_mode", tail: true})
+	case s.ecn:
+		args = append(args, arg{key: "ecn", group: "ecn"})
+	default:
+		args = append(args, arg{key: "noecn", group: "ecn"})
+	}
+
+	user, err := parseOpts(s.optsFd, s.opts, g)
+	if err != nil {
+		return nil, err
+	}
+	final := override(args, user)
+	from := func(key, why string) string {
+		if _, ok := lookup(user, key); ok {
+			return s.optsFd
+		}
+		return why
+	}
+
+	if d.Limit, err = intOpt(final, "limit", s.optsFd); err != nil {
+		return nil, err
+	}
+	if d.FQQuantum, err = intOpt(final, "quantum", s.optsFd); err != nil {
+		return nil, err
+	}
+	if d.Flows, err = intOpt(final, "flows", s.optsFd); err != nil {
+		return nil, err
+	}
+	if d.Target, err = timeOpt(final, "target", s.optsFd); err != nil {
+		return nil, err
+	}
+	if d.Interval, err = timeOpt(final, "interval", s.optsFd); err != nil {
+		return nil, err
+	}
+	if d.Target >= d.Interval {
+		return nil, fmt.Errorf("%s/%s: target %s is not below interval %s; lower the target or raise the interval",
+			s.targetField, s.optsFd, tcTime(d.Target), tcTime(d.Interval))
+	}
+	if v, ok := lookup(final, "accel_mode"); ok && v != "0" {
+		return nil, fmt.Errorf("%s: accel_mode %s; nss needs accel_mode 0 so the whole tree is offloaded, remove it", s.optsFd, v)
+	}
+	d.ECN = has(final, "ecn")
+
+	d.note("limit %d packets: %s", d.Limit, from("limit", limitWhy))
+	d.note("target %s: %s", tcTime(d.Target), from("target", targetWhy))
+	d.note("interval %s: %s", tcTime(d.Interval), from("interval", intervalWhy))
+	d.note("quantum %d bytes: %s", d.FQQuantum, from("quantum", quantumWhy))
+	d.note("flows %d", d.Flows)
+	d.note("%s", ecnNote(d.ECN, s, user, nss))
+	return words(final), nil
+}
+
+// queueLimit is the packets that fill limitWindowMS at rate, at least
+// minLimit, and the rule that produced it.
+func queueLimit(rate, mtu int) (int, string) {
+	n := rate * 125 * limitWindowMS / 1000 / mtu
+	rule := fmt.Sprintf("%d kbit/s x %d ms / %d B = %d", rate, limitWindowMS, mtu, n)
+	if n < minLimit {
+		return minLimit, rule + fmt.Sprintf(", raised to the floor %d", minLimit)
+	}
+	return n, rule + fmt.Sprintf(" (%d ms window, floor %d)", limitWindowMS, minLimit)
+}
+
+func ecnNote(on bool, s side, user []arg, nss bool) string {
+	why := s.ecnField
+	if has(user, "ecn") || has(user, "noecn") {
+		why = s.optsFd
+	}
+	switch {
+	case on && nss:
+		return fmt.Sprintf("ECN on (%s); NSS firmware accepts ecn but drops instead of marking", why)
+	case on:
+		return fmt.Sprintf("ECN on (%s)", why)
+	}
+	return fmt.Sprintf("ECN off (%s)", why)
+}
+
+func intOpt(args []arg, key, field string) (int, error) {
+	v, _ := lookup(args, key)
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s: %s %q is not a positive whole number", field, key, v)
+	}
+	return n, nil
+}
+
+func timeOpt(args []arg, key, field string) (time.Duration, error) {
+	v, _ := lookup(args, key)
+	t, err := parseTCTime(v)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %s %v", field, key, err)
+	}
+	if t <= 0 {
+		return 0, fmt.Errorf("%s: %s must be above 0", field, key)
+	}
+	return t, nil
+}
+
+func trimRTT(s string) string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "rtt "))
+}

@@ -1,0 +1,139 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+)
+
+// cakeRTTPresets are cake's RTT keywords and the interval each sets.
+var cakeRTTPresets = map[string]time.Duration{
+	"datacentre":     100 * time.Microsecond,
+	"lan":            time.Millisecond,
+	"metro":          10 * time.Millisecond,
+	"regional":       30 * time.Millisecond,
+	"internet":       100 * time.Millisecond,
+	"oceanic":        300 * time.Millisecond,
+	"satellite":      time.Second,
+	"interplanetary": 1000 * time.Second,
+}
+
+func cakeRTTPresetNames() []string {
+	names := make([]string, 0, len(cakeRTTPresets))
+	for n := range cakeRTTPresets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+var cakeDiffservModes = []string{"besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"}
+
+func cakeATM(l link) string {
+	if l.atm {
+		return "atm"
+	}
+	return "noatm"
+}
+
+// cakeRTT turns q.RTT ("", a preset, "50ms" or "rtt 50ms") into the cake
+// argument that sets it.
+func cakeRTT(rtt string) (arg, error) {
+	v := trimRTT(rtt)
+	if v == "" {
+		return arg{key: "rtt", val: tcTime(defaultCakeRTT), group: "rtt"}, nil
+	}
+	if _, ok := cakeRTTPresets[v]; ok {
+		return arg{key: v, group: "rtt"}, nil
+	}
+	if _, err := parseTCTime(v); err != nil {
+		return arg{}, fmt.Errorf("rtt: %v; or use a preset: %v", err, cakeRTTPresetNames())
+	}
+	return arg{key: "rtt", val: v, group: "rtt"}, nil
+}
+
+func cakeTree(d *Dir, q config.Queue, l link, s side) error {
+	diffserv := q.Diffserv
+	if diffserv == "" {
+		diffserv = "besteffort"
+	}
+	if !slices.Contains(cakeDiffservModes, diffserv) {
+		return fmt.Errorf("diffserv: %q is unknown; use one of %v", diffserv, cakeDiffservModes)
+	}
+	if s.dir == Ingress && q.SquashIngress && diffserv != "besteffort" {
+		diffserv = "besteffort"
+		d.note("squash_ingress: DSCP ignored on ingress, diffserv besteffort")
+	}
+	rtt, err := cakeRTT(q.RTT)
+	if err != nil {
+		return err
+	}
+	isolation := "dual-srchost"
+	if s.dir == Ingress {
+		isolation = "dual-dsthost"
+	}
+	args := []arg{
+		{key: "bandwidth", val: kbit(s.rate), group: "bandwidth"},
+		{key: diffserv, group: "diffserv"},
+		{key: isolation, group: "isolation"},
+		{key: "nat", group: "nat"},
+	}
+	if s.dir == Ingress {
+		if q.SquashDSCP {
+			args = append(args, arg{key: "wash", group: "wash"})
+			d.note("squash_dscp: wash clears DSCP on ingress")
+		}
+		args = append(args, arg{key: "ingress", group: "ingress"})
+	}
+	args = append(args,
+		arg{key: "overhead", val: strconv.Itoa(l.overhead), group: "overhead"},
+		arg{key: "mpu", val: strconv.Itoa(l.mpu), group: "mpu"},
+		arg{key: cakeATM(l), group: "atm"},
+		rtt)
+
+	user, err := parseOpts(s.optsFd, s.opts, cakeGrammar)
+	if err != nil {
+		return err
+	}
+	final := override(args, user)
+	var rttArg arg
+	for _, a := range final {
+		if a.group == "rtt" {
+			rttArg = a
+		}
+	}
+	d.Interval = cakeRTTPresets[rttArg.key]
+	if rttArg.key == "rtt" {
+		if d.Interval, err = timeOpt(final, "rtt", s.optsFd); err != nil {
+			return err
+		}
+	}
+	if v, ok := lookup(user, "overhead"); ok {
+		if d.Overhead, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("%s: overhead %q is not a whole number of bytes", s.optsFd, v)
+		}
+	}
+	if v, ok := lookup(user, "mpu"); ok {
+		if d.MPU, err = strconv.Atoi(v); err != nil {
+			return fmt.Errorf("%s: mpu %q is not a whole number of bytes", s.optsFd, v)
+		}
+	}
+	d.Target = d.Interval / 20
+	d.ECN = true
+	d.note("cake: %s -> interval %s, target %s (rtt/20; cake raises it on slow links itself)",
+		strings.Join(words([]arg{rttArg}), " "), tcTime(d.Interval), tcTime(d.Target))
+	d.note("cake: %s, %s, nat; ECN always on (cake marks ECN-capable flows, there is no switch)", diffserv, isolation)
+	if s.limit > 0 {
+		d.note("%s %d ignored: cake sizes its queue by memory (memlimit)", s.limitField, s.limit)
+	}
+	if len(user) > 0 {
+		d.note("%s applied: %q", s.optsFd, s.opts)
+	}
+	d.TC = [][]string{append([]string{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "cake"}, words(final)...)}
+	d.Tree = []Node{{Dev: s.dev, Type: "qdisc", Kind: "cake", Handle: "1:", Parent: "root"}}
+	return nil
+}
