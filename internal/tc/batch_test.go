@@ -1,0 +1,52 @@
+package tc
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestParseStderr(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		in    string
+		fails []Failure
+		warns []string
+	}{
+		{"kernel refusal", "Error: Specified qdisc kind is unknown.\nCommand failed -:3\n",
+			[]Failure{{3, "Error: Specified qdisc kind is unknown."}}, nil},
+		{"warning then force refusals", "Warning: sch_htb: quantum of class 10001 is big. Consider r2q change.\nError: Exclusivity flag on, cannot modify.\nCommand failed -:1\nError: Cannot find specified qdisc on specified device.\nCommand failed -:2\n",
+			[]Failure{{1, "Error: Exclusivity flag on, cannot modify."}, {2, "Error: Cannot find specified qdisc on specified device."}},
+			[]string{"Warning: sch_htb: quantum of class 10001 is big. Consider r2q change."}},
+		{"usage text dropped", "pfifo: unknown parameter \"ecn\"\nUsage: ... <[p|b]fifo | pfifo_head_drop> [ limit NUMBER ]\nCommand failed -:1\n",
+			[]Failure{{1, `pfifo: unknown parameter "ecn"`}}, nil},
+		{"died without a line", "Bad action type nssmirred\nUsage: ... gact <ACTION> [RAND] [INDEX]\nWhere: \tACTION := reclassify\n",
+			[]Failure{{0, "Bad action type nssmirred"}}, nil},
+		{"ip", "Error: Unknown device type.\nCommand failed -:1\n", []Failure{{1, "Error: Unknown device type."}}, nil},
+	} {
+		fails, warns := parseStderr(c.in)
+		if !reflect.DeepEqual(fails, c.fails) || !reflect.DeepEqual(warns, c.warns) {
+			t.Errorf("%s: got %+v %q, want %+v %q", c.name, fails, warns, c.fails, c.warns)
+		}
+	}
+}
+
+func TestHint(t *testing.T) {
+	for _, c := range []struct {
+		argv []string
+		msg  string
+		want string
+	}{
+		{[]string{"qdisc", "add", "dev", "wan", "parent", "1:1", "handle", "10:", "fq_codel", "limit", "200"},
+			"Error: Specified qdisc kind is unknown.", "fq_codel is missing: load kernel module sch_fq_codel (OpenWrt: opkg install kmod-sched-core)"},
+		{nil, `Unknown qdisc "nsstbl", hence option "rate" is unparsable`,
+			"nsstbl is missing: load kernel module qca-nss-drv-qdisc (OpenWrt: opkg install kmod-qca-nss-drv-qdisc)"},
+		{nil, "Bad action type nssmirred", "nssmirred is missing: load kernel module act_nssmirred (OpenWrt: opkg install kmod-qca-nss-drv-mirred)"},
+		{[]string{"filter", "add", "dev", "wan", "parent", "ffff:", "u32", "match", "u32", "0", "0", "action", "mirred", "egress"},
+			"Error: Failed to load TC action module.", "mirred is missing: load kernel module act_mirred (OpenWrt: opkg install kmod-sched-core)"},
+		{[]string{"qdisc", "add", "dev", "wan", "root", "cake", "bandwidth", "x"}, "Error: Exclusivity flag on, cannot modify.", ""},
+	} {
+		if got := hint(c.argv, c.msg); got != c.want {
+			t.Errorf("hint(%q, %q) = %q, want %q", c.argv, c.msg, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package tc
+
+import "strings"
+
+// modules maps a qdisc, filter, action or link kind to the kernel module
+// that provides it and the OpenWrt package that ships that module.
+var modules = map[string][2]string{
+	"fq_codel":    {"sch_fq_codel", "kmod-sched-core"},
+	"cake":        {"sch_cake", "kmod-sched-cake"},
+	"htb":         {"sch_htb", "kmod-sched-core"},
+	"tbf":         {"sch_tbf", "kmod-sched-core"},
+	"ingress":     {"sch_ingress", "kmod-sched-core"},
+	"u32":         {"cls_u32", "kmod-sched-core"},
+	"mirred":      {"act_mirred", "kmod-sched-core"},
+	"ifb":         {"ifb", "kmod-ifb"},
+	"nsstbl":      {"qca-nss-drv-qdisc", "kmod-qca-nss-drv-qdisc"},
+	"nssfq_codel": {"qca-nss-drv-qdisc", "kmod-qca-nss-drv-qdisc"},
+	"nssmirred":   {"act_nssmirred", "kmod-qca-nss-drv-mirred"},
+}
+
+func hintFor(kind string) string {
+	m, ok := modules[kind]
+	if !ok {
+		return ""
+	}
+	return kind + " is missing: load kernel module " + m[0] + " (OpenWrt: opkg install " + m[1] + ")"
+}
+
+// hint names the missing module when msg says a kind is unknown. tc's own
+// messages name the kind ("Unknown qdisc \"nsstbl\"", "Bad action type
+// nssmirred"); the kernel's do not ("Specified qdisc kind is unknown."), so
+// then the kind is taken from the refused line.
+func hint(argv []string, msg string) string {
+	for _, w := range strings.FieldsFunc(msg, func(r rune) bool { return r == ' ' || r == '"' || r == '.' || r == ',' }) {
+		if _, ok := modules[w]; ok && w != "ingress" {
+			return hintFor(w)
+		}
+	}
+	low := strings.ToLower(msg)
+	if !strings.Contains(low, "unknown") && !strings.Contains(low, "failed to load") && !strings.Contains(low, "not found") {
+		return ""
+	}
+	if strings.Contains(low, "action") {
+		for i := 0; i+1 < len(argv); i++ {
+			if argv[i] == "action" {
+				return hintFor(argv[i+1])
+			}
+		}
+	}
+	for _, w := range argv {
+		if _, ok := modules[w]; ok {
+			return hintFor(w)
+		}
+	}
+	return ""
+}

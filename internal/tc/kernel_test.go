@@ -1,0 +1,101 @@
+package tc
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+)
+
+func lines(s string) [][]string {
+	var out [][]string
+	for _, l := range strings.Split(strings.TrimSpace(s), "\n") {
+		out = append(out, strings.Fields(l))
+	}
+	return out
+}
+
+var (
+	htbBatch = lines(`qdisc add dev wan root handle 1: htb default 1
+class add dev wan parent 1: classid 1:1 htb rate 10mbit ceil 10mbit
+qdisc add dev wan parent 1:1 handle 10: pfifo limit 200`)
+	fqBatch = lines(`qdisc add dev wan root handle 1: tbf rate 10mbit burst 18432 limit 100000
+qdisc add dev wan parent 1: handle 10: fq_codel limit 200`)
+	ingressBatch = lines(`qdisc add dev ifb4wan root handle 1: tbf rate 10mbit burst 18432 limit 100000
+qdisc add dev wan handle ffff: ingress
+filter add dev wan parent ffff: protocol all prio 10 u32 match u32 0 0 action mirred egress redirect dev ifb4wan`)
+)
+
+// The host kernel lacks fq_codel, which makes it a natural refusal.
+func TestProbeAndCache(t *testing.T) {
+	tctest.NeedRoot(t)
+	r := &Runner{}
+	p := &Prober{Runner: r, CacheDir: t.TempDir()}
+	res, err := p.Probe([][][]string{htbBatch, fqBatch, ingressBatch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0] != nil || res[2] != nil {
+		t.Fatalf("accepted batches refused: %v / %v", res[0], res[2])
+	}
+	var rej *Rejection
+	if !errors.As(res[1], &rej) || rej.Line != 2 || !strings.Contains(rej.Hint, "sch_fq_codel") {
+		t.Fatalf("fq_codel batch: got %v, want a line 2 rejection naming sch_fq_codel", res[1])
+	}
+	if r.Procs() != 2 {
+		t.Errorf("cold probe used %d processes, want 2 (ip + tc)", r.Procs())
+	}
+	before := r.Procs()
+	if res, err = p.Probe([][][]string{ingressBatch, htbBatch}); err != nil || res[0] != nil || res[1] != nil {
+		t.Fatalf("warm probe: %v %v", res, err)
+	}
+	if r.Procs() != before {
+		t.Errorf("warm probe started %d processes, want 0", r.Procs()-before)
+	}
+	if res, _ = p.Probe([][][]string{fqBatch}); res[0] == nil || r.Procs() != before+2 {
+		t.Errorf("refusals must not be cached: %v, %d processes", res[0], r.Procs()-before)
+	}
+	p.BootID = "another-boot"
+	if p.Probe([][][]string{htbBatch}); r.Procs() != before+4 {
+		t.Errorf("a new boot must probe again")
+	}
+}
+
+func TestShow(t *testing.T) {
+	ns := tctest.NewNetns(t, "show")
+	ns.Exec(t, "ip", "link", "add", "ifb4wan", "type", "ifb")
+	ns.Exec(t, "ip", "link", "set", "ifb4wan", "up")
+	var st *State
+	ns.Do(t, func() {
+		r := &Runner{}
+		if _, err := r.Batch("tc", false, append(append([][]string{}, htbBatch...), ingressBatch...)); err != nil {
+			t.Error(err)
+			return
+		}
+		var err error
+		if st, err = r.Show("wan", "ifb4wan"); err != nil {
+			t.Error(err)
+		}
+		if r.Procs() != 3 {
+			t.Errorf("show used %d processes, want 2 (+1 batch)", r.Procs()-1)
+		}
+	})
+	if st == nil {
+		return
+	}
+	var qs []string
+	for _, q := range st.Qdiscs {
+		qs = append(qs, q.Dev+" "+q.Kind+" "+q.Handle+" "+q.Parent)
+	}
+	want := "wan htb 1: |wan pfifo 10: 1:1|wan ingress ffff: ffff:fff1|ifb4wan tbf 1: "
+	if got := strings.Join(qs, "|"); got != want {
+		t.Errorf("qdiscs = %q, want %q", got, want)
+	}
+	if len(st.Classes) != 1 || st.Classes[0] != (Class{Dev: "wan", Kind: "htb", Handle: "1:1", Parent: "root"}) {
+		t.Errorf("classes = %+v", st.Classes)
+	}
+	if len(st.Filters) != 1 || st.Filters[0].Target != "ifb4wan" || st.Filters[0].Kind != "u32" || st.Filters[0].Actions[0] != "mirred" {
+		t.Errorf("filters = %+v", st.Filters)
+	}
+}
