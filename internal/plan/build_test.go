@@ -89,3 +89,162 @@ func TestTelekomWorkedExample(t *testing.T) {
 		t.Errorf("overhead note missing: %q", p.Notes)
 	}
 }
+
+// conn is one connection type of spec §3 with its expected overhead per
+// backend (nss adds its 4 bytes of internal framing).
+var conns = []struct {
+	name        string
+	f           linkinfo.Facts
+	iface       string
+	overhead    int // configured, 0 = auto
+	cpu, nssOH  int
+	noteContain string
+}{
+	{"ethernet", linkinfo.Facts{MTU: 1500, Proto: "dhcp", LowerDevice: "eth0"}, "wan", 0, 18, 22, "proto=dhcp device=eth0 -> overhead"},
+	{"pppoe", linkinfo.Facts{MTU: 1500, Proto: "pppoe", LowerDevice: "eth0"}, "wan", 0, 28, 32, "pppoe 10"},
+	{"pppoe+vlan", linkinfo.Facts{MTU: 1500, Proto: "pppoe", LowerDevice: "wan.7"}, "wan", 0, 32, 36, "vlan 4"},
+	{"dslite", linkinfo.Facts{MTU: 1500, Proto: "dslite", LowerDevice: "eth0"}, "wan", 0, 58, 62, "dslite 40"},
+	{"map", linkinfo.Facts{MTU: 1500, Proto: "map", LowerDevice: "eth0"}, "wan", 0, 38, 42, "map 20"},
+	{"vlan only", linkinfo.Facts{MTU: 1500, Proto: "static", LowerDevice: "eth1.100"}, "wan", 0, 22, 26, "vlan 4"},
+	{"kernel vlan", linkinfo.Facts{MTU: 1500, Kind: "vlan"}, "wan7", 0, 22, 26, "kind=vlan"},
+	{"kernel dotted name", linkinfo.Facts{MTU: 1500}, "eth0.7", 0, 22, 26, "device=eth0.7"},
+	{"kernel ppp", linkinfo.Facts{MTU: 1492, Kind: "ppp"}, "pppoe-wan", 0, 28, 32, "kind=ppp"},
+	{"kernel ip6tnl", linkinfo.Facts{MTU: 1460, Kind: "ip6tnl"}, "ds-wan", 0, 58, 62, "dslite 40"},
+	{"kernel ipip", linkinfo.Facts{MTU: 1480, Kind: "ipip"}, "tun0", 0, 38, 42, "ipv4 tunnel 20"},
+	{"configured", linkinfo.Facts{MTU: 1500, Proto: "pppoe", LowerDevice: "wan.7"}, "wan", 44, 44, 44, "overhead 44 bytes (configured)"},
+	{"no mtu known", linkinfo.Facts{Proto: "dhcp"}, "wan", 0, 18, 22, "assumed device MTU 1500"},
+}
+
+var backends = []config.Backend{config.NSS, config.Cake, config.FQCodel}
+
+var rates = []int{1000, 20000, 99000, 100000, 300000}
+
+func baseQueue(b config.Backend, iface string, rate int) config.Queue {
+	return config.Queue{Section: "s", Interface: iface, Backend: b, Upload: rate, Download: rate, IngressECN: true}
+}
+
+// TestMatrix checks every connection type × backend × rate band against
+// the rules of spec §3.
+func TestMatrix(t *testing.T) {
+	for _, c := range conns {
+		for _, b := range backends {
+			for _, rate := range rates {
+				q := baseQueue(b, c.iface, rate)
+				q.Overhead = c.overhead
+				p := mustBuild(t, q, c.f)
+				oh := c.cpu
+				if b == config.NSS {
+					oh = c.nssOH
+				}
+				devMTU := c.f.MTU
+				if devMTU == 0 {
+					devMTU = 1500
+				}
+				mtu := devMTU + oh
+				if !slices.ContainsFunc(p.Notes, func(n string) bool { return strings.Contains(n, c.noteContain) }) {
+					t.Errorf("%s/%s: no note contains %q: %q", c.name, b, c.noteContain, p.Notes)
+				}
+				for _, d := range p.Dirs {
+					name := c.name + "/" + string(b) + "/" + strconv.Itoa(rate) + "/" + d.Direction.String()
+					if d.Overhead != oh || d.MTU != mtu {
+						t.Errorf("%s: overhead %d mtu %d, want %d %d", name, d.Overhead, d.MTU, oh, mtu)
+					}
+					checkRules(t, name, b, rate, mtu, d)
+				}
+			}
+		}
+	}
+}
+
+// checkRules asserts the §3 properties of one direction.
+func checkRules(t *testing.T, name string, b config.Backend, rate, mtu int, d *Dir) {
+	t.Helper()
+	if b == config.Cake {
+		if d.Limit != 0 || d.Burst != 0 || d.FQQuantum != 0 || !d.ECN || d.Interval != 100*time.Millisecond {
+			t.Errorf("%s: cake dir %+v", name, d)
+		}
+		return
+	}
+	// limit: 30 ms of packets at line rate, floor 200.
+	bytes30ms := rate * 1000 / 8 * 30 / 1000
+	if d.Limit < 200 || (d.Limit > 200 && (d.Limit*mtu > bytes30ms || (d.Limit+1)*mtu <= bytes30ms)) ||
+		(d.Limit == 200 && 201*mtu <= bytes30ms) {
+		t.Errorf("%s: limit %d for %d bytes in 30 ms at mtu %d", name, d.Limit, bytes30ms, mtu)
+	}
+	// burst: 1000 µs at rate, at least one 33-cell ATM packet; nsstbl in whole MTUs.
+	raw := rate / 8
+	atm := (mtu + 48 + 47) / 48 * 53 // ceil((mtu+48)/48) cells
+	want := max(raw, atm)
+	if b == config.NSS {
+		if d.Burst%mtu != 0 || d.Burst < want || d.Burst-mtu >= want {
+			t.Errorf("%s: nss burst %d, want %d rounded up to a multiple of %d", name, d.Burst, want, mtu)
+		}
+	} else if d.Burst != want {
+		t.Errorf("%s: burst %d, want %d", name, d.Burst, want)
+	}
+	if b == config.FQCodel && d.Quantum != min(max(raw, mtu), 60000) {
+		t.Errorf("%s: htb quantum %d", name, d.Quantum)
+	}
+	wantQ := mtu
+	if rate < 100000 {
+		wantQ = mtu/5 + 1
+	}
+	if d.FQQuantum != wantQ || d.Flows != 1024 {
+		t.Errorf("%s: quantum %d flows %d, want %d 1024", name, d.FQQuantum, d.Flows, wantQ)
+	}
+	wantT := 5 * time.Millisecond
+	wantI := 100 * time.Millisecond
+	if rate == 1000 {
+		wantT, wantI = 13992*time.Microsecond, 108992*time.Microsecond
+	}
+	if d.Target != wantT || d.Interval != wantI {
+		t.Errorf("%s: target %v interval %v, want %v %v", name, d.Target, d.Interval, wantT, wantI)
+	}
+	if d.ECN != (d.Direction == Ingress) {
+		t.Errorf("%s: ECN %v", name, d.ECN)
+	}
+}
+
+// TestNumbers pins the literal values for the ethernet connection.
+func TestNumbers(t *testing.T) {
+	for _, tc := range []struct {
+		b                             config.Backend
+		rate                          int
+		limit, burst, htbQ, q         int
+		target, interval              time.Duration
+		leafTarget, leafInterval, ecn string
+	}{
+		{config.NSS, 1000, 200, 3044, 0, 305, 13992 * time.Microsecond, 108992 * time.Microsecond, "13992us", "108992us", ""},
+		{config.NSS, 2000, 200, 3044, 0, 305, 6996 * time.Microsecond, 101996 * time.Microsecond, "6996us", "101996us", ""},
+		{config.NSS, 20000, 200, 3044, 0, 305, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", ""},
+		{config.NSS, 99000, 243, 13698, 0, 305, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", ""},
+		{config.NSS, 100000, 246, 13698, 0, 1522, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", ""},
+		{config.NSS, 300000, 739, 38050, 0, 1522, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", ""},
+		{config.FQCodel, 1000, 200, 1749, 1518, 304, 13992 * time.Microsecond, 108992 * time.Microsecond, "13992us", "108992us", "noecn"},
+		{config.FQCodel, 2798, 200, 1749, 1518, 304, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+		{config.FQCodel, 20000, 200, 2500, 2500, 304, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+		{config.FQCodel, 99000, 244, 12375, 12375, 304, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+		{config.FQCodel, 100000, 247, 12500, 12500, 1518, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+		{config.FQCodel, 300000, 741, 37500, 37500, 1518, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+		{config.FQCodel, 600000, 1482, 75000, 60000, 1518, 5 * time.Millisecond, 100 * time.Millisecond, "5ms", "100ms", "noecn"},
+	} {
+		name := string(tc.b) + "/" + strconv.Itoa(tc.rate)
+		q := baseQueue(tc.b, "eth0", tc.rate)
+		q.Download = 0
+		p := mustBuild(t, q, linkinfo.Facts{MTU: 1500, Kind: "ether"})
+		d := p.Dirs[0]
+		if d.Limit != tc.limit || d.Burst != tc.burst || d.Quantum != tc.htbQ || d.FQQuantum != tc.q ||
+			d.Target != tc.target || d.Interval != tc.interval {
+			t.Errorf("%s: limit %d burst %d htbq %d q %d target %v interval %v", name, d.Limit, d.Burst, d.Quantum, d.FQQuantum, d.Target, d.Interval)
+		}
+		leaf := line(d.TC[len(d.TC)-1])
+		for _, w := range []string{"limit " + strconv.Itoa(tc.limit), "target " + tc.leafTarget, "interval " + tc.leafInterval, tc.ecn} {
+			if !strings.Contains(leaf, w) {
+				t.Errorf("%s: leaf %q lacks %q", name, leaf, w)
+			}
+		}
+		if tc.b == config.NSS && strings.Contains(leaf, "ecn") {
+			t.Errorf("%s: egress nss leaf has ecn by default: %q", name, leaf)
+		}
+	}
+}
