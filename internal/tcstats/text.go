@@ -147,6 +147,9 @@ func parseFilterHeader(r *Record, toks []string) []Option {
 func (p *textParser) continuation(trim string) {
 	r := p.cur
 	toks := strings.Fields(strings.NewReplacer("(", " ", ")", " ", ",", " ").Replace(trim))
+	if len(toks) == 0 {
+		return
+	}
 	if r.Type == "filter" {
 		p.filterLine(trim, toks)
 		return
