@@ -1,0 +1,308 @@
+// Package plot draws a bufferbloat test as an RRUL-style figure: goodput
+// down and up over time above latency over time, the test's phases shaded
+// behind both, so the moment a queue fills is visible at a glance.
+package plot
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/font"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+const (
+	width  = 11 * vg.Inch
+	height = 7 * vg.Inch
+	dpi    = 120
+)
+
+var (
+	downColor = color.RGBA{R: 0x1f, G: 0x5f, B: 0xbf, A: 0xff}
+	upColor   = color.RGBA{R: 0xe0, G: 0x6c, B: 0x00, A: 0xff}
+	rttColor  = color.RGBA{R: 0x20, G: 0x20, B: 0x20, A: 0xff}
+	// One-way delays are drawn lighter: they explain the RTT, they are
+	// not the headline.
+	downLight = color.RGBA{R: 0x8f, G: 0xb0, B: 0xe8, A: 0xff}
+	upLight   = color.RGBA{R: 0xf5, G: 0xb8, B: 0x80, A: 0xff}
+	inflowCol = color.RGBA{R: 0xb0, G: 0x10, B: 0x60, A: 0xff}
+
+	// phaseColors tint each phase; loaded phases get the colour of the
+	// direction they load so the bands read like the lines.
+	phaseColors = map[string]color.RGBA{
+		bbresult.PhaseIdleBefore: {R: 0xee, G: 0xee, B: 0xee, A: 0xff},
+		bbresult.PhaseDownload:   {R: 0xdd, G: 0xe8, B: 0xfa, A: 0xff},
+		bbresult.PhaseUpload:     {R: 0xfc, G: 0xe8, B: 0xd4, A: 0xff},
+		bbresult.PhaseBidir:      {R: 0xea, G: 0xe0, B: 0xf4, A: 0xff},
+		bbresult.PhaseIdleAfter:  {R: 0xee, G: 0xee, B: 0xee, A: 0xff},
+	}
+	otherPhase = color.RGBA{R: 0xe4, G: 0xf2, B: 0xe4, A: 0xff}
+)
+
+// WritePlot renders r to path, as PNG or SVG by the file's extension.
+func WritePlot(path string, r *bbresult.Result) error {
+	var c interface {
+		vg.CanvasSizer
+		io.WriterTo
+	}
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".png":
+		c = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(width, height), vgimg.UseDPI(dpi))}
+	case ".svg":
+		c = vgsvg.New(width, height)
+	default:
+		return fmt.Errorf("plot file %s: extension %q not supported, use .png or .svg", path, ext)
+	}
+	if err := draw1(c, r); err != nil {
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("plot %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// draw1 draws the whole figure: title, then the two panels aligned so
+// their time axes line up.
+func draw1(c vg.CanvasSizer, r *bbresult.Result) error {
+	if len(r.Phases) == 0 {
+		return fmt.Errorf("result has no phases to plot")
+	}
+	top, err := throughputPanel(r)
+	if err != nil {
+		return err
+	}
+	bottom, err := latencyPanel(r)
+	if err != nil {
+		return err
+	}
+	dc := draw.New(c)
+	title := draw.TextStyle{Color: color.Black, Font: sans(13), XAlign: draw.XCenter, YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
+	lines := titleLines(r)
+	face := plot.DefaultTextHandler.Cache().Lookup(title.Font, title.Font.Size)
+	lineH := face.Extents().Height
+	for i, l := range lines {
+		dc.FillText(title, vg.Point{X: dc.Center().X, Y: dc.Max.Y - vg.Length(i)*lineH*1.1 - 4}, l)
+		title.Font = sans(10)
+	}
+	tiles := draw.Tiles{Rows: 2, Cols: 1, PadTop: lineH*vg.Length(len(lines))*1.1 + 10, PadBottom: 4, PadLeft: 4, PadRight: 12, PadY: 8}
+	cs := plot.Align([][]*plot.Plot{{top}, {bottom}}, tiles, dc)
+	top.Draw(cs[0][0])
+	bottom.Draw(cs[1][0])
+	return nil
+}
+
+func titleLines(r *bbresult.Result) []string {
+	return []string{
+		fmt.Sprintf("sqmkit bufferbloat test: %s (%s, %s)", r.Server, r.ServerAddr, familyName(r.Family)),
+		fmt.Sprintf("%s · idle RTT %.1f ms · %d streams/direction · grade %s (DSLReports, %.0f ms added) · %s (p95, %.0f ms added)",
+			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.IdleRTT, r.Streams,
+			orDash(r.Grades.DSLReports), r.Grades.DSLReportsAddedMs, orDash(r.Grades.Percentile), r.Grades.PercentileAddedMs),
+	}
+}
+
+func throughputPanel(r *bbresult.Result) (*plot.Plot, error) {
+	p := newPanel(r, "Goodput (Mbit/s)", true)
+	p.X.Tick.Marker = unlabelled{} // the panel below labels the shared time axis
+	var down, up plotter.XYs
+	for _, s := range r.Samples.Throughput {
+		down = append(down, plotter.XY{X: s.T, Y: s.Download})
+		up = append(up, plotter.XY{X: s.T, Y: s.Upload})
+	}
+	scaleY(p, false, down, up)
+	if err := addLine(p, down, downColor, 1.5, "download"); err != nil {
+		return nil, err
+	}
+	if err := addLine(p, up, upColor, 1.5, "upload"); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func latencyPanel(r *bbresult.Result) (*plot.Plot, error) {
+	p := newPanel(r, "Latency (ms)", false)
+	p.X.Label.Text = "Time (s)"
+	var rtt, up, down, inflow plotter.XYs
+	for _, pr := range r.Samples.Probes {
+		if pr.Lost != "" {
+			continue
+		}
+		rtt = append(rtt, plotter.XY{X: pr.T, Y: pr.RTT})
+		up = append(up, plotter.XY{X: pr.T, Y: pr.Up})
+		down = append(down, plotter.XY{X: pr.T, Y: pr.Down})
+	}
+	for _, s := range r.Samples.InFlow {
+		inflow = append(inflow, plotter.XY{X: s.T, Y: s.RTT})
+	}
+	for _, l := range []struct {
+		xy    plotter.XYs
+		c     color.Color
+		w     vg.Length
+		label string
+	}{
+		{down, downLight, 0.8, "one-way down"},
+		{up, upLight, 0.8, "one-way up"},
+		{rtt, rttColor, 1.2, "UDP probe RTT"},
+	} {
+		if err := addLine(p, l.xy, l.c, l.w, l.label); err != nil {
+			return nil, err
+		}
+	}
+	if len(inflow) > 0 {
+		s, err := plotter.NewScatter(inflow)
+		if err != nil {
+			return nil, err
+		}
+		s.GlyphStyle = draw.GlyphStyle{Color: inflowCol, Radius: 1.8, Shape: draw.CircleGlyph{}}
+		p.Add(s)
+		p.Legend.Add("in-flow TCP request", s)
+	}
+	if limit := scaleY(p, true, rtt, inflow, up, down); limit > 0 {
+		p.Y.Label.Text = fmt.Sprintf("Latency (ms, clipped at %.0f)", limit)
+	}
+	return p, nil
+}
+
+// scaleY leaves 15% headroom above the data so the phase labels and the
+// legend sit clear of it. For latency it also keeps a few huge outliers (a
+// 3 s stall) from flattening the rest: the axis then ends a little above the
+// 99.5th percentile, and the label says so.
+func scaleY(p *plot.Plot, clipOutliers bool, series ...plotter.XYs) (clippedAt float64) {
+	var ys []float64
+	for _, s := range series {
+		for _, xy := range s {
+			ys = append(ys, xy.Y)
+		}
+	}
+	if len(ys) == 0 {
+		return 0
+	}
+	slices.Sort(ys)
+	top := ys[len(ys)-1]
+	if limit := 1.2 * ys[int(0.995*float64(len(ys)-1))]; clipOutliers && top > 1.5*limit {
+		top, clippedAt = limit, limit
+	}
+	p.Y.Max = 1.15 * top
+	return clippedAt
+}
+
+func newPanel(r *bbresult.Result, ylabel string, labels bool) *plot.Plot {
+	p := plot.New()
+	for _, s := range []*draw.TextStyle{&p.X.Label.TextStyle, &p.Y.Label.TextStyle, &p.X.Tick.Label, &p.Y.Tick.Label, &p.Legend.TextStyle} {
+		s.Font = sans(10)
+	}
+	p.Y.Label.Text = ylabel
+	p.Y.Min = 0
+	p.X.Min = r.Phases[0].Start
+	p.X.Max = r.Phases[len(r.Phases)-1].End
+	p.Add(&bands{phases: r.Phases, labels: labels})
+	p.Add(plotter.NewGrid())
+	p.Legend.Top = true
+	p.Legend.Left = true
+	p.Legend.XOffs = 6
+	p.Legend.YOffs = -16 // below the phase labels
+	p.Legend.ThumbnailWidth = 18
+	return p
+}
+
+func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, w vg.Length, label string) error {
+	if len(xy) == 0 {
+		return nil
+	}
+	l, err := plotter.NewLine(xy)
+	if err != nil {
+		return fmt.Errorf("%s: %w", label, err)
+	}
+	l.Color, l.Width = c, w
+	p.Add(l)
+	p.Legend.Add(label, l)
+	return nil
+}
+
+func sans(size vg.Length) font.Font {
+	f := plot.DefaultFont
+	f.Variant = "Sans"
+	f.Size = size
+	return f
+}
+
+func familyName(f string) string {
+	switch f {
+	case "ipv4":
+		return "IPv4"
+	case "ipv6":
+		return "IPv6"
+	}
+	return orDash(f)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// bands shades each phase across the full height of a panel and, when
+// labels is set, names it at the top.
+type bands struct {
+	phases []bbresult.Phase
+	labels bool
+}
+
+func (b *bands) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	sty := draw.TextStyle{Color: color.Gray{Y: 0x50}, Font: sans(9), XAlign: draw.XCenter, YAlign: draw.YTop, Handler: plot.DefaultTextHandler}
+	for _, ph := range b.phases {
+		x0, x1 := trX(ph.Start), trX(ph.End)
+		rect := c.ClipPolygonX([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}})
+		c.FillPolygon(phaseColor(ph.Name), rect)
+		if b.labels {
+			c.FillText(sty, vg.Point{X: (x0 + x1) / 2, Y: c.Max.Y - 3}, ph.Name)
+		}
+	}
+}
+
+func (b *bands) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	for _, ph := range b.phases {
+		xmin, xmax = math.Min(xmin, ph.Start), math.Max(xmax, ph.End)
+	}
+	return xmin, xmax, 0, 0
+}
+
+func phaseColor(name string) color.RGBA {
+	if c, ok := phaseColors[name]; ok {
+		return c
+	}
+	return otherPhase
+}
+
+// unlabelled keeps the default tick marks but drops their labels.
+type unlabelled struct{}
+
+func (unlabelled) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		ts[i].Label = ""
+	}
+	return ts
+}

@@ -1,0 +1,211 @@
+package plot
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"image/color"
+	"image/png"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"gonum.org/v1/plot/vg"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/report/reporttest"
+)
+
+// results covers the default plan, SQM-like numbers, a custom phase plan
+// with an unknown phase name, and a run whose probes were all lost.
+func results() map[string]*bbresult.Result {
+	custom := reporttest.Bloated()
+	custom.Phases = []reporttest.Phase{
+		{Name: bbresult.PhaseIdleBefore, Seconds: 2},
+		{Name: "warmup", Seconds: 3, DownloadMbps: 50, AddedDown: 40},
+		{Name: bbresult.PhaseDownload, Seconds: 4, DownloadMbps: 94, AddedDown: 250},
+	}
+	allLost := reporttest.Bloated()
+	allLost.LossRate = 1
+	allLost.Phases = allLost.Phases[1:2]
+	return map[string]*bbresult.Result{
+		"bloated":  reporttest.Result(reporttest.Bloated()),
+		"shaped":   reporttest.Result(reporttest.Shaped()),
+		"custom":   reporttest.Result(custom),
+		"all lost": reporttest.Result(allLost),
+	}
+}
+
+func TestWritePlotSVG(t *testing.T) {
+	for name, r := range results() {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "run.svg")
+			if err := WritePlot(path, r); err != nil {
+				t.Fatal(err)
+			}
+			fills, texts := parseSVG(t, path)
+			// Every phase is shaded once in each panel.
+			bandFills := map[string]bool{}
+			for _, ph := range r.Phases {
+				c := phaseColor(ph.Name)
+				bandFills[fmt.Sprintf("#%02X%02X%02X", c.R, c.G, c.B)] = true
+			}
+			var shaded int
+			for f := range bandFills {
+				shaded += fills[f]
+			}
+			if shaded != 2*len(r.Phases) {
+				t.Errorf("%d shaded bands, want 2 per phase = %d (fills %v)", shaded, 2*len(r.Phases), fills)
+			}
+			for fill := range fills {
+				if !validFill.MatchString(fill) {
+					t.Errorf("invalid SVG fill %q", fill)
+				}
+			}
+			for _, ph := range r.Phases {
+				if texts[ph.Name] < 1 {
+					t.Errorf("phase %s not labelled; texts %v", ph.Name, texts)
+				}
+			}
+			title := fmt.Sprintf("grade %s (DSLReports, %.0f ms added)", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs)
+			if !hasPrefixKey(texts, "sqmkit bufferbloat test: "+r.Server) || !hasSubstringKey(texts, title) {
+				t.Errorf("title lacks server or %q: %v", title, texts)
+			}
+		})
+	}
+}
+
+var validFill = regexp.MustCompile(`^(none|#[0-9A-F]{6})$`)
+
+// parseSVG checks the file is well-formed XML and counts the fill colours
+// and text contents it draws.
+func parseSVG(t *testing.T, path string) (fills, texts map[string]int) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fills, texts = map[string]int{}, map[string]int{}
+	dec := xml.NewDecoder(f)
+	inText := false
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("not valid XML: %v", err)
+		}
+		switch e := tok.(type) {
+		case xml.StartElement:
+			inText = e.Name.Local == "text"
+			for _, a := range e.Attr {
+				for _, decl := range strings.Split(a.Value, ";") {
+					if v, ok := strings.CutPrefix(decl, "fill:"); ok && a.Name.Local == "style" {
+						fills[v]++
+					}
+				}
+			}
+		case xml.CharData:
+			if inText {
+				texts[string(e)]++
+			}
+		case xml.EndElement:
+			inText = false
+		}
+	}
+	return fills, texts
+}
+
+func hasPrefixKey(m map[string]int, p string) bool {
+	for k := range m {
+		if strings.HasPrefix(k, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func hasSubstringKey(m map[string]int, s string) bool {
+	for k := range m {
+		if strings.Contains(k, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestWritePlotPNG(t *testing.T) {
+	for name, r := range results() {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "run.PNG")
+			if err := WritePlot(path, r); err != nil {
+				t.Fatal(err)
+			}
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			img, err := png.Decode(f)
+			if err != nil {
+				t.Fatalf("not a PNG: %v", err)
+			}
+			b := img.Bounds()
+			if b.Dx() != int(float64(width/vg.Inch)*dpi) || b.Dy() != int(float64(height/vg.Inch)*dpi) {
+				t.Fatalf("size %v, want %vx%v", b.Size(), float64(width/vg.Inch)*dpi, float64(height/vg.Inch)*dpi)
+			}
+			// Each phase's band colour must cover a visible area.
+			counts := map[color.RGBA]int{}
+			for y := b.Min.Y; y < b.Max.Y; y++ {
+				for x := b.Min.X; x < b.Max.X; x++ {
+					r, g, bl, a := img.At(x, y).RGBA()
+					counts[color.RGBA{uint8(r >> 8), uint8(g >> 8), uint8(bl >> 8), uint8(a >> 8)}]++
+				}
+			}
+			for _, ph := range r.Phases {
+				if n := counts[phaseColor(ph.Name)]; n < 1000 {
+					t.Errorf("phase %s: %d pixels of its band colour", ph.Name, n)
+				}
+			}
+			if n := counts[downColor]; n < 100 {
+				t.Errorf("download line: %d pixels", n)
+			}
+		})
+	}
+}
+
+func TestWritePlotErrors(t *testing.T) {
+	dir := t.TempDir()
+	r := reporttest.Result(reporttest.Bloated())
+	for _, c := range []struct {
+		name, path string
+		r          *bbresult.Result
+		want       string
+	}{
+		{"extension", filepath.Join(dir, "run.jpg"), r, `extension ".jpg" not supported, use .png or .svg`},
+		{"no phases", filepath.Join(dir, "run.png"), &bbresult.Result{}, "no phases"},
+		{"no directory", filepath.Join(dir, "missing", "run.svg"), r, "no such file"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := WritePlot(c.path, c.r)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want %q", err, c.want)
+			}
+		})
+	}
+}
+
+func BenchmarkWritePlotPNG(b *testing.B) {
+	r := reporttest.Result(reporttest.Bloated())
+	path := filepath.Join(b.TempDir(), "run.png")
+	for b.Loop() {
+		if err := WritePlot(path, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
