@@ -3,6 +3,7 @@ package plan
 import (
 	"bytes"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,5 +111,21 @@ func TestWriteMatchesDirs(t *testing.T) {
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("commands:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// BenchmarkBuildWrite measures planning plus rendering of the worked
+// example, the work `sqmkit plan` and every start do per queue.
+func BenchmarkBuildWrite(b *testing.B) {
+	q, f := telekom()
+	b.ReportAllocs()
+	for b.Loop() {
+		p, err := Build(q, f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Write(io.Discard); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
