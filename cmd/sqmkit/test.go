@@ -1,0 +1,165 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/report"
+	"github.com/sqmkit/sqmkit/internal/report/plot"
+)
+
+func init() {
+	register(command{name: "test", summary: "measure bufferbloat against an 'sqmkit serve' server (or --compare two runs)", run: runTest})
+}
+
+func runTest(args []string) int {
+	fs := newFlagSet("test", "SERVER[:PORT] | --compare A.json B.json")
+	cfg := bbtest.Config{Tool: "sqmkit " + version}
+	fs.DurationVar(&cfg.Idle, "idle", bbtest.DefaultIdle, "length of each idle phase, before and after the load (0 skips)")
+	fs.DurationVar(&cfg.Download, "download", bbtest.DefaultLoad, "download phase length (0 skips)")
+	fs.DurationVar(&cfg.Upload, "upload", bbtest.DefaultLoad, "upload phase length (0 skips)")
+	fs.DurationVar(&cfg.Bidir, "bidir", bbtest.DefaultLoad, "download+upload phase length (0 skips)")
+	fs.IntVar(&cfg.Streams, "streams", bbtest.DefaultStreams, "TCP streams per loaded direction")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", bbtest.DefaultProbeInterval, "UDP latency probe interval")
+	fs.StringVar(&cfg.Token, "token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
+	v4 := fs.Bool("4", false, "use IPv4 only")
+	v6 := fs.Bool("6", false, "use IPv6 only")
+	port := fs.Int("port", 0, "server port (default: from SERVER, else 8693)")
+	jsonFile := fs.String("json", "", "write every sample and the summary as JSON to `FILE`")
+	plotFile := fs.String("plot", "", "write a time-series plot to `FILE` (.png or .svg)")
+	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
+	quiet := fs.Bool("quiet", false, "no progress display")
+	pos, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
+	}
+	if *compare {
+		return runCompare(pos)
+	}
+	if len(pos) != 1 {
+		fmt.Fprintln(os.Stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
+		return 2
+	}
+	cfg.Server = pos[0]
+	switch {
+	case *v4 && *v6:
+		fmt.Fprintln(os.Stderr, "sqmkit test: -4 and -6 exclude each other")
+		return 2
+	case *v4:
+		cfg.Network = "tcp4"
+	case *v6:
+		cfg.Network = "tcp6"
+	}
+	if *port != 0 {
+		if *port < 1 || *port > 65535 {
+			fmt.Fprintf(os.Stderr, "sqmkit test: --port %d out of range 1..65535\n", *port)
+			return 2
+		}
+		host, _ := bbtest.SplitHostPort(cfg.Server)
+		cfg.Server = "[" + host + "]:" + strconv.Itoa(*port)
+	}
+	if err := cfg.Check(); err != nil {
+		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+		return 2
+	}
+	var pr *report.Progress
+	if !*quiet {
+		pr = report.NewProgress(os.Stderr, report.IsTerminal(os.Stderr))
+		cfg.Progress = func(p bbtest.Progress) {
+			pr.Update(p.Phase, p.Elapsed, p.Total, p.DownMbps, p.UpMbps, p.RTT)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := bbtest.Run(ctx, cfg)
+	if pr != nil {
+		pr.Done() // the summary must not share a line with the display
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+		return 1
+	}
+	return writeOutputs(res, *jsonFile, *plotFile)
+}
+
+func writeOutputs(res *bbresult.Result, jsonFile, plotFile string) int {
+	rc := 0
+	if err := report.WriteSummary(os.Stdout, res); err != nil {
+		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+		rc = 1
+	}
+	if jsonFile != "" {
+		if err := writeFile(jsonFile, func(f *os.File) error { return report.WriteJSON(f, res) }); err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit test: --json:", err)
+			rc = 1
+		}
+	}
+	if plotFile != "" {
+		if err := plot.WritePlot(plotFile, res); err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit test: --plot:", err)
+			rc = 1
+		}
+	}
+	return rc
+}
+
+func writeFile(name string, write func(*os.File) error) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if err := write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func runCompare(files []string) int {
+	if len(files) != 2 {
+		fmt.Fprintln(os.Stderr, "sqmkit test --compare: want two files: BEFORE.json AFTER.json")
+		return 2
+	}
+	var runs [2]*bbresult.Result
+	for i, name := range files {
+		f, err := os.Open(name)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit test --compare:", err)
+			return 1
+		}
+		runs[i], err = report.ReadJSON(f)
+		f.Close()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "sqmkit test --compare: %s: %v\n", name, err)
+			return 1
+		}
+	}
+	if err := report.Compare(os.Stdout, runs[0], runs[1]); err != nil {
+		fmt.Fprintln(os.Stderr, "sqmkit test --compare:", err)
+		return 1
+	}
+	return 0
+}
+
+// parseInterspersed parses flags that may follow positional arguments
+// ("sqmkit test host --json x"), which the flag package alone stops at.
+func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
+	for {
+		if ok, code := parseFlags(fs, args); !ok {
+			return nil, code, false
+		}
+		if fs.NArg() == 0 {
+			return pos, 0, true
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+}

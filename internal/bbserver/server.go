@@ -1,0 +1,366 @@
+// Package bbserver is the server side of sqmkit's bufferbloat test: it
+// answers UDP probes for live sessions, sends and sinks bulk TCP streams, and
+// enforces the limits that make it safe to leave running on the internet.
+package bbserver
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+)
+
+// Config holds the server's limits. Zero values take the defaults below.
+type Config struct {
+	Token       string        // required from clients when non-empty
+	MaxTests    int           // concurrent tests (default 20)
+	MaxDuration time.Duration // per test (default 120 s)
+	MaxBytes    int64         // payload bytes per test, both directions (default 25 GB)
+	PerIP       int           // tests started per client address per minute (default 6)
+	MaxStreams  int           // per direction per test (default 16)
+	// Stall is how long any single read or write may block before the
+	// connection is dropped (default 10 s).
+	Stall time.Duration
+	Log   *log.Logger // one line per test and per refusal; nil discards
+}
+
+// Defaults for Config's zero values.
+const (
+	DefaultMaxTests    = 20
+	DefaultMaxDuration = 120 * time.Second
+	DefaultMaxBytes    = 25e9
+	DefaultPerIP       = 6
+	DefaultMaxStreams  = 16
+	DefaultStall       = 10 * time.Second
+)
+
+// grace is how long after its announced duration a session may live: the
+// client still has to collect late probe replies and fetch the report.
+const grace = 5 * time.Second
+
+// helloTimeout bounds how long an accepted connection may take to say who it
+// is; a silent connection costs a goroutine and a socket until then.
+const helloTimeout = 5 * time.Second
+
+// Server runs tests. One Server can serve several listeners.
+type Server struct {
+	cfg Config
+
+	mu       sync.RWMutex
+	sessions map[bbproto.SessionID]*session
+	running  int
+	perIP    map[netip.Prefix][]time.Time
+
+	// frames is the shared, read-only bulk payload every download stream writes.
+	frames []byte
+}
+
+// New returns a Server with cfg's limits.
+func New(cfg Config) *Server {
+	if cfg.MaxTests <= 0 {
+		cfg.MaxTests = DefaultMaxTests
+	}
+	if cfg.MaxDuration <= 0 {
+		cfg.MaxDuration = DefaultMaxDuration
+	}
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.PerIP <= 0 {
+		cfg.PerIP = DefaultPerIP
+	}
+	if cfg.MaxStreams <= 0 || cfg.MaxStreams > bbproto.MaxStreams {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.Stall <= 0 {
+		cfg.Stall = DefaultStall
+	}
+	if cfg.Log == nil {
+		cfg.Log = log.New(io.Discard, "", 0)
+	}
+	return &Server{
+		cfg:      cfg,
+		sessions: map[bbproto.SessionID]*session{},
+		perIP:    map[netip.Prefix][]time.Time{},
+		frames:   bbproto.DataFrames(DataFramePayload, DataFramePayload),
+	}
+}
+
+// DataFramePayload is the bulk frame size. A pong queued on a download
+// stream waits behind at most one frame in user space (plus the socket's
+// unsent bytes, see NotSentLowat), so frames stay small.
+const DataFramePayload = 16 << 10
+
+// Serve answers on ln (TCP) and pc (UDP) until ctx ends. Both normally share
+// one port number.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, pc *net.UDPConn) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+		pc.Close()
+	}()
+	go s.serveUDP(pc)
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go s.handle(ctx, c)
+	}
+}
+
+// session is one running test.
+type session struct {
+	id         bbproto.SessionID
+	peer       netip.Addr
+	deadline   time.Time
+	ctx        context.Context
+	end        context.CancelCauseFunc
+	streams    [3]atomic.Int32 // open streams by kind
+	maxStreams int
+	sent       atomic.Int64
+	recv       atomic.Int64
+	maxBytes   int64
+
+	pmu      sync.Mutex
+	received []byte // bitmap of probe seqs seen
+
+	cmu   sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+var (
+	errBudget   = errors.New("byte budget used up")
+	errDuration = errors.New("duration limit reached")
+	errFinished = errors.New("test finished")
+)
+
+// account adds n payload bytes and ends the session when over budget.
+func (ss *session) account(ctr *atomic.Int64, n int) bool {
+	ctr.Add(int64(n))
+	if ss.sent.Load()+ss.recv.Load() > ss.maxBytes {
+		ss.end(errBudget)
+		return false
+	}
+	return true
+}
+
+func (ss *session) track(c net.Conn) bool {
+	ss.cmu.Lock()
+	defer ss.cmu.Unlock()
+	if ss.ctx.Err() != nil {
+		return false
+	}
+	ss.conns[c] = struct{}{}
+	return true
+}
+
+func (ss *session) untrack(c net.Conn) {
+	ss.cmu.Lock()
+	delete(ss.conns, c)
+	ss.cmu.Unlock()
+}
+
+// closeAll drops every stream of the session; called once when it ends.
+func (ss *session) closeAll() {
+	ss.cmu.Lock()
+	defer ss.cmu.Unlock()
+	for c := range ss.conns {
+		c.Close()
+	}
+}
+
+func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
+
+// rateKey groups addresses the way one user holds them: an IPv4 address, or
+// an IPv6 /64 (every subscriber gets at least a /64 to pick addresses from).
+func rateKey(a netip.Addr) netip.Prefix {
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
+}
+
+// handle reads the first bytes of a connection to tell a control connection
+// (a control message) from a data stream (a StreamHeader), and dispatches.
+func (s *Server) handle(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(helloTimeout))
+	var first [bbproto.StreamHeaderSize]byte
+	if _, err := io.ReadFull(c, first[:1]); err != nil {
+		return
+	}
+	if first[0] == byte(bbproto.MsgHello) {
+		s.control(ctx, c, first[0])
+		return
+	}
+	if _, err := io.ReadFull(c, first[1:]); err != nil {
+		return
+	}
+	h, err := bbproto.ParseStreamHeader(first[:])
+	if err != nil {
+		s.cfg.Log.Printf("refused stream from %s: %v", c.RemoteAddr(), err)
+		return
+	}
+	s.stream(c, h)
+}
+
+// control runs one test's control connection from Hello to Report.
+func (s *Server) control(ctx context.Context, c net.Conn, first byte) {
+	start := time.Now()
+	peer := tcpPeer(c)
+	typ, body, err := bbproto.ReadMsg(io.MultiReader(bytes.NewReader([]byte{first}), c))
+	if err == nil && typ != bbproto.MsgHello {
+		err = fmt.Errorf("first message is type %d, want hello", typ)
+	}
+	var h bbproto.Hello
+	if err == nil {
+		h, err = bbproto.ParseHello(body)
+	}
+	if err == nil {
+		err = s.check(h, peer)
+	}
+	if err != nil {
+		s.cfg.Log.Printf("refused %s: %v", c.RemoteAddr(), err)
+		bbproto.WriteMsg(c, bbproto.MsgRefuse, bbproto.Refuse{Reason: err.Error()})
+		return
+	}
+	ss := s.open(ctx, h, peer)
+	defer s.close(ss)
+
+	acc := bbproto.Accept{Session: ss.id, MaxDuration: int64(s.cfg.MaxDuration), MaxBytes: s.cfg.MaxBytes, MaxStreams: s.cfg.MaxStreams}
+	c.SetDeadline(ss.deadline)
+	if err := bbproto.WriteMsg(c, bbproto.MsgAccept, acc); err != nil {
+		return
+	}
+	// The control connection stays quiet until Done; its close (or the
+	// session deadline) ends the test.
+	go func() {
+		<-ss.ctx.Done()
+		c.SetReadDeadline(time.Now())
+	}()
+	typ, _, err = bbproto.ReadMsg(c)
+	ended := ""
+	if ss.ctx.Err() != nil {
+		ended = context.Cause(ss.ctx).Error()
+	}
+	result := "ok"
+	switch {
+	case ended != "":
+		result = ended
+	case err != nil:
+		result = "control: " + err.Error()
+	case typ != bbproto.MsgDone:
+		result = fmt.Sprintf("control: message type %d, want done", typ)
+	}
+	ss.end(errFinished)
+	ss.closeAll()
+	if typ == bbproto.MsgDone || ended != "" {
+		ss.pmu.Lock()
+		rep := bbproto.Report{Received: ss.received, BytesSent: ss.sent.Load(), BytesRecv: ss.recv.Load(), Ended: ended}
+		c.SetWriteDeadline(time.Now().Add(s.cfg.Stall))
+		bbproto.WriteMsg(c, bbproto.MsgReport, rep)
+		ss.pmu.Unlock()
+	}
+	s.cfg.Log.Printf("test %s from %s: %.1fs, sent %d B, received %d B, %s",
+		ss.id, c.RemoteAddr(), time.Since(start).Seconds(), ss.sent.Load(), ss.recv.Load(), result)
+}
+
+// check applies the server's limits to a Hello from peer.
+func (s *Server) check(h bbproto.Hello, peer netip.Addr) error {
+	if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(s.cfg.Token)) != 1 {
+		return errors.New("wrong or missing token (--token)")
+	}
+	if time.Duration(h.Duration) > s.cfg.MaxDuration {
+		return fmt.Errorf("test of %v exceeds this server's limit of %v; shorten the phases", time.Duration(h.Duration), s.cfg.MaxDuration)
+	}
+	if h.Streams > s.cfg.MaxStreams {
+		return fmt.Errorf("%d streams exceed this server's limit of %d; lower --streams", h.Streams, s.cfg.MaxStreams)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running >= s.cfg.MaxTests {
+		return fmt.Errorf("server busy: %d tests running; try again later", s.running)
+	}
+	key := rateKey(peer)
+	now := time.Now()
+	recent := s.perIP[key][:0]
+	for _, t := range s.perIP[key] {
+		if now.Sub(t) < time.Minute {
+			recent = append(recent, t)
+		}
+	}
+	if len(recent) >= s.cfg.PerIP {
+		s.perIP[key] = recent
+		return fmt.Errorf("rate limit: %d tests from %s in the last minute; wait", len(recent), key)
+	}
+	s.perIP[key] = append(recent, now)
+	// Forget addresses with no recent tests so the map stays bounded.
+	for k, ts := range s.perIP {
+		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= time.Minute {
+			delete(s.perIP, k)
+		}
+	}
+	s.running++
+	return nil
+}
+
+func (s *Server) open(ctx context.Context, h bbproto.Hello, peer netip.Addr) *session {
+	ss := &session{
+		peer:       peer,
+		deadline:   time.Now().Add(time.Duration(h.Duration) + grace),
+		maxBytes:   s.cfg.MaxBytes,
+		maxStreams: max(h.Streams, 1),
+		received:   make([]byte, (h.ProbeSlots()+7)/8),
+		conns:      map[net.Conn]struct{}{},
+	}
+	rand.Read(ss.id[:])
+	var cancel context.CancelFunc
+	ctx, cancel = context.WithDeadlineCause(ctx, ss.deadline, errDuration)
+	ss.ctx, ss.end = context.WithCancelCause(ctx)
+	context.AfterFunc(ss.ctx, func() { cancel(); ss.closeAll() })
+	s.mu.Lock()
+	s.sessions[ss.id] = ss
+	s.mu.Unlock()
+	return ss
+}
+
+func (s *Server) close(ss *session) {
+	ss.end(errFinished)
+	s.mu.Lock()
+	delete(s.sessions, ss.id)
+	s.running--
+	s.mu.Unlock()
+}
+
+func (s *Server) lookup(id bbproto.SessionID, from netip.Addr) *session {
+	s.mu.RLock()
+	ss := s.sessions[id]
+	s.mu.RUnlock()
+	if ss == nil || ss.peer != from || ss.ctx.Err() != nil {
+		return nil
+	}
+	return ss
+}

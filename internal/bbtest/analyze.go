@@ -1,0 +1,350 @@
+package bbtest
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// record is one probe as the client saw it. sent and recv are ns on the
+// client's monotonic clock since the test started (recv 0: no reply);
+// srvRecv and srvSend are the server's wall clock in ns.
+type record struct {
+	seq              uint32
+	sent, recv       int64
+	srvRecv, srvSend int64
+	reordered        bool
+}
+
+func (r record) replied() bool { return r.recv != 0 }
+
+// rtt excludes the server's own processing time, as irtt does, so that the
+// two one-way delays add up to it exactly.
+func (r record) rtt() float64 { return ms(r.recv - r.sent - (r.srvSend - r.srvRecv)) }
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// span is one phase as run: its window in seconds since the start and the
+// goodput byte counters at its edges.
+type span struct {
+	name       string
+	start, end float64
+	down, up   int64 // payload bytes moved during the phase
+	loaded     bool
+}
+
+// raw is everything a run collected, before analysis.
+type raw struct {
+	wall0      int64 // client wall clock (ns) at the start
+	probes     []record
+	serverSaw  func(seq uint32) bool
+	spans      []span
+	throughput []bbresult.Throughput
+	inflow     []bbresult.InFlow
+	notes      []string
+}
+
+// offsetModel is the server clock minus the client clock, in ns, as a
+// linear function of client time: the NTP-style estimate from the fastest
+// idle probes before the load and after it, with the drift between them
+// interpolated. One estimate means a constant offset.
+type offsetModel struct {
+	t0, o0, slope float64
+}
+
+func (m offsetModel) at(t int64) float64 { return m.o0 + m.slope*(float64(t)-m.t0) }
+
+// estimate returns the offset seen by the fastest tenth of rs's replied
+// probes: those crossed empty queues, so their up and down delays are
+// closest to equal, which is the one assumption an offset estimate without
+// synchronised clocks has to make. The median of them resists one odd probe.
+func estimate(wall0 int64, rs []record) (t, off float64, ok bool) {
+	var fast []record
+	for _, r := range rs {
+		if r.replied() {
+			fast = append(fast, r)
+		}
+	}
+	if len(fast) == 0 {
+		return 0, 0, false
+	}
+	slices.SortFunc(fast, func(a, b record) int { return cmpFloat(a.rtt(), b.rtt()) })
+	fast = fast[:max(1, len(fast)/10)]
+	offs := make([]float64, len(fast))
+	sum := 0.0
+	for i, r := range fast {
+		up := float64(r.srvRecv - (wall0 + r.sent))
+		down := float64(r.srvSend - (wall0 + r.recv))
+		offs[i] = (up + down) / 2
+		sum += float64(r.sent)
+	}
+	return sum / float64(len(fast)), median(offs), true
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// fitOffset builds the offset model from the probes of the idle phases
+// before and after the load; with no idle phase it uses all probes.
+func fitOffset(wall0 int64, before, after, all []record) offsetModel {
+	t1, o1, ok1 := estimate(wall0, before)
+	t2, o2, ok2 := estimate(wall0, after)
+	switch {
+	case ok1 && ok2 && t2 > t1:
+		return offsetModel{t0: t1, o0: o1, slope: (o2 - o1) / (t2 - t1)}
+	case ok1:
+		return offsetModel{t0: t1, o0: o1}
+	case ok2:
+		return offsetModel{t0: t2, o0: o2}
+	}
+	t, o, _ := estimate(wall0, all)
+	return offsetModel{t0: t, o0: o}
+}
+
+// oneWay returns the up and down delays of a replied probe in ms. The
+// clock terms are subtracted as integers first: wall-clock nanoseconds do
+// not fit a float64 at nanosecond precision.
+func (m offsetModel) oneWay(wall0 int64, r record) (up, down float64) {
+	up = (float64(r.srvRecv-(wall0+r.sent)) - m.at(r.sent)) / 1e6
+	down = (float64(wall0+r.recv-r.srvSend) + m.at(r.recv)) / 1e6
+	return up, down
+}
+
+func isIdle(name string) bool {
+	return name == bbresult.PhaseIdleBefore || name == bbresult.PhaseIdleAfter
+}
+
+// analyze turns raw data into the result's phases, grades, samples and notes.
+func analyze(rw *raw, res *bbresult.Result) {
+	inSpan := func(t float64, s span) bool { return t >= s.start && t < s.end }
+	byPhase := map[string][]record{}
+	for _, r := range rw.probes {
+		t := float64(r.sent) / 1e9
+		for _, s := range rw.spans {
+			if inSpan(t, s) {
+				byPhase[s.name] = append(byPhase[s.name], r)
+			}
+		}
+	}
+	model := fitOffset(rw.wall0, byPhase[bbresult.PhaseIdleBefore], byPhase[bbresult.PhaseIdleAfter], rw.probes)
+
+	res.Samples.Probes = make([]bbresult.Probe, len(rw.probes))
+	for i, r := range rw.probes {
+		p := bbresult.Probe{T: float64(r.sent) / 1e9, Seq: r.seq}
+		switch {
+		case r.replied():
+			p.RTT = r.rtt()
+			p.Up, p.Down = model.oneWay(rw.wall0, r)
+		case rw.serverSaw(r.seq):
+			p.Lost = "down"
+		default:
+			p.Lost = "up"
+		}
+		res.Samples.Probes[i] = p
+	}
+	res.Samples.Throughput = rw.throughput
+	res.Samples.InFlow = rw.inflow
+
+	type perPhase struct {
+		rtt, up, down []float64
+	}
+	series := map[string]*perPhase{}
+	for _, s := range rw.spans {
+		pp := &perPhase{}
+		for _, p := range res.Samples.Probes {
+			if inSpan(p.T, s) && p.Lost == "" {
+				pp.rtt = append(pp.rtt, p.RTT)
+				pp.up = append(pp.up, p.Up)
+				pp.down = append(pp.down, p.Down)
+			}
+		}
+		series[s.name] = pp
+	}
+	var idle []float64
+	for _, s := range rw.spans {
+		if isIdle(s.name) {
+			idle = append(idle, series[s.name].rtt...)
+		}
+	}
+	res.IdleRTT = median(idle)
+
+	// The baseline is the idle phase before the load. The one after it
+	// starts while the bottleneck's queue is still draining, which would
+	// flatter a bloated link; it serves the drift estimate and shows whether
+	// latency came back down.
+	base := series[bbresult.PhaseIdleBefore]
+	if base == nil || len(base.rtt) == 0 {
+		base = series[bbresult.PhaseIdleAfter]
+	}
+	var baseMean, baseMedian, baseUp, baseDown float64
+	if base != nil && len(base.rtt) > 0 {
+		st := summarize(slices.Clone(base.rtt))
+		baseMean, baseMedian = st.Mean, st.Median
+		baseUp, baseDown = median(base.up), median(base.down)
+	} else {
+		// No idle phase: the fastest probe is the best guess of the
+		// unloaded path.
+		all := repliedRTTs(res.Samples.Probes)
+		if len(all) > 0 {
+			baseMean = slices.Min(all)
+			baseMedian = baseMean
+		}
+		res.Notes = append(res.Notes, "no idle phase: added latency is relative to the fastest probe of the whole test")
+	}
+
+	res.Phases = nil
+	for _, s := range rw.spans {
+		pp := series[s.name]
+		ph := bbresult.Phase{Name: s.name, Start: s.start, End: s.end}
+		if d := s.end - s.start; d > 0 {
+			ph.DownloadMbps = float64(s.down) * 8 / 1e6 / d
+			ph.UploadMbps = float64(s.up) * 8 / 1e6 / d
+		}
+		ph.Latency = summarize(slices.Clone(pp.rtt))
+		var in []float64
+		for _, f := range rw.inflow {
+			if inSpan(f.T, s) {
+				in = append(in, f.RTT)
+			}
+		}
+		ph.InFlow = summarize(in)
+		for _, r := range byPhase[s.name] {
+			ph.ProbesSent++
+			if r.reordered {
+				ph.Reordered++
+			}
+		}
+		for _, p := range res.Samples.Probes {
+			if inSpan(p.T, s) {
+				switch p.Lost {
+				case "up":
+					ph.LostUp++
+				case "down":
+					ph.LostDown++
+				}
+			}
+		}
+		if ph.Latency.N > 0 {
+			ph.AddedMean = ph.Latency.Mean - baseMean
+			ph.AddedMedian = ph.Latency.Median - baseMedian
+			ph.AddedP95 = ph.Latency.P95 - baseMedian
+			ph.AddedP99 = ph.Latency.P99 - baseMedian
+			ph.AddedUp = median(pp.up) - baseUp
+			ph.AddedDown = median(pp.down) - baseDown
+			if s.loaded {
+				ph.Grade = bbresult.Grade(ph.AddedMean)
+			}
+		}
+		res.Phases = append(res.Phases, ph)
+	}
+	res.Grades = grade(res.Phases)
+	res.Notes = append(res.Notes, rw.notes...)
+	res.Notes = append(res.Notes, notes(res, model)...)
+}
+
+func repliedRTTs(ps []bbresult.Probe) []float64 {
+	var v []float64
+	for _, p := range ps {
+		if p.Lost == "" {
+			v = append(v, p.RTT)
+		}
+	}
+	return v
+}
+
+// grade computes the overall verdicts from the loaded phases.
+//
+// DSLReports/Waveform: the mean latency increase during the download phase
+// and during the upload phase, averaged (a run with only one of them uses
+// that one; with neither, the bidirectional phase). Percentile: the worst
+// p95 increase of any loaded phase, because a link that is fine on average
+// but stalls a call every few seconds is not fine.
+func grade(phases []bbresult.Phase) bbresult.Grades {
+	g := bbresult.Grades{Basis: "udp_probes"}
+	var dsl []float64
+	var bidir *bbresult.Phase
+	worst := math.Inf(-1)
+	for i, p := range phases {
+		if p.Grade == "" {
+			continue
+		}
+		switch p.Name {
+		case bbresult.PhaseDownload, bbresult.PhaseUpload:
+			dsl = append(dsl, p.AddedMean)
+		case bbresult.PhaseBidir:
+			bidir = &phases[i]
+		}
+		worst = max(worst, p.AddedP95)
+	}
+	if len(dsl) == 0 && bidir != nil {
+		dsl = append(dsl, bidir.AddedMean)
+	}
+	if len(dsl) > 0 {
+		sum := 0.0
+		for _, v := range dsl {
+			sum += v
+		}
+		g.DSLReportsAddedMs = sum / float64(len(dsl))
+		g.DSLReports = bbresult.Grade(g.DSLReportsAddedMs)
+	}
+	if !math.IsInf(worst, -1) {
+		g.PercentileAddedMs = worst
+		g.Percentile = bbresult.Grade(worst)
+	}
+	return g
+}
+
+// Thresholds for the notes.
+const (
+	// A queue is worth locating once it adds this much.
+	queueNoteMs = 5.0
+	// In the bidirectional phase both directions carry the same number of
+	// streams; if one direction still holds this share of the added delay,
+	// the two directions' capacities or buffers differ a lot (DSL, DOCSIS,
+	// LTE) and SQM has to be tuned per direction.
+	asymShare = 0.8
+	lossNote  = 0.01
+)
+
+func notes(res *bbresult.Result, m offsetModel) []string {
+	var out []string
+	for _, p := range res.Phases {
+		if p.ProbesSent > 0 {
+			if f := float64(p.LostUp+p.LostDown) / float64(p.ProbesSent); f >= lossNote {
+				out = append(out, fmt.Sprintf("%s: %.1f%% of probes lost (%d up, %d down)", p.Name, 100*f, p.LostUp, p.LostDown))
+			}
+		}
+		if p.Grade == "" || p.AddedMedian < queueNoteMs {
+			continue
+		}
+		up, down := max(p.AddedUp, 0), max(p.AddedDown, 0)
+		if up+down <= 0 {
+			continue
+		}
+		share := down / (up + down)
+		out = append(out, fmt.Sprintf("%s: %.0f%% of the added delay is downstream (server→client), %.0f%% upstream", p.Name, 100*share, 100*(1-share)))
+		if p.Name == bbresult.PhaseBidir && (share >= asymShare || share <= 1-asymShare) {
+			dir := "downstream"
+			if share < 0.5 {
+				dir = "upstream"
+			}
+			out = append(out, fmt.Sprintf("path looks asymmetric: with equal load both ways, %.0f%% of the added delay is %s", 100*max(share, 1-share), dir))
+		}
+		if p.InFlow.N > 0 && p.InFlow.Median > 2*p.Latency.Median+10 {
+			out = append(out, fmt.Sprintf("%s: latency inside the TCP streams (median %.1f ms) is far above the probes' (%.1f ms): a flow-isolating qdisc (fq_codel, CAKE) shields sparse flows while bulk flows keep their own queue", p.Name, p.InFlow.Median, p.Latency.Median))
+		}
+	}
+	if ppm := m.slope * 1e6; math.Abs(ppm) > 100 {
+		out = append(out, fmt.Sprintf("client and server clocks drift apart by %.0f ppm; one-way delays were corrected linearly", ppm))
+	}
+	return out
+}

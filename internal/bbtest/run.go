@@ -1,0 +1,321 @@
+// Package bbtest is the client side of sqmkit's bufferbloat test: it runs
+// the phases against a bbserver, probes latency throughout, and turns what
+// it saw into a bbresult.Result with statistics and grades.
+package bbtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// Config describes one test. Zero durations skip a phase.
+type Config struct {
+	Server  string // host, host:port, [v6]:port
+	Network string // "tcp" (either family), "tcp4" or "tcp6"
+	Token   string
+
+	Idle     time.Duration // each of the two idle phases
+	Download time.Duration
+	Upload   time.Duration
+	Bidir    time.Duration
+	Streams  int // per loaded direction
+
+	ProbeInterval time.Duration
+	Tool          string // "sqmkit <version>", recorded in the result
+
+	// Progress, when set, is called about four times a second.
+	Progress func(Progress)
+	// Log gets one line per decision (address used, phase changes).
+	Log func(string)
+}
+
+// Defaults, chosen to match what users compare against: web tests run
+// each direction for about 10 s, which is long enough for TCP to fill any
+// buffer up to several seconds deep at broadband rates, and RRUL runs the
+// same 4 streams each way.
+const (
+	DefaultIdle          = 5 * time.Second
+	DefaultLoad          = 10 * time.Second
+	DefaultStreams       = 4
+	DefaultProbeInterval = 10 * time.Millisecond
+)
+
+// Progress is a snapshot for a live display.
+type Progress struct {
+	Phase    string
+	Elapsed  time.Duration // since the test started
+	Total    time.Duration // of all phases
+	DownMbps float64       // over the last quarter second
+	UpMbps   float64
+	RTT      float64 // median probe RTT over the last quarter second, ms; 0 if none
+}
+
+// Check validates c, naming the flag to fix.
+func (c Config) Check() error {
+	switch {
+	case c.Server == "":
+		return errors.New("no server given: sqmkit test HOST[:PORT]")
+	case c.Idle < 0 || c.Download < 0 || c.Upload < 0 || c.Bidir < 0:
+		return errors.New("phase durations must not be negative (--idle/--download/--upload/--bidir)")
+	case c.Download+c.Upload+c.Bidir+c.Idle == 0:
+		return errors.New("every phase is 0 s: nothing to measure")
+	case (c.Download > 0 || c.Upload > 0 || c.Bidir > 0) && (c.Streams < 1 || c.Streams > bbproto.MaxStreams):
+		return fmt.Errorf("--streams %d out of range 1..%d", c.Streams, bbproto.MaxStreams)
+	case c.ProbeInterval < bbproto.MinProbeInterval:
+		return fmt.Errorf("--probe-interval %v is below %v", c.ProbeInterval, time.Duration(bbproto.MinProbeInterval))
+	}
+	return nil
+}
+
+// SplitHostPort accepts host, host:port, [v6], [v6]:port and a bare IPv6
+// literal, and fills in bbproto.DefaultPort.
+func SplitHostPort(s string) (host, port string) {
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		return h, p
+	}
+	return strings.Trim(s, "[]"), strconv.Itoa(bbproto.DefaultPort)
+}
+
+// tester is the state of one running test.
+type tester struct {
+	cfg   Config
+	start time.Time
+	wall0 int64
+	addr  netip.AddrPort
+	sess  bbproto.SessionID
+	down  atomic.Int64 // payload bytes received on download streams
+	up    atomic.Int64 // payload bytes the server confirmed on upload streams
+
+	mu       sync.Mutex
+	inflow   []bbresult.InFlow
+	phase    string
+	total    time.Duration // of all phases
+	failed   int
+	firstErr error
+
+	probes *prober
+}
+
+func (t *tester) now() int64 { return int64(time.Since(t.start)) }
+
+func (t *tester) log(format string, a ...any) {
+	if t.cfg.Log != nil {
+		t.cfg.Log(fmt.Sprintf(format, a...))
+	}
+}
+
+// Run runs the test and returns its result. ctx cancels it.
+func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
+	if err := cfg.Check(); err != nil {
+		return nil, err
+	}
+	host, port := SplitHostPort(cfg.Server)
+	network := cfg.Network
+	if network == "" {
+		network = "tcp"
+	}
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctl, err := d.DialContext(dctx, network, net.JoinHostPort(host, port))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", cfg.Server, err)
+	}
+	defer ctl.Close()
+	t := &tester{cfg: cfg, addr: ctl.RemoteAddr().(*net.TCPAddr).AddrPort()}
+	t.addr = netip.AddrPortFrom(t.addr.Addr().Unmap(), t.addr.Port())
+
+	phases := []span{
+		{name: bbresult.PhaseIdleBefore, end: cfg.Idle.Seconds()},
+		{name: bbresult.PhaseDownload, end: cfg.Download.Seconds(), loaded: true},
+		{name: bbresult.PhaseUpload, end: cfg.Upload.Seconds(), loaded: true},
+		{name: bbresult.PhaseBidir, end: cfg.Bidir.Seconds(), loaded: true},
+		{name: bbresult.PhaseIdleAfter, end: cfg.Idle.Seconds()},
+	}
+	total := time.Duration(0)
+	for _, p := range phases {
+		total += time.Duration(p.end * 1e9)
+	}
+	t.total = total
+	// Slack for stream setup and for late probe replies (see drain).
+	total += 5 * time.Second
+
+	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	hello := bbproto.Hello{Version: bbproto.Version, Token: cfg.Token, Duration: int64(total),
+		Streams: cfg.Streams, ProbeInterval: int64(cfg.ProbeInterval)}
+	if err := bbproto.WriteMsg(ctl, bbproto.MsgHello, hello); err != nil {
+		return nil, fmt.Errorf("sending hello: %w", err)
+	}
+	typ, body, err := bbproto.ReadMsg(ctl)
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's answer: %w", err)
+	}
+	switch typ {
+	case bbproto.MsgRefuse:
+		var r bbproto.Refuse
+		if err := bbproto.Decode(body, &r); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("server refused the test: %s", r.Reason)
+	case bbproto.MsgAccept:
+	default:
+		return nil, fmt.Errorf("server answered hello with message type %d", typ)
+	}
+	var acc bbproto.Accept
+	if err := bbproto.Decode(body, &acc); err != nil {
+		return nil, err
+	}
+	t.sess = acc.Session
+	ctl.SetDeadline(time.Time{})
+	t.log("testing against %s (%s), session %s", t.addr, family(t.addr), t.sess)
+
+	udp, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(t.addr))
+	if err != nil {
+		return nil, fmt.Errorf("opening the probe socket: %w", err)
+	}
+	defer udp.Close()
+	t.start = time.Now()
+	t.wall0 = t.start.UnixNano()
+	t.probes = newProber(t, udp, hello.ProbeSlots())
+
+	pctx, stopProbes := context.WithCancel(ctx)
+	var bg sync.WaitGroup
+	bg.Go(func() { t.probes.send(pctx) })
+	bg.Go(func() { t.probes.receive() })
+	rec := newRecorder(t)
+	bg.Go(func() { rec.run(pctx) })
+
+	var spans []span
+	for _, p := range phases {
+		if p.end <= 0 {
+			continue
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		spans = append(spans, t.runPhase(ctx, p.name, time.Duration(p.end*1e9), p.loaded))
+	}
+	// Replies still in flight are not lost: wait as long as the slowest
+	// reply so far took (the queue has drained by now), within reason.
+	stopProbes()
+	drain := min(max(2*t.probes.maxRTT(), 200*time.Millisecond), 3*time.Second)
+	time.Sleep(drain)
+	udp.Close()
+	bg.Wait()
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+
+	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := bbproto.WriteMsg(ctl, bbproto.MsgDone, bbproto.Done{}); err != nil {
+		return nil, fmt.Errorf("ending the test: %w", err)
+	}
+	typ, body, err = bbproto.ReadMsg(ctl)
+	if err == nil && typ != bbproto.MsgReport {
+		err = fmt.Errorf("message type %d instead of the report", typ)
+	}
+	var rep bbproto.Report
+	if err == nil {
+		err = bbproto.Decode(body, &rep)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the server's report: %w", err)
+	}
+
+	res := &bbresult.Result{
+		SchemaVersion: bbresult.SchemaVersion,
+		Tool:          cfg.Tool,
+		Started:       t.start.UTC(),
+		Server:        cfg.Server,
+		ServerAddr:    t.addr.String(),
+		Family:        family(t.addr),
+		Streams:       cfg.Streams,
+		ProbeInterval: float64(cfg.ProbeInterval) / 1e6,
+	}
+	rw := &raw{
+		wall0:  t.wall0,
+		probes: t.probes.records(),
+		serverSaw: func(seq uint32) bool {
+			i := int(seq / 8)
+			return i < len(rep.Received) && rep.Received[i]&(1<<(seq%8)) != 0
+		},
+		spans:      spans,
+		throughput: rec.samples,
+	}
+	t.mu.Lock()
+	rw.inflow = slices.Clone(t.inflow)
+	if t.failed > 0 {
+		rw.notes = append(rw.notes, fmt.Sprintf("%d TCP streams failed; the first: %v", t.failed, t.firstErr))
+	}
+	t.mu.Unlock()
+	if rep.Ended != "" {
+		rw.notes = append(rw.notes, "the server ended the test early: "+rep.Ended)
+	}
+	analyze(rw, res)
+	return res, nil
+}
+
+func family(a netip.AddrPort) string {
+	if a.Addr().Is4() {
+		return "ipv4"
+	}
+	return "ipv6"
+}
+
+// runPhase runs one phase: its streams, for its length, then closes them.
+func (t *tester) runPhase(ctx context.Context, name string, length time.Duration, loaded bool) span {
+	t.mu.Lock()
+	t.phase = name
+	t.mu.Unlock()
+	t.log("phase %s: %v", name, length)
+	sp := span{name: name, start: time.Since(t.start).Seconds(), loaded: loaded}
+	down0, up0 := t.down.Load(), t.up.Load()
+
+	sctx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	if loaded {
+		n := t.cfg.Streams
+		if name == bbresult.PhaseDownload || name == bbresult.PhaseBidir {
+			for range n {
+				wg.Go(func() { t.stream(sctx, bbproto.Download) })
+			}
+		}
+		if name == bbresult.PhaseUpload || name == bbresult.PhaseBidir {
+			for range n {
+				wg.Go(func() { t.stream(sctx, bbproto.Upload) })
+			}
+		}
+	}
+	select {
+	case <-time.After(length):
+	case <-ctx.Done():
+	}
+	sp.end = time.Since(t.start).Seconds()
+	sp.down, sp.up = t.down.Load()-down0, t.up.Load()-up0
+	stop()
+	wg.Wait()
+	return sp
+}
+
+// fail records a stream error. The first one and the count end up in the
+// notes, because a failed stream makes the goodput low.
+func (t *tester) fail(err error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.failed == 0 {
+		t.firstErr = err
+	}
+	t.failed++
+}
