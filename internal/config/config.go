@@ -64,4 +64,8 @@ type Queue struct {
 	Diffserv string // cake: diffserv3, diffserv4, diffserv8, besteffort, precedence
 	RTT      string // cake RTT preset (internet, regional, metro, lan, ...) or a duration
 	IFB      string // explicit IFB device name; "" derives it from Interface
+
+	// Notes record how Load and Overrides derived values (backend choice,
+	// flag overrides), one line each, for `sqmkit plan`.
+	Notes []string
 }

@@ -1,0 +1,151 @@
+package config
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// field ties one UCI option to its command-line flag and to the Queue field
+// it sets, so the file and the flags parse values identically and every
+// error can name both ways of fixing it.
+type field struct {
+	opt     string // UCI option name
+	flag    string // command-line flag; "" when the option has none
+	example string // a valid value, for error messages
+	usage   string
+	set     func(q *Queue, v string) error // parses v; the error says what is wrong with it
+}
+
+// fields lists every option sqmkit reads. script comes first so that the
+// backend/diffserv it implies can be overridden by the options after it.
+var fields = []field{
+	{"script", "script", "piece_of_cake.qos", "sqm-scripts script name; picks the backend like the UCI option",
+		func(q *Queue, v string) error {
+			if _, ok := scripts[v]; !ok {
+				return fmt.Errorf("%q is not a known sqm-scripts script (known: %s)", v, strings.Join(scriptNames(), ", "))
+			}
+			q.Script = v
+			return nil
+		}},
+	{"enabled", "", "1", "", boolean(func(q *Queue) *bool { return &q.Enabled })},
+	{"interface", "interface", "eth0", "device to shape (without /etc/config/sqm: the queue to create)",
+		func(q *Queue, v string) error { q.Interface = v; return nil }},
+	{"download", "download", "95000", "ingress shaper rate in kbit/s (0: do not shape)", kbit(func(q *Queue) *int { return &q.Download })},
+	{"upload", "upload", "9500", "egress shaper rate in kbit/s (0: do not shape)", kbit(func(q *Queue) *int { return &q.Upload })},
+	{"qdisc", "", "cake", "", func(q *Queue, v string) error { q.Qdisc = v; return nil }},
+	{"backend", "backend", "cake", "qdisc tree: nss, cake or fq_codel (overrides script)",
+		func(q *Queue, v string) error { q.Backend = Backend(strings.ToLower(v)); return nil }},
+	{"linklayer", "linklayer", "ethernet", "link layer: none, ethernet or atm",
+		func(q *Queue, v string) error { q.LinkLayer = LinkLayer(strings.ToLower(v)); return nil }},
+	{"overhead", "overhead", "34", "per-packet overhead in bytes (0: detect)", integer(-1<<31, func(q *Queue) *int { return &q.Overhead })},
+	{"linklayer_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.LinkLayerAdvanced })},
+	{"tcMTU", "", "2047", "", integer(0, func(q *Queue) *int { return &q.TcMTU })},
+	{"tcTSIZE", "", "128", "", integer(0, func(q *Queue) *int { return &q.TcTSIZE })},
+	{"tcMPU", "mpu", "64", "minimum packet unit in bytes", integer(0, func(q *Queue) *int { return &q.TcMPU })},
+	{"linklayer_adaptation_mechanism", "", "cake", "", func(q *Queue, v string) error { q.LinkLayerAdaptation = v; return nil }},
+	{"qdisc_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.QdiscAdvanced })},
+	{"squash_dscp", "", "1", "", boolean(func(q *Queue) *bool { return &q.SquashDSCP })},
+	{"squash_ingress", "", "1", "", boolean(func(q *Queue) *bool { return &q.SquashIngress })},
+	{"ingress_ecn", "ingress-ecn", "ECN", "ECN on the download: ECN or NOECN", ecn(func(q *Queue) *bool { return &q.IngressECN })},
+	{"egress_ecn", "egress-ecn", "NOECN", "ECN on the upload: ECN or NOECN", ecn(func(q *Queue) *bool { return &q.EgressECN })},
+	{"qdisc_really_really_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.QdiscReallyReallyAdvanced })},
+	{"itarget", "itarget", "5ms", "ingress fq_codel target (a duration or auto)", func(q *Queue, v string) error { q.ITarget = v; return nil }},
+	{"etarget", "etarget", "5ms", "egress fq_codel target (a duration or auto)", func(q *Queue, v string) error { q.ETarget = v; return nil }},
+	{"ilimit", "ilimit", "1000", "ingress queue limit in packets (0: compute)", integer(0, func(q *Queue) *int { return &q.ILimit })},
+	{"elimit", "elimit", "1000", "egress queue limit in packets (0: compute)", integer(0, func(q *Queue) *int { return &q.ELimit })},
+	{"iqdisc_opts", "iqdisc-opts", "interval 50ms quantum 304", "ingress qdisc options that replace computed ones",
+		func(q *Queue, v string) error { q.IQdiscOpts = v; return nil }},
+	{"eqdisc_opts", "eqdisc-opts", "interval 50ms quantum 304", "egress qdisc options that replace computed ones",
+		func(q *Queue, v string) error { q.EQdiscOpts = v; return nil }},
+	{"debug_logging", "", "1", "", boolean(func(q *Queue) *bool { return &q.DebugLogging })},
+	{"verbosity", "", "5", "", integer(0, func(q *Queue) *int { return &q.Verbosity })},
+	{"diffserv", "diffserv", "diffserv4", "cake diffserv mode: besteffort, diffserv3, diffserv4, diffserv8, precedence",
+		func(q *Queue, v string) error { q.Diffserv = v; return nil }},
+	{"rtt", "rtt", "internet", "cake RTT preset or duration", func(q *Queue, v string) error { q.RTT = v; return nil }},
+	{"ifb", "ifb", "ifb4eth0", "IFB device for the download (default derived from the interface)",
+		func(q *Queue, v string) error { q.IFB = v; return nil }},
+}
+
+func fieldFor(opt string) *field {
+	for i := range fields {
+		if fields[i].opt == opt {
+			return &fields[i]
+		}
+	}
+	return nil
+}
+
+// fix says how to set a valid value for the option.
+func (f *field) fix() string {
+	if f.flag == "" {
+		return fmt.Sprintf("set option %s '%s'", f.opt, f.example)
+	}
+	return fmt.Sprintf("set option %s '%s' or --%s %s", f.opt, f.example, f.flag, f.example)
+}
+
+// errorf builds the error for a bad value of opt in the given section.
+func fieldError(section, opt, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if f := fieldFor(opt); f != nil {
+		return fmt.Errorf("sqm.%s.%s: %s (%s)", section, opt, msg, f.fix())
+	}
+	return fmt.Errorf("sqm.%s.%s: %s", section, opt, msg)
+}
+
+func kbit(p func(*Queue) *int) func(*Queue, string) error {
+	return func(q *Queue, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a number of kbit/s", v)
+		}
+		if n < 0 {
+			return fmt.Errorf("%d kbit/s is negative; 0 means do not shape", n)
+		}
+		*p(q) = n
+		return nil
+	}
+}
+
+func integer(min int, p func(*Queue) *int) func(*Queue, string) error {
+	return func(q *Queue, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if n < min {
+			return fmt.Errorf("%d is negative", n)
+		}
+		*p(q) = n
+		return nil
+	}
+}
+
+// boolean accepts the spellings UCI users write (as OpenWrt's config_get_bool).
+func boolean(p func(*Queue) *bool) func(*Queue, string) error {
+	return func(q *Queue, v string) error {
+		switch strings.ToLower(strings.TrimSpace(v)) {
+		case "1", "yes", "on", "true", "enabled":
+			*p(q) = true
+		case "0", "no", "off", "false", "disabled":
+			*p(q) = false
+		default:
+			return fmt.Errorf("%q is not a boolean (use 1 or 0)", v)
+		}
+		return nil
+	}
+}
+
+func ecn(p func(*Queue) *bool) func(*Queue, string) error {
+	return func(q *Queue, v string) error {
+		switch strings.ToUpper(strings.TrimSpace(v)) {
+		case "ECN":
+			*p(q) = true
+		case "NOECN":
+			*p(q) = false
+		default:
+			return fmt.Errorf("%q is not ECN or NOECN", v)
+		}
+		return nil
+	}
+}

@@ -1,0 +1,65 @@
+package config
+
+import (
+	"flag"
+	"fmt"
+)
+
+// Overrides holds the command-line flags that override /etc/config/sqm.
+// Only flags given on the command line override anything.
+type Overrides struct {
+	vals map[string]string // flag name -> value, checked when parsed
+}
+
+// RegisterFlags registers --download, --upload, --backend, --interface,
+// --overhead, ... on fs (one per UCI option that has a flag) and returns the
+// Overrides they fill in when fs is parsed.
+func RegisterFlags(fs *flag.FlagSet) *Overrides {
+	o := &Overrides{vals: map[string]string{}}
+	for i := range fields {
+		f := &fields[i]
+		if f.flag == "" {
+			continue
+		}
+		usage := fmt.Sprintf("%s (UCI option %s, e.g. %s)", f.usage, f.opt, f.example)
+		fs.Func(f.flag, usage, func(v string) error {
+			// Parse into a scratch queue so a bad value fails at flag
+			// parsing, naming the flag; Apply then cannot fail.
+			if err := f.set(&Queue{}, v); err != nil {
+				return err
+			}
+			o.vals[f.flag] = v
+			return nil
+		})
+	}
+	return o
+}
+
+func (o *Overrides) value(flag string) string {
+	if o == nil {
+		return ""
+	}
+	return o.vals[flag]
+}
+
+// Apply sets the fields of q whose flags were given. --script picks the
+// backend and diffserv mode again, as the UCI option does, unless --backend
+// or --diffserv are given too. Each override is noted in q.Notes.
+func (o *Overrides) Apply(q *Queue) {
+	if o == nil {
+		return
+	}
+	for i := range fields {
+		f := &fields[i]
+		v, ok := o.vals[f.flag]
+		if f.flag == "" || !ok {
+			continue
+		}
+		_ = f.set(q, v) // checked in RegisterFlags' parser
+		q.Notes = append(q.Notes, fmt.Sprintf("--%s %s overrides option %s", f.flag, v, f.opt))
+		if f.opt == "script" {
+			_, keep := o.vals["diffserv"]
+			q.Notes = append(q.Notes, deriveBackend(q, keep))
+		}
+	}
+}

@@ -1,0 +1,185 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/uci"
+)
+
+// ErrNoneEnabled is returned (wrapped) by Select when no argument names a
+// queue and no queue is enabled; stop and status may treat it as "nothing
+// to do".
+var ErrNoneEnabled = errors.New("no enabled queue")
+
+// Path returns the SQM file Load reads: file when set, else
+// <root>/etc/config/sqm.
+func Path(root, file string) string {
+	if file != "" {
+		return file
+	}
+	if root == "" {
+		root = "/"
+	}
+	return filepath.Join(root, "etc", "config", "sqm")
+}
+
+// Load reads every `queue` section of the SQM file (see Path), in file
+// order, with sqm-scripts' defaults for absent options. Values are checked
+// for syntax (numbers, ECN, booleans, script names); Validate checks the
+// rest once flags are applied.
+func Load(root, file string) ([]Queue, error) {
+	path := Path(root, file)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read SQM config: %w", err)
+	}
+	f, err := uci.Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	var qs []Queue
+	for _, s := range f.Sections {
+		if s.Type != "queue" {
+			continue
+		}
+		q, err := fromSection(path, s)
+		if err != nil {
+			return nil, err
+		}
+		qs = append(qs, q)
+	}
+	return qs, nil
+}
+
+// newQueue returns a queue with sqm-scripts' defaults: disabled, ECN on
+// ingress only, no link layer adaptation.
+func newQueue(section string) Queue {
+	return Queue{Section: section, IngressECN: true, LinkLayer: LinkNone}
+}
+
+func fromSection(path string, s *uci.Section) (Queue, error) {
+	q := newQueue(s.Name)
+	for _, o := range s.Options {
+		f := fieldFor(o.Name)
+		if f == nil {
+			continue // LuCI and other tools keep their own options here
+		}
+		if o.List {
+			return q, fmt.Errorf("%s:%d: sqm.%s.%s: is a list (fix: write option %s '%s', not list)",
+				path, o.Line, s.Name, o.Name, o.Name, f.example)
+		}
+		if err := f.set(&q, o.Values[0]); err != nil {
+			return q, fmt.Errorf("%s:%d: sqm.%s.%s: %v (%s)", path, o.Line, s.Name, o.Name, err, f.fix())
+		}
+	}
+	if _, ok := s.Get("backend"); ok {
+		q.Notes = append(q.Notes, fmt.Sprintf("backend=%s (option backend)", q.Backend))
+	} else {
+		_, keep := s.Get("diffserv")
+		q.Notes = append(q.Notes, deriveBackend(&q, keep))
+	}
+	return q, nil
+}
+
+// Select picks the queues a command acts on: with arg "", every enabled
+// queue; otherwise those whose section name or interface is arg, or the
+// queue @queue[N] (libuci's index syntax; negative counts from the end).
+// A queue named explicitly is selected even when disabled.
+func Select(qs []Queue, arg string) ([]Queue, error) {
+	var out []Queue
+	if arg == "" {
+		for _, q := range qs {
+			if q.Enabled {
+				out = append(out, q)
+			}
+		}
+		if len(out) == 0 {
+			return nil, fmt.Errorf("%w (fix: set option enabled '1' in a queue section, or name one of: %s)", ErrNoneEnabled, available(qs))
+		}
+		return out, nil
+	}
+	if idx, ok := queueIndex(arg); ok {
+		if idx < 0 {
+			idx += len(qs)
+		}
+		if idx >= 0 && idx < len(qs) {
+			return []Queue{qs[idx]}, nil
+		}
+	}
+	for _, q := range qs {
+		if q.Section == arg || q.Interface == arg {
+			out = append(out, q)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no queue section or interface %q (fix: name one of: %s)", arg, available(qs))
+	}
+	return out, nil
+}
+
+func queueIndex(arg string) (int, bool) {
+	rest, ok := strings.CutPrefix(arg, "@queue[")
+	if !ok || !strings.HasSuffix(rest, "]") {
+		return 0, false
+	}
+	n, err := strconv.Atoi(strings.TrimSuffix(rest, "]"))
+	return n, err == nil
+}
+
+func available(qs []Queue) string {
+	if len(qs) == 0 {
+		return "(the file has no queue sections)"
+	}
+	var names []string
+	for _, q := range qs {
+		state := "disabled"
+		if q.Enabled {
+			state = "enabled"
+		}
+		names = append(names, fmt.Sprintf("%s (interface %s, %s)", q.Section, q.Interface, state))
+	}
+	return strings.Join(names, ", ")
+}
+
+// Resolve is what a command needs: Load, Select by arg, apply the flags
+// (o may be nil) and Validate every selected queue. When the default SQM
+// file does not exist (a plain Linux box), it returns a single enabled queue
+// built from the flags alone, on --interface or else the device named by
+// arg.
+func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
+	qs, err := Load(root, file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && file == "":
+		iface := o.value("interface")
+		if iface == "" {
+			iface = arg
+		}
+		if iface == "" {
+			return nil, fmt.Errorf("%s does not exist and no interface was given (fix: pass --interface eth0 --download 95000 --upload 9500, or create the file)", Path(root, ""))
+		}
+		q := newQueue(iface)
+		q.Enabled = true
+		q.Interface = iface
+		q.Notes = append(q.Notes, fmt.Sprintf("%s absent: queue from flags only", Path(root, "")), deriveBackend(&q, false))
+		qs = []Queue{q}
+	case err != nil:
+		return nil, err
+	default:
+		if qs, err = Select(qs, arg); err != nil {
+			return nil, fmt.Errorf("%s: %w", Path(root, file), err)
+		}
+	}
+	for i := range qs {
+		o.Apply(&qs[i])
+		if err := qs[i].Validate(); err != nil {
+			return nil, err
+		}
+	}
+	return qs, nil
+}
