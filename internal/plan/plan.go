@@ -68,6 +68,7 @@ type Node struct {
 	Kind   string // e.g. "htb", "fq_codel", "nsstbl", "ingress", "u32"
 	Handle string // "1:", "1:1", "ffff:" ("" for filters)
 	// Parent is "root" for root qdiscs, "ffff:fff1" for the ingress qdisc
-	// (what tc reports), else the parent handle such as "1:" or "ffff:".
+	// (what tc reports), else the parent given to tc, such as "1:" or
+	// "ffff:" (tc shows an htb class whose parent is its qdisc as "root").
 	Parent string
 }
