@@ -74,7 +74,8 @@ func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Section: q.Section, Backend: q.Backend, Device: q.Interface}
-	p.note("section %s: interface %s, backend %s%s", orDash(q.Section), q.Interface, q.Backend, backendWhy(q))
+	p.note("section %s: interface %s, backend %s", orDash(q.Section), q.Interface, q.Backend)
+	p.Notes = append(p.Notes, q.Notes...) // how config chose the backend and applied flags
 
 	oh, ohNote := overhead(q, f)
 	devMTU := f.MTU
@@ -134,16 +135,6 @@ func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 
 func (p *Plan) note(format string, a ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, a...)) }
 func (d *Dir) note(format string, a ...any)  { d.Notes = append(d.Notes, fmt.Sprintf(format, a...)) }
-
-func backendWhy(q config.Queue) string {
-	switch {
-	case q.Script != "":
-		return " (script " + q.Script + ")"
-	case q.Qdisc != "":
-		return " (qdisc " + q.Qdisc + ")"
-	}
-	return ""
-}
 
 func ifbRule(iface string, b config.Backend, name string) string {
 	prefix := "ifb4<iface>"
