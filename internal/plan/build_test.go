@@ -21,7 +21,7 @@ func telekom() (config.Queue, linkinfo.Facts) {
 		IngressECN: true,
 		ITarget:    "4ms", ETarget: "4ms",
 		IQdiscOpts: "interval 50ms quantum 304", EQdiscOpts: "interval 50ms quantum 304",
-		Notes:      []string{"script=nss-zk.qos -> backend nss"},
+		Notes: []string{"script=nss-zk.qos -> backend nss"},
 	}
 	f := linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500,
 		NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"}
