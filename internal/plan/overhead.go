@@ -18,7 +18,7 @@ const (
 	ohDSLite   = 40 // outer IPv6 header
 	ohMAP      = 20 // MAP-E, as the field-tested NSS script counts it
 	ohVLAN     = 4  // 802.1Q tag
-	ohIPv4Tun  = 20 // outer IPv4 header of ipip/sit tunnels
+	ohIPv4Tun  = 20 // outer IPv4 header (proto ipip: linkinfo's name for ipip/sit devices)
 )
 
 // Overhead limits follow cake's accepted range.
@@ -29,8 +29,8 @@ const (
 
 // overhead returns the per-packet overhead for q on f and the note that
 // explains it. A configured non-zero value always wins; otherwise it is
-// detected from the UCI network proto/device or, on a box without UCI, from
-// the kernel's device kind.
+// detected from the network proto and the (lower) device name, plus the
+// VLAN tag when the kernel says the device is a VLAN.
 func overhead(q config.Queue, f linkinfo.Facts) (int, string) {
 	if q.Overhead != 0 {
 		return q.Overhead, fmt.Sprintf("overhead %d bytes (configured)", q.Overhead)
@@ -45,11 +45,7 @@ func overhead(q config.Queue, f linkinfo.Facts) (int, string) {
 		add("nss", ohNSS)
 	}
 
-	proto, source := f.Proto, "proto"
-	if proto == "" {
-		proto, source = kindProto(f.Kind), "kind"
-	}
-	switch proto {
+	switch f.Proto { // linkinfo.Read derives it from the device kind when there is no UCI
 	case "pppoe":
 		add("pppoe", ohPPPoE)
 	case "dslite":
@@ -68,29 +64,8 @@ func overhead(q config.Queue, f linkinfo.Facts) (int, string) {
 		add("vlan", ohVLAN)
 	}
 
-	var from string
-	if source == "proto" {
-		from = fmt.Sprintf("proto=%s device=%s", orDash(f.Proto), dev)
-	} else {
-		from = fmt.Sprintf("kind=%s device=%s", orDash(f.Kind), dev)
-	}
+	from := fmt.Sprintf("proto=%s device=%s", orDash(f.Proto), dev)
 	return total, fmt.Sprintf("%s -> overhead %d bytes (%s)", from, total, strings.Join(parts, " + "))
-}
-
-// kindProto maps the kernel's device kind onto the UCI proto whose
-// encapsulation it implies, for hosts without /etc/config/network. A ppp
-// device is assumed to be PPPoE: PPPoA links need linklayer atm and an
-// explicit overhead anyway.
-func kindProto(kind string) string {
-	switch kind {
-	case "ppp":
-		return "pppoe"
-	case "ip6tnl":
-		return "dslite"
-	case "ipip", "sit":
-		return "ipip"
-	}
-	return ""
 }
 
 func orDash(s string) string {
