@@ -147,11 +147,7 @@ func (o *Options) validate(t Target, r *Result) bool {
 	}
 	ifi, err := net.InterfaceByName(q.Interface)
 	if needsAddress[t.Facts.Proto] {
-		var addrs []net.Addr
-		if err == nil {
-			addrs, _ = ifi.Addrs()
-		}
-		if len(addrs) == 0 {
+		if err != nil || !routable(ifi) {
 			r.State, r.Err = Waiting, fmt.Errorf("%s (proto %s) has no address yet; waiting for the hotplug event", q.Interface, t.Facts.Proto)
 			o.log("%s: %v", q.Interface, r.Err)
 			return false
@@ -173,6 +169,18 @@ func (o *Options) validate(t Target, r *Result) bool {
 	}
 	r.Plan = p
 	return true
+}
+
+// routable reports an address other than link-local: a PPP link has its
+// IPv6 link-local address before the session is usable.
+func routable(ifi *net.Interface) bool {
+	addrs, _ := ifi.Addrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
+			return true
+		}
+	}
+	return false
 }
 
 func shaped(st *tc.State, dev string) bool {

@@ -1,0 +1,315 @@
+package apply
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+)
+
+// shimDir holds the lab tc shim built as "tc"; kernel tests put it first on
+// PATH so nss plans (and fq_codel, which the host kernel lacks) can run.
+var shimDir string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		if os.Geteuid() == 0 {
+			dir, err := os.MkdirTemp("", "sqmkit-shim")
+			if err != nil {
+				panic(err)
+			}
+			defer os.RemoveAll(dir)
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "tc"), "github.com/sqmkit/sqmkit/lab/tcshim").CombinedOutput()
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "building tcshim: %v\n%s", err, out)
+				return 1
+			}
+			shimDir = dir
+		}
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// useShim puts the shim (and optionally a fake in front of it) on PATH.
+func useShim(t testing.TB, fake string) {
+	t.Helper()
+	tctest.NeedRoot(t)
+	if shimDir == "" {
+		t.Skip("shim not built")
+	}
+	path := shimDir + ":" + os.Getenv("PATH")
+	if fake != "" {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, "tc"), []byte(fake), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path = dir + ":" + path
+	}
+	t.Setenv("PATH", path)
+	t.Setenv("SQMKIT_SHIM_FQ_CODEL", "pfifo")
+	t.Setenv("SHIM", filepath.Join(shimDir, "tc"))
+}
+
+func target(b config.Backend) Target {
+	return Target{
+		Queue: config.Queue{Section: "wan", Enabled: true, Interface: "wan", Download: 20000, Upload: 10000,
+			Backend: b, IngressECN: true, LinkLayer: config.LinkNone},
+		Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Kind: "veth"},
+	}
+}
+
+func options(t testing.TB, r *tc.Runner, cache string) Options {
+	return Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: cache}, Log: func(s string) { t.Log(s) }}
+}
+
+// norm maps kinds to what the host kernel holds behind the shim, so a plan
+// and a readback (mapped back by the shim or not) compare equal.
+func norm(ns []plan.Node) []plan.Node {
+	out := make([]plan.Node, len(ns))
+	for i, n := range ns {
+		switch n.Kind {
+		case "nsstbl":
+			n.Kind = "tbf"
+		case "nssfq_codel", "fq_codel":
+			n.Kind = "pfifo"
+		}
+		out[i] = n
+	}
+	return out
+}
+
+// kernel reads back every node on the queue's devices.
+func kernel(t testing.TB, p *plan.Plan) (*tc.State, []plan.Node) {
+	t.Helper()
+	devs := []string{p.Device}
+	if p.IFB != "" && exec.Command("ip", "link", "show", "dev", p.IFB).Run() == nil {
+		devs = append(devs, p.IFB)
+	}
+	st, err := (&tc.Runner{}).Show(devs...)
+	if err != nil {
+		t.Fatalf("readback: %v", err)
+	}
+	return st, norm(Readback(st))
+}
+
+// checkDir asserts that direction d is either fully shaped (want) or leaves
+// none of its nodes behind, and that no redirect exists without the IFB tree.
+func checkDir(t testing.TB, p *plan.Plan, d *plan.Dir, want bool) {
+	t.Helper()
+	st, got := kernel(t, p)
+	missing, _ := Compare(norm(d.Tree), got)
+	if want && len(missing) > 0 {
+		t.Errorf("%s: shaped direction lacks %+v (kernel: %+v)", d.Direction, missing, got)
+	}
+	if !want && len(missing) != len(d.Tree) {
+		t.Errorf("%s: failed direction left part of its tree: missing only %+v of %+v", d.Direction, missing, d.Tree)
+	}
+	for _, f := range st.Filters {
+		ifbShaped := false
+		for _, q := range st.Qdiscs {
+			ifbShaped = ifbShaped || (q.Dev == f.Target && q.Root && !q.Default())
+		}
+		if !ifbShaped {
+			t.Errorf("redirect to %s exists while %s has no shaper", f.Target, f.Target)
+		}
+	}
+}
+
+func mustStart(t testing.TB, ts []Target, o Options) Result {
+	t.Helper()
+	rs := Start(ts, o)
+	if rs[0].Failed() || rs[0].State != Started {
+		t.Fatalf("start: %s %v %+v", rs[0].State, rs[0].Err, rs[0].Dirs)
+	}
+	return rs[0]
+}
+
+// clean asserts only kernel-default qdiscs remain on the device and IFB.
+func clean(t testing.TB, p *plan.Plan) {
+	t.Helper()
+	if _, got := kernel(t, p); len(got) > 0 {
+		t.Errorf("after stop the kernel still holds %+v", got)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	for _, b := range []config.Backend{config.NSS, config.FQCodel} {
+		t.Run(string(b), func(t *testing.T) {
+			useShim(t, "")
+			ns := tctest.NewNetns(t, "life")
+			tg := target(b)
+			ns.Do(t, func() {
+				o := options(t, &tc.Runner{}, t.TempDir())
+				if rs := Stop([]Target{tg}, o); rs[0].Failed() {
+					t.Errorf("stop before any start: %v", rs[0].Err)
+				}
+				for round := range 2 { // the second start replaces the first
+					r := mustStart(t, []Target{tg}, o)
+					var tree []plan.Node
+					for _, d := range r.Plan.Dirs {
+						tree = append(tree, d.Tree...)
+					}
+					if missing, extra := Compare(norm(tree), func() []plan.Node { _, g := kernel(t, r.Plan); return g }()); len(missing)+len(extra) > 0 {
+						t.Errorf("round %d: missing %+v extra %+v", round, missing, extra)
+					}
+					st := Inspect([]Target{tg}, o)
+					if st[0].Err != nil || len(st[0].Missing) > 0 && b == config.NSS {
+						t.Errorf("status: %v missing %+v", st[0].Err, st[0].Missing)
+					}
+				}
+				p, _ := plan.Build(tg.Queue, tg.Facts)
+				for range 2 {
+					if rs := Stop([]Target{tg}, o); rs[0].Failed() {
+						t.Errorf("stop: %v", rs[0].Err)
+					}
+					clean(t, p)
+				}
+				_, err := exec.Command("ip", "link", "show", "dev", p.IFB).CombinedOutput()
+				if kept := err == nil; kept != (b == config.NSS) {
+					t.Errorf("IFB %s kept=%v after stop; want kept only on nss", p.IFB, kept)
+				}
+			})
+		})
+	}
+}
+
+func TestWarmStartProcesses(t *testing.T) {
+	useShim(t, "")
+	ns := tctest.NewNetns(t, "procs")
+	tg := target(config.FQCodel)
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		o := options(t, r, t.TempDir())
+		mustStart(t, []Target{tg}, o)
+		Stop([]Target{tg}, o) // deletes the IFB: the next start must raise it
+		before := r.Procs()
+		mustStart(t, []Target{tg}, o)
+		if n := r.Procs() - before; n > 4 {
+			t.Errorf("warm full start used %d processes, want <= 4", n)
+		}
+		before = r.Procs()
+		mustStart(t, []Target{tg}, o)
+		if n := r.Procs() - before; n > 3 {
+			t.Errorf("warm start with the IFB up used %d processes, want <= 3", n)
+		}
+	})
+}
+
+// failAt is a fake tc that refuses line k of the non-force batch of one
+// direction (the ingress batch is the one that touches ffff:), after
+// applying the lines before it, as the real tc does.
+const failAt = `#!/bin/sh
+case " $* " in *" -force "*|*" -j "*) exec "$SHIM" "$@";; esac
+in=$(cat)
+case "$in" in *" add "*) ;; *) printf '%s\n' "$in" | "$SHIM" "$@"; exit $?;; esac
+if printf '%s\n' "$in" | grep -q 'ffff:'; then d=ingress; else d=egress; fi
+[ "$d" = "$FAIL_DIR" ] || { printf '%s\n' "$in" | "$SHIM" "$@"; exit $?; }
+printf '%s\n' "$in" | head -n $((FAIL_LINE - 1)) | "$SHIM" "$@" || exit 1
+echo "Error: injected failure." >&2
+echo "Command failed -:$FAIL_LINE" >&2
+exit 1
+`
+
+func TestFailureLeavesDirectionClean(t *testing.T) {
+	for _, b := range []config.Backend{config.NSS, config.FQCodel} {
+		tg := target(b)
+		p, err := plan.Build(tg.Queue, tg.Facts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for di, d := range p.Dirs {
+			for k := 1; k <= len(d.TC); k++ {
+				t.Run(fmt.Sprintf("%s/%s/line%d", b, d.Direction, k), func(t *testing.T) {
+					useShim(t, failAt)
+					t.Setenv("FAIL_DIR", d.Direction.String())
+					t.Setenv("FAIL_LINE", fmt.Sprint(k))
+					ns := tctest.NewNetns(t, "fail")
+					ns.Do(t, func() {
+						rs := Start([]Target{tg}, options(t, &tc.Runner{}, t.TempDir()))
+						r := rs[0]
+						if r.State != Partial || r.Dirs[di].Err == nil || !strings.Contains(r.Dirs[di].Err.Error(), "injected") {
+							t.Fatalf("want %s to fail at line %d, got %s %+v", d.Direction, k, r.State, r.Dirs)
+						}
+						for j, od := range r.Plan.Dirs {
+							checkDir(t, r.Plan, od, j != di)
+						}
+					})
+				})
+			}
+		}
+	}
+}
+
+// noECN is a fake tc whose every line carrying the ecn keyword is refused,
+// as a tc without the NSS patch refuses it for nssfq_codel.
+const noECN = `#!/bin/sh
+case " $* " in *" -batch "*) ;; *) exec "$SHIM" "$@";; esac
+sed 's/^\(.*[[:space:]]ecn\([[:space:]].*\)\{0,1\}\)$/qdisc add dev lo root handle 1: no_ecn_here/' | "$SHIM" "$@"
+`
+
+func TestECNRefusedRetriesWithout(t *testing.T) {
+	for _, probe := range []bool{true, false} {
+		t.Run(fmt.Sprintf("probe=%v", probe), func(t *testing.T) {
+			useShim(t, noECN)
+			ns := tctest.NewNetns(t, "ecn")
+			tg := target(config.NSS)
+			ns.Do(t, func() {
+				o := options(t, &tc.Runner{}, t.TempDir())
+				if !probe {
+					o.Prober = nil
+				}
+				r := mustStart(t, []Target{tg}, o)
+				in := r.Dirs[1]
+				if in.Direction != plan.Ingress || len(in.Warnings) == 0 || !strings.Contains(in.Warnings[0], "ecn") {
+					t.Errorf("want an ECN warning on ingress, got %+v", r.Dirs)
+				}
+				if r.Plan.Dirs[1].ECN {
+					t.Error("ingress still planned with ECN")
+				}
+				for _, d := range r.Plan.Dirs {
+					checkDir(t, r.Plan, d, true)
+				}
+			})
+		})
+	}
+}
+
+func TestWaitsForAddress(t *testing.T) {
+	ns := tctest.NewNetns(t, "wait")
+	tg := target(config.NSS)
+	tg.Facts.Proto = "pppoe"
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		rs := Start([]Target{tg}, Options{Runner: r})
+		if rs[0].State != Waiting || rs[0].Failed() || r.Procs() != 0 {
+			t.Errorf("pppoe without address: got %s %v after %d processes, want waiting and untouched", rs[0].State, rs[0].Err, r.Procs())
+		}
+		ns.Exec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "wan")
+		if rs = Start([]Target{tg}, Options{Runner: r}); rs[0].State == Waiting {
+			t.Errorf("pppoe with an address still waits")
+		}
+	})
+}
+
+func TestHotplugGuard(t *testing.T) {
+	useShim(t, "")
+	ns := tctest.NewNetns(t, "hotplug")
+	tg := target(config.NSS)
+	ns.Do(t, func() {
+		o := options(t, &tc.Runner{}, t.TempDir())
+		mustStart(t, []Target{tg}, o)
+		o.Hotplug = true
+		if rs := Start([]Target{tg}, o); rs[0].State != Skipped || rs[0].Failed() {
+			t.Errorf("hotplug start on a shaped IFB: got %s %v, want skipped", rs[0].State, rs[0].Err)
+		}
+	})
+}
