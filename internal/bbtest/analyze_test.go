@@ -1,0 +1,185 @@
+package bbtest
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+func near(a, b, tol float64) bool { return math.Abs(a-b) <= tol }
+
+func TestSummarize(t *testing.T) {
+	seq := func(n int) []float64 {
+		v := make([]float64, n)
+		for i := range v {
+			v[n-1-i] = float64(i + 1) // reversed: summarize must sort
+		}
+		return v
+	}
+	for _, c := range []struct {
+		in   []float64
+		want bbresult.Stats
+	}{
+		{nil, bbresult.Stats{}},
+		{[]float64{3}, bbresult.Stats{N: 1, Min: 3, Median: 3, Mean: 3, P90: 3, P95: 3, P99: 3}},
+		{[]float64{2, 1}, bbresult.Stats{N: 2, Min: 1, Median: 1.5, Mean: 1.5, P90: 1.9, P95: 1.95, P99: 1.99}},
+		{seq(100), bbresult.Stats{N: 100, Min: 1, Median: 50.5, Mean: 50.5, P90: 90.1, P95: 95.05, P99: 99.01}},
+	} {
+		got := summarize(c.in)
+		if got.N != c.want.N || !near(got.Min, c.want.Min, 1e-9) || !near(got.Median, c.want.Median, 1e-9) ||
+			!near(got.Mean, c.want.Mean, 1e-9) || !near(got.P90, c.want.P90, 1e-9) ||
+			!near(got.P95, c.want.P95, 1e-9) || !near(got.P99, c.want.P99, 1e-9) {
+			t.Errorf("summarize(%d values) = %+v, want %+v", len(c.in), got, c.want)
+		}
+	}
+}
+
+func TestGrade(t *testing.T) {
+	ph := func(name string, mean, p95 float64) bbresult.Phase {
+		return bbresult.Phase{Name: name, AddedMean: mean, AddedP95: p95, Grade: bbresult.Grade(mean)}
+	}
+	idle := bbresult.Phase{Name: bbresult.PhaseIdleBefore, AddedP95: 999}
+	for _, c := range []struct {
+		name   string
+		phases []bbresult.Phase
+		dsl    string
+		dslMs  float64
+		pct    string
+		pctMs  float64
+	}{
+		{"down+up averaged, bidir ignored by DSLReports", []bbresult.Phase{idle, ph("download", 10, 50), ph("upload", 70, 80), ph("bidirectional", 300, 450)}, "B", 40, "F", 450},
+		{"upload only", []bbresult.Phase{idle, ph("upload", 3, 4)}, "A+", 3, "A+", 4},
+		{"bidir only", []bbresult.Phase{ph("bidirectional", 100, 120)}, "C", 100, "C", 120},
+		{"idle only", []bbresult.Phase{idle}, "", 0, "", 0},
+	} {
+		g := grade(c.phases)
+		if g.DSLReports != c.dsl || !near(g.DSLReportsAddedMs, c.dslMs, 1e-9) || g.Percentile != c.pct || !near(g.PercentileAddedMs, c.pctMs, 1e-9) || g.Basis != "udp_probes" {
+			t.Errorf("%s: got %+v", c.name, g)
+		}
+	}
+}
+
+// synth builds a run over a path whose true one-way delays are known: 5 ms
+// each way when idle, a 40 ms queue downstream during the download phase
+// and a 20 ms queue upstream during the upload phase. The server's clock
+// is 3 s ahead and runs 50 ppm fast, which the analysis must take out.
+func synth() *raw {
+	const (
+		wall0 = int64(1_700_000_000_000_000_000)
+		ms    = int64(1e6)
+	)
+	spans := []span{
+		{name: bbresult.PhaseIdleBefore, start: 0, end: 2},
+		{name: bbresult.PhaseDownload, start: 2, end: 4, loaded: true, down: 2.5e6},
+		{name: bbresult.PhaseUpload, start: 4, end: 6, loaded: true, up: 1.25e6},
+		{name: bbresult.PhaseIdleAfter, start: 6, end: 8},
+	}
+	serverClock := func(client int64) int64 { return client + 3e9 + int64(float64(client-wall0)*50e-6) }
+	lostUp := map[uint32]bool{}
+	rw := &raw{wall0: wall0, spans: spans, serverSaw: func(s uint32) bool { return !lostUp[s] }}
+	for i := 0; i < 800; i++ {
+		sent := int64(i) * 10 * ms
+		up, down := 5*ms, 5*ms
+		switch {
+		case sent >= 2e9 && sent < 4e9:
+			down += 40 * ms
+		case sent >= 4e9 && sent < 6e9:
+			up += 20 * ms
+		}
+		seq := uint32(i)
+		srvRecv := serverClock(wall0 + sent + up)
+		r := record{seq: seq, sent: sent, srvRecv: srvRecv, srvSend: srvRecv + 20000}
+		r.recv = sent + up + 20000 + down
+		if sent >= 2e9 && sent < 4e9 {
+			switch i % 50 {
+			case 7:
+				lostUp[seq] = true
+				r = record{seq: seq, sent: sent}
+			case 9:
+				r = record{seq: seq, sent: sent}
+			case 11:
+				r.reordered = true
+			}
+		}
+		rw.probes = append(rw.probes, r)
+	}
+	rw.inflow = []bbresult.InFlow{{T: 2.5, Dir: "down", RTT: 300}, {T: 3, Dir: "down", RTT: 500}, {T: 7, Dir: "down", RTT: 1}}
+	return rw
+}
+
+func TestAnalyze(t *testing.T) {
+	var res bbresult.Result
+	analyze(synth(), &res)
+	if !near(res.IdleRTT, 10, 1e-3) {
+		t.Errorf("IdleRTT %v, want 10", res.IdleRTT)
+	}
+	if len(res.Phases) != 4 || len(res.Samples.Probes) != 800 {
+		t.Fatalf("%d phases, %d probes", len(res.Phases), len(res.Samples.Probes))
+	}
+	for _, c := range []struct {
+		i                               int
+		median, up, down, mbpsD, mbpsU  float64
+		sent, lostUp, lostDown, reorder int
+		grade                           string
+	}{
+		{0, 0, 0, 0, 0, 0, 200, 0, 0, 0, ""},
+		{1, 40, 0, 40, 10, 0, 200, 4, 4, 4, "B"},
+		{2, 20, 20, 0, 0, 5, 200, 0, 0, 0, "A"},
+		{3, 0, 0, 0, 0, 0, 200, 0, 0, 0, ""},
+	} {
+		p := res.Phases[c.i]
+		if !near(p.AddedMedian, c.median, 0.01) || !near(p.AddedUp, c.up, 0.01) || !near(p.AddedDown, c.down, 0.01) ||
+			!near(p.DownloadMbps, c.mbpsD, 1e-9) || !near(p.UploadMbps, c.mbpsU, 1e-9) ||
+			p.ProbesSent != c.sent || p.LostUp != c.lostUp || p.LostDown != c.lostDown || p.Reordered != c.reorder || p.Grade != c.grade {
+			t.Errorf("phase %s: %+v", p.Name, p)
+		}
+	}
+	if in := res.Phases[1].InFlow; in.N != 2 || in.Median != 400 {
+		t.Errorf("download in-flow %+v, want 2 samples, median 400", in)
+	}
+	// One-way delays after the drift correction are the true ones.
+	for _, p := range res.Samples.Probes {
+		if p.Lost == "" && p.T >= 6 && (!near(p.Up, 5, 0.01) || !near(p.Down, 5, 0.01)) {
+			t.Fatalf("probe %d at %.2fs: up %.3f down %.3f, want 5/5", p.Seq, p.T, p.Up, p.Down)
+		}
+	}
+	if g := res.Grades; g.DSLReports != "B" || !near(g.DSLReportsAddedMs, 30, 0.5) || g.Percentile != "B" {
+		t.Errorf("grades %+v", g)
+	}
+	all := strings.Join(res.Notes, "\n")
+	for _, want := range []string{"download: 100% of the added delay is downstream", "upload: 0% of the added delay is downstream", "download: 4.0% of probes lost (4 up, 4 down)", "latency inside the TCP streams"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("notes lack %q:\n%s", want, all)
+		}
+	}
+}
+
+func TestOffsetDrift(t *testing.T) {
+	// Before the load the fastest probes say +1 ms, after it +3 ms, 10 s
+	// later: the model must interpolate between them and not be swayed by
+	// the slow (queued, hence asymmetric) probes.
+	mk := func(at int64, off int64, upQ int64) record {
+		const wall0 = 0
+		sent := at
+		up, down := int64(2e6)+upQ, int64(2e6)
+		srvRecv := wall0 + sent + up + off
+		return record{sent: sent, srvRecv: srvRecv, srvSend: srvRecv, recv: sent + up + down}
+	}
+	var before, after []record
+	for i := range int64(20) {
+		before = append(before, mk(i*1e7, 1e6, 0))
+		before = append(before, mk(i*1e7+5e6, 1e6, 30e6))
+		after = append(after, mk(10e9+i*1e7, 3e6, 0))
+	}
+	m := fitOffset(0, before, after, nil)
+	for _, c := range []struct{ t, want int64 }{{0, 1e6}, {5e9, 2e6}, {10e9, 3e6}} {
+		if got := m.at(c.t); !near(got, float64(c.want), 2e4) {
+			t.Errorf("offset at %d ns: %.0f, want %d", c.t, got, c.want)
+		}
+	}
+	if m := fitOffset(0, before, nil, nil); m.slope != 0 || !near(m.at(9e9), 1e6, 1) {
+		t.Errorf("one estimate must give a constant offset, got %+v", m)
+	}
+}
