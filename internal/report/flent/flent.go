@@ -1,0 +1,286 @@
+// Package flent exports a bufferbloat test as a flent data file, so the
+// plots and comparisons flent users know work on sqmkit runs.
+//
+// flent only loads files named after one of its own tests and plots only the
+// series that test defines, so the export poses as an rrul run: one
+// bidirectional test with four TCP streams per direction in the BE, BK, CS5
+// and EF classes plus UDP and ICMP pings. sqmkit's run maps onto it as:
+//
+//   - the whole timeline, every phase, is the rrul run (phase bounds are in
+//     the SQMKIT_PHASES metadata and the NOTE);
+//   - TCP download/upload BE, BK, CS5, EF: a quarter each of sqmkit's total
+//     goodput in that direction. sqmkit records totals, not per-stream or
+//     per-class rates, and its streams are all best effort; the split keeps
+//     flent's sums (TCP download sum, TCP upload sum, TCP totals) equal to
+//     the measured totals, while the per-class lines are not measurements;
+//   - Ping (ms) UDP BE: sqmkit's UDP probe round trips (lost probes omitted);
+//   - Ping (ms) UDP BK, UDP EF and ICMP are left out: sqmkit sends no such
+//     probes, and flent plots the series that are present.
+package flent
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+const (
+	// formatVersion is flent's data file format version (flent 2.x).
+	formatVersion = 4
+	// stepSize is flent's default interpolation step, in seconds.
+	stepSize = 0.2
+	// maxGap is how far from a sample flent interpolates (5 steps);
+	// beyond the first and last sample it repeats them for half a step.
+	// The nanosecond of slack absorbs rounding in absolute Unix times.
+	maxGap  = 5*stepSize + 1e-9
+	edgeGap = stepSize/2 + 1e-9
+	// timeLayout is how flent writes UTC timestamps.
+	timeLayout = "2006-01-02T15:04:05.000000Z"
+)
+
+// classes are rrul's four DSCP classes per direction.
+var classes = []string{"BE", "BK", "CS5", "EF"}
+
+// Series names as flent's rrul test defines them.
+const (
+	pingUDPBE    = "Ping (ms) UDP BE"
+	pingAvg      = "Ping (ms) avg"
+	downloadSum  = "TCP download sum"
+	uploadSum    = "TCP upload sum"
+	downloadAvg  = "TCP download avg"
+	uploadAvg    = "TCP upload avg"
+	tcpTotals    = "TCP totals"
+	unitsMbits   = "Mbits/s"
+	unitsMs      = "ms"
+	sqmkitPhases = "SQMKIT_PHASES"
+)
+
+// file is the top level of a flent data file.
+type file struct {
+	Version   int                   `json:"version"`
+	XValues   []float64             `json:"x_values"`
+	Results   map[string][]*float64 `json:"results"`
+	RawValues map[string][]raw      `json:"raw_values"`
+	Metadata  map[string]any        `json:"metadata"`
+}
+
+// raw is one measurement: an absolute Unix time and a value.
+type raw struct {
+	T   float64 `json:"t"`
+	Val float64 `json:"val"`
+}
+
+// WriteFlent writes r to path as a gzip-compressed flent rrul data file;
+// flent expects the name to end in .flent.gz.
+func WriteFlent(path string, r *bbresult.Result) error {
+	if !strings.HasSuffix(path, ".flent.gz") {
+		return fmt.Errorf("flent file %s: name must end in .flent.gz, flent reads nothing else", path)
+	}
+	if len(r.Phases) == 0 {
+		return fmt.Errorf("flent file %s: result has no phases", path)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := write(f, filepath.Base(path), r); err != nil {
+		f.Close()
+		return fmt.Errorf("flent file %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+func write(w io.Writer, name string, r *bbresult.Result) error {
+	zw := gzip.NewWriter(w)
+	if err := json.NewEncoder(zw).Encode(build(name, r)); err != nil {
+		return err
+	}
+	return zw.Close()
+}
+
+// build maps r onto rrul's series: raw values for the measured ones, and
+// values on flent's time grid for all, including those flent computes
+// (sums and averages), so other readers of the file get them too.
+func build(name string, r *bbresult.Result) *file {
+	t0 := float64(r.Started.UnixNano()) / 1e9
+	total := r.Phases[len(r.Phases)-1].End
+	f := &file{
+		Version:   formatVersion,
+		Results:   map[string][]*float64{},
+		RawValues: map[string][]raw{},
+	}
+	for i := 0; float64(i)*stepSize <= total+1e-9; i++ {
+		f.XValues = append(f.XValues, float64(i)*stepSize)
+	}
+	meta := map[string]map[string]string{}
+	add := func(series string, rv []raw, units string) {
+		f.RawValues[series] = rv
+		f.Results[series] = onGrid(rv, t0, f.XValues)
+		meta[series] = map[string]string{"UNITS": units}
+	}
+
+	var down, up, ping []raw
+	for _, s := range r.Samples.Throughput {
+		down = append(down, raw{t0 + s.T, s.Download / float64(len(classes))})
+		up = append(up, raw{t0 + s.T, s.Upload / float64(len(classes))})
+	}
+	for _, p := range r.Samples.Probes {
+		if p.Lost == "" {
+			ping = append(ping, raw{t0 + p.T, p.RTT})
+		}
+	}
+	var downs, ups []string
+	for _, c := range classes {
+		downs, ups = append(downs, "TCP download "+c), append(ups, "TCP upload "+c)
+		add("TCP download "+c, down, unitsMbits)
+		add("TCP upload "+c, up, unitsMbits)
+	}
+	add(pingUDPBE, ping, unitsMs)
+
+	computed := func(series string, units string, combine func([]float64) float64, from ...string) {
+		f.Results[series] = combineGrid(f.Results, combine, from)
+		meta[series] = map[string]string{"UNITS": units}
+	}
+	computed(downloadSum, unitsMbits, sum, downs...)
+	computed(uploadSum, unitsMbits, sum, ups...)
+	computed(downloadAvg, unitsMbits, mean, downs...)
+	computed(uploadAvg, unitsMbits, mean, ups...)
+	computed(tcpTotals, unitsMbits, sum, append(downs, ups...)...)
+	computed(pingAvg, unitsMs, mean, pingUDPBE)
+
+	f.Metadata = metadata(name, r, total, meta)
+	return f
+}
+
+func metadata(name string, r *bbresult.Result, total float64, seriesMeta map[string]map[string]string) map[string]any {
+	ipVersion := 4
+	if r.Family == "ipv6" {
+		ipVersion = 6
+	}
+	type phase struct {
+		Name  string  `json:"name"`
+		Start float64 `json:"start_s"`
+		End   float64 `json:"end_s"`
+	}
+	var phases []phase
+	var bounds []string
+	for _, p := range r.Phases {
+		phases = append(phases, phase{p.Name, p.Start, p.End})
+		bounds = append(bounds, fmt.Sprintf("%s %.0f-%.0f s", p.Name, p.Start, p.End))
+	}
+	started := r.Started.UTC().Format(timeLayout)
+	return map[string]any{
+		"NAME":       "rrul",
+		"TITLE":      fmt.Sprintf("sqmkit %s %s, grade %s", r.Server, r.Family, r.Grades.DSLReports),
+		"NOTE":       note(r, bounds),
+		"TIME":       started,
+		"T0":         started,
+		"HOST":       r.Server,
+		"HOSTS":      []string{r.Server},
+		"LOCAL_HOST": localHost(),
+		// flent writes these for runs outside a batch; its plotters look
+		// them up.
+		"BATCH_NAME":    nil,
+		"BATCH_TIME":    nil,
+		"BATCH_TITLE":   nil,
+		"BATCH_UUID":    nil,
+		"LENGTH":        int(math.Ceil(total)),
+		"TOTAL_LENGTH":  total,
+		"STEP_SIZE":     stepSize,
+		"IP_VERSION":    ipVersion,
+		"DATA_FILENAME": name,
+		"SERIES_META":   seriesMeta,
+		"TEST_PARAMETERS": map[string]string{
+			"sqmkit_tool":        r.Tool,
+			"sqmkit_server_addr": r.ServerAddr,
+			"sqmkit_streams":     fmt.Sprint(r.Streams),
+		},
+		sqmkitPhases: phases,
+	}
+}
+
+// localHost names the machine that ran the test, as flent records it.
+func localHost() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return "localhost"
+	}
+	return h
+}
+
+func note(r *bbresult.Result, bounds []string) string {
+	return fmt.Sprintf("Exported by %s from a sqmkit bufferbloat test against %s (%s), %s. "+
+		"Phases: %s. TCP <dir> BE/BK/CS5/EF each hold a quarter of sqmkit's total goodput in that "+
+		"direction (%d best-effort streams; per-class rates were not measured), so the sums are the "+
+		"measured totals. Ping (ms) UDP BE holds sqmkit's UDP probe RTTs; there are no UDP BK/EF or ICMP "+
+		"pings. Grades: DSLReports %s (%.1f ms added), p95 %s (%.1f ms added), idle RTT %.1f ms.",
+		r.Tool, r.Server, r.ServerAddr, r.Family, strings.Join(bounds, ", "), r.Streams,
+		r.Grades.DSLReports, r.Grades.DSLReportsAddedMs, r.Grades.Percentile, r.Grades.PercentileAddedMs, r.IdleRTT)
+}
+
+// onGrid interpolates rv linearly onto the grid x (seconds since t0), as
+// flent does when it aggregates a run: a grid point gets a value only when
+// samples lie on both sides of it within maxGap, or one lies within maxGap
+// at the ends; elsewhere it is null.
+func onGrid(rv []raw, t0 float64, x []float64) []*float64 {
+	out := make([]*float64, len(x))
+	j := 0
+	for i, xt := range x {
+		t := t0 + xt
+		for j < len(rv) && rv[j].T <= t {
+			j++
+		}
+		// rv[j-1] is the last sample at or before t, rv[j] the first after.
+		var v float64
+		switch {
+		case j > 0 && j < len(rv) && t-rv[j-1].T <= maxGap && rv[j].T-t <= maxGap:
+			a, b := rv[j-1], rv[j]
+			v = a.Val + (b.Val-a.Val)*(t-a.T)/(b.T-a.T)
+		case j > 0 && t-rv[j-1].T <= edgeGap:
+			v = rv[j-1].Val
+		case j < len(rv) && rv[j].T-t <= edgeGap:
+			v = rv[j].Val
+		default:
+			continue
+		}
+		out[i] = &v
+	}
+	return out
+}
+
+// combineGrid combines the named series point by point, skipping nulls, as
+// flent's computed series (sum, average) do.
+func combineGrid(results map[string][]*float64, combine func([]float64) float64, from []string) []*float64 {
+	n := len(results[from[0]])
+	out := make([]*float64, n)
+	for i := range n {
+		var vs []float64
+		for _, s := range from {
+			if v := results[s][i]; v != nil {
+				vs = append(vs, *v)
+			}
+		}
+		if len(vs) > 0 {
+			v := combine(vs)
+			out[i] = &v
+		}
+	}
+	return out
+}
+
+func sum(vs []float64) float64 {
+	var s float64
+	for _, v := range vs {
+		s += v
+	}
+	return s
+}
+
+func mean(vs []float64) float64 { return sum(vs) / float64(len(vs)) }
