@@ -1,0 +1,320 @@
+package config
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+const router = "testdata/router"
+
+func TestLoadLuCIFile(t *testing.T) {
+	qs, err := Load(router, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Queue{
+		{
+			Section: "eth1", Enabled: true, Interface: "wan", Download: 285000, Upload: 142500,
+			Backend: NSS, Script: "nss-zk.qos", Qdisc: "fq_codel", LinkLayer: LinkNone,
+			QdiscAdvanced: true, SquashDSCP: true, SquashIngress: true, IngressECN: true, EgressECN: false,
+			QdiscReallyReallyAdvanced: true, ITarget: "4ms", ETarget: "4ms",
+			IQdiscOpts: "interval 50ms quantum 304", EQdiscOpts: "interval 50ms quantum 304", Verbosity: 5,
+			Notes: []string{"script=nss-zk.qos -> backend nss"},
+		},
+		{
+			Section: "cfg02b68a", Interface: "eth0.2", Download: 85000, Upload: 10000,
+			Backend: Cake, Script: "piece_of_cake.qos", Qdisc: "cake", LinkLayer: LinkEthernet, Overhead: 34,
+			LinkLayerAdvanced: true, TcMTU: 2047, TcTSIZE: 128, TcMPU: 64, LinkLayerAdaptation: "default",
+			IngressECN: true, Diffserv: "besteffort",
+			Notes: []string{"script=piece_of_cake.qos -> backend cake"},
+		},
+		{
+			Section: "lab", Enabled: true, Interface: "veth0", Download: 50000,
+			Backend: Cake, Script: "layer_cake.qos", Qdisc: "cake", LinkLayer: LinkNone,
+			IngressECN: true, Diffserv: "diffserv3", RTT: "metro", IFB: "ifb-lab",
+			Notes: []string{"script=layer_cake.qos -> backend cake"},
+		},
+	}
+	if !reflect.DeepEqual(qs, want) {
+		t.Errorf("Load:\n got %+v\nwant %+v", qs, want)
+	}
+	for _, q := range qs {
+		if err := q.Validate(); err != nil {
+			t.Errorf("Validate(%s): %v", q.Section, err)
+		}
+	}
+}
+
+// section writes one queue section with the given option lines and loads it.
+func loadOne(t *testing.T, opts string) (Queue, error) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "sqm")
+	body := "config queue 'q'\n\toption interface 'eth0'\n\toption download '1000'\n" + opts
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := Load("/nonexistent", p)
+	if err != nil {
+		return Queue{}, err
+	}
+	return qs[0], nil
+}
+
+func TestDefaultsAndBackends(t *testing.T) {
+	tests := []struct {
+		opts     string
+		backend  Backend
+		diffserv string
+		note     string
+	}{
+		{"", FQCodel, "", "no script: sqm-scripts' default simple.qos -> backend fq_codel"},
+		{"option qdisc 'cake'\n", Cake, "", "simple.qos qdisc=cake -> backend cake"},
+		{"option script 'simple.qos'\noption qdisc 'cake'\n", Cake, "", "qdisc=cake -> backend cake"},
+		{"option script 'simplest.qos'\noption qdisc 'fq_codel'\n", FQCodel, "", "script=simplest.qos -> backend fq_codel"},
+		{"option script 'simplest_tbf.qos'\n", FQCodel, "", "-> backend fq_codel"},
+		{"option script 'simple.qos'\noption qdisc 'sfq'\n", FQCodel, "", "qdisc sfq is not supported"},
+		{"option script 'nss.qos'\n", NSS, "", "backend nss"},
+		{"option script 'nss-rk.qos'\noption qdisc 'cake'\n", NSS, "", "qdisc cake ignored"},
+		{"option script 'layer_cake.qos'\n", Cake, "diffserv3", "backend cake"},
+		{"option script 'layer_cake.qos'\noption diffserv 'diffserv4'\n", Cake, "diffserv4", "backend cake"},
+		{"option script 'piece_of_cake.qos'\n", Cake, "besteffort", "backend cake"},
+		{"option script 'nss-zk.qos'\noption backend 'CAKE'\n", Cake, "", "backend=cake (option backend)"},
+	}
+	for _, tt := range tests {
+		q, err := loadOne(t, tt.opts)
+		if err != nil {
+			t.Errorf("%q: %v", tt.opts, err)
+			continue
+		}
+		if q.Backend != tt.backend || q.Diffserv != tt.diffserv || !strings.Contains(strings.Join(q.Notes, "\n"), tt.note) {
+			t.Errorf("%q: backend %s diffserv %q notes %q; want %s %q note %q", tt.opts, q.Backend, q.Diffserv, q.Notes, tt.backend, tt.diffserv, tt.note)
+		}
+		if q.Enabled || !q.IngressECN || q.EgressECN || q.LinkLayer != LinkNone {
+			t.Errorf("%q: defaults enabled=%v iecn=%v eecn=%v linklayer=%s; want false true false none", tt.opts, q.Enabled, q.IngressECN, q.EgressECN, q.LinkLayer)
+		}
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	tests := []struct{ opts, want string }{
+		{"\toption upload 'fast'\n", `:4: sqm.q.upload: "fast" is not a number of kbit/s (set option upload '9500' or --upload 9500)`},
+		{"\toption upload '-5'\n", `sqm.q.upload: -5 kbit/s is negative`},
+		{"\toption ingress_ecn 'yes'\n", `:4: sqm.q.ingress_ecn: "yes" is not ECN or NOECN (set option ingress_ecn 'ECN' or --ingress-ecn ECN)`},
+		{"\toption egress_ecn 'maybe'\n", `sqm.q.egress_ecn: "maybe" is not ECN or NOECN`},
+		{"\toption enabled 'sure'\n", `sqm.q.enabled: "sure" is not a boolean (use 1 or 0) (set option enabled '1')`},
+		{"\toption ilimit '1k'\n", `sqm.q.ilimit: "1k" is not a whole number`},
+		{"\toption elimit '-1'\n", `sqm.q.elimit: -1 is negative`},
+		{"\toption tcMPU 'x'\n", `sqm.q.tcMPU: "x" is not a whole number (set option tcMPU '64' or --mpu 64)`},
+		{"\toption script 'fancy.qos'\n", `:4: sqm.q.script: "fancy.qos" is not a known sqm-scripts script (known: layer_cake.qos, nss-rk.qos, nss-zk.qos, nss.qos, piece_of_cake.qos, simple.qos, simplest.qos, simplest_tbf.qos)`},
+		{"\tlist upload '1'\n", `:4: sqm.q.upload: is a list`},
+		{"\toption upload '1\n", `:4: unterminated ' quote`},
+	}
+	for _, tt := range tests {
+		_, err := loadOne(t, tt.opts)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: error %v, want it to contain %q", tt.opts, err, tt.want)
+		}
+	}
+	if _, err := Load("testdata/nothing-here", ""); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "testdata/nothing-here/etc/config/sqm") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestSelect(t *testing.T) {
+	qs, err := Load(router, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		arg  string
+		want []string // sections
+		err  string
+	}{
+		{"", []string{"eth1", "lab"}, ""},
+		{"eth1", []string{"eth1"}, ""},
+		{"wan", []string{"eth1"}, ""},
+		{"eth0.2", []string{"cfg02b68a"}, ""}, // disabled, but named explicitly
+		{"@queue[1]", []string{"cfg02b68a"}, ""},
+		{"@queue[-1]", []string{"lab"}, ""},
+		{"eth9", nil, `no queue section or interface "eth9" (fix: name one of: eth1 (interface wan, enabled), cfg02b68a (interface eth0.2, disabled), lab (interface veth0, enabled))`},
+		{"@queue[7]", nil, "no queue section or interface"},
+	}
+	for _, tt := range tests {
+		got, err := Select(qs, tt.arg)
+		var names []string
+		for _, q := range got {
+			names = append(names, q.Section)
+		}
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("Select(%q) error %v, want %q", tt.arg, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || !reflect.DeepEqual(names, tt.want) {
+			t.Errorf("Select(%q) = %v, %v; want %v", tt.arg, names, err, tt.want)
+		}
+	}
+	if _, err := Select(qs[1:2], ""); !errors.Is(err, ErrNoneEnabled) {
+		t.Errorf("Select with none enabled: %v, want ErrNoneEnabled", err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := Queue{Section: "wan", Interface: "eth0", Download: 1000, Backend: Cake, LinkLayer: LinkNone}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid queue: %v", err)
+	}
+	tests := []struct {
+		mod  func(q *Queue)
+		want string
+	}{
+		{func(q *Queue) { q.Interface = "" }, "sqm.wan.interface: no interface to shape (set option interface 'eth0' or --interface eth0)"},
+		{func(q *Queue) { q.Interface = "a-very-long-device-name" }, "longer than the 15 bytes"},
+		{func(q *Queue) { q.Interface = "eth/0" }, "not a valid Linux device name"},
+		{func(q *Queue) { q.Download = 0 }, "sqm.wan.download: download and upload are both 0, so nothing would be shaped (set option download '95000' or --download 95000)"},
+		{func(q *Queue) { q.Upload = -1 }, "sqm.wan.upload: -1 kbit/s is negative"},
+		{func(q *Queue) { q.Download = -1 }, "sqm.wan.download: -1 kbit/s is negative"},
+		{func(q *Queue) { q.Backend = "htb" }, `sqm.wan.backend: "htb" is not a backend (use nss, cake or fq_codel) (set option backend 'cake' or --backend cake)`},
+		{func(q *Queue) { q.Backend = "" }, `"" is not a backend`},
+		{func(q *Queue) { q.LinkLayer = "adsl" }, `sqm.wan.linklayer: "adsl" is not a link layer (use none, ethernet or atm)`},
+		{func(q *Queue) { q.Overhead = 300 }, "sqm.wan.overhead: 300 bytes is outside -64..256 (set option overhead '34' or --overhead 34)"},
+		{func(q *Queue) { q.Overhead = -65 }, "outside -64..256"},
+		{func(q *Queue) { q.TcMPU = 1000 }, "sqm.wan.tcMPU: 1000 bytes is outside 0..256"},
+		{func(q *Queue) { q.ITarget = "5" }, `sqm.wan.itarget: "5" is neither a duration like 5ms nor auto (set option itarget '5ms' or --itarget 5ms)`},
+		{func(q *Queue) { q.ETarget = "-1ms" }, `sqm.wan.etarget: "-1ms" is neither`},
+		{func(q *Queue) { q.ILimit = -1 }, "sqm.wan.ilimit: -1 packets is negative"},
+		{func(q *Queue) { q.ELimit = -1 }, "sqm.wan.elimit: -1 packets is negative"},
+		{func(q *Queue) { q.Diffserv = "diffserv5" }, `sqm.wan.diffserv: "diffserv5" is not a cake diffserv mode`},
+		{func(q *Queue) { q.RTT = "far" }, `sqm.wan.rtt: "far" is neither a duration like 100ms nor a preset`},
+		{func(q *Queue) { q.IFB = "ifb4averylongname" }, "sqm.wan.ifb: \"ifb4averylongname\" is longer than the 15 bytes"},
+		{func(q *Queue) { q.LinkLayerAdaptation = "magic" }, `sqm.wan.linklayer_adaptation_mechanism: "magic" is unknown`},
+	}
+	for _, tt := range tests {
+		q := ok
+		tt.mod(&q)
+		err := q.Validate()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", q, err, tt.want)
+		}
+	}
+	for _, good := range []func(q *Queue){
+		func(q *Queue) { q.Upload, q.Download = 1000, 0 },
+		func(q *Queue) { q.ITarget, q.ETarget = "auto", "500us" },
+		func(q *Queue) { q.RTT = "internet" },
+		func(q *Queue) { q.RTT = "150ms" },
+		func(q *Queue) { q.Overhead = -64 },
+		func(q *Queue) { q.Diffserv = "diffserv8" },
+	} {
+		q := ok
+		good(&q)
+		if err := q.Validate(); err != nil {
+			t.Errorf("Validate(%+v): %v", q, err)
+		}
+	}
+}
+
+func TestOverrides(t *testing.T) {
+	parse := func(args ...string) (*Overrides, error) {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(new(strings.Builder))
+		o := RegisterFlags(fs)
+		return o, fs.Parse(args)
+	}
+	o, err := parse("--upload", "20000", "--egress-ecn", "ecn", "--backend", "fq_codel", "--overhead", "-4", "--mpu", "68",
+		"--iqdisc-opts", "quantum 300", "--ifb", "ifbx", "--rtt", "lan", "--itarget", "auto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := Queue{Section: "s", Interface: "eth0", Download: 5000, Upload: 1, Backend: Cake, Diffserv: "diffserv4", LinkLayer: LinkNone}
+	o.Apply(&q)
+	want := Queue{Section: "s", Interface: "eth0", Download: 5000, Upload: 20000, Backend: FQCodel, Diffserv: "diffserv4",
+		LinkLayer: LinkNone, EgressECN: true, Overhead: -4, TcMPU: 68, IQdiscOpts: "quantum 300", IFB: "ifbx", RTT: "lan", ITarget: "auto"}
+	notes := q.Notes
+	q.Notes = nil
+	if !reflect.DeepEqual(q, want) {
+		t.Errorf("Apply:\n got %+v\nwant %+v", q, want)
+	}
+	if !strings.Contains(strings.Join(notes, "\n"), "--upload 20000 overrides option upload") {
+		t.Errorf("notes %q lack the upload override", notes)
+	}
+
+	// --script picks the backend again; --backend still wins over it.
+	o, _ = parse("--script", "layer_cake.qos")
+	q = Queue{Backend: NSS, Script: "nss-zk.qos"}
+	o.Apply(&q)
+	if q.Backend != Cake || q.Diffserv != "diffserv3" {
+		t.Errorf("--script layer_cake.qos: backend %s diffserv %q", q.Backend, q.Diffserv)
+	}
+	o, _ = parse("--script", "layer_cake.qos", "--backend", "nss", "--diffserv", "besteffort")
+	q = Queue{}
+	o.Apply(&q)
+	if q.Backend != NSS || q.Diffserv != "besteffort" {
+		t.Errorf("--script with --backend/--diffserv: backend %s diffserv %q", q.Backend, q.Diffserv)
+	}
+
+	var nilO *Overrides
+	nilO.Apply(&q) // commands without override flags pass nil
+
+	for _, bad := range [][]string{
+		{"--download", "fast"},
+		{"--ingress-ecn", "on"},
+		{"--script", "x.qos"},
+		{"--ilimit", "-3"},
+	} {
+		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[1]) {
+			t.Errorf("%v: error %v, want one quoting the value", bad, err)
+		}
+	}
+}
+
+func TestResolve(t *testing.T) {
+	flags := func(args ...string) *Overrides {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		o := RegisterFlags(fs)
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	// The router file: flags override the selected section, then validate.
+	qs, err := Resolve(router, "", flags("--download", "300000"), "wan")
+	if err != nil || len(qs) != 1 || qs[0].Download != 300000 || qs[0].Upload != 142500 || qs[0].Backend != NSS {
+		t.Fatalf("Resolve(router, wan) = %+v, %v", qs, err)
+	}
+	if _, err := Resolve(router, "", flags("--linklayer", "adsl"), ""); err == nil || !strings.Contains(err.Error(), "sqm.eth1.linklayer") {
+		t.Errorf("invalid override: %v", err)
+	}
+	if _, err := Resolve(router, "", nil, "eth7"); err == nil || !strings.Contains(err.Error(), "testdata/router/etc/config/sqm: no queue section or interface \"eth7\"") {
+		t.Errorf("unknown section: %v", err)
+	}
+
+	// A plain Linux box: no sqm file, everything from flags.
+	qs, err = Resolve("testdata/plain", "", flags("--interface", "eth0", "--upload", "9500", "--download", "95000"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 1 || qs[0].Section != "eth0" || !qs[0].Enabled || qs[0].Interface != "eth0" || qs[0].Backend != FQCodel ||
+		!qs[0].IngressECN || qs[0].EgressECN || qs[0].Download != 95000 {
+		t.Errorf("flags-only queue: %+v", qs)
+	}
+	qs, err = Resolve("testdata/plain", "", flags("--upload", "9500", "--backend", "cake"), "veth1")
+	if err != nil || qs[0].Interface != "veth1" || qs[0].Backend != Cake {
+		t.Errorf("interface from the argument: %+v, %v", qs, err)
+	}
+	if _, err := Resolve("testdata/plain", "", flags("--upload", "9500"), ""); err == nil || !strings.Contains(err.Error(), "no interface was given (fix: pass --interface") {
+		t.Errorf("no interface: %v", err)
+	}
+	if _, err := Resolve("testdata/plain", "", flags("--interface", "eth0"), ""); err == nil || !strings.Contains(err.Error(), "both 0") {
+		t.Errorf("no rates: %v", err)
+	}
+	// An explicit --config that does not exist is an error, not a fallback.
+	if _, err := Resolve("testdata/plain", "testdata/plain/sqm", flags("--interface", "eth0", "--upload", "1"), ""); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing --config file: %v", err)
+	}
+}
