@@ -20,7 +20,7 @@ func TestRead(t *testing.T) {
 		},
 		{
 			name: "spec §4: sqm on wan, section wan is pppoe over wan.7", root: "pppoe-vlan", dev: "wan",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1508, SpeedMbit: 1000, Kind: "dsa", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+			want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "dsa", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
 			notes: []string{"network.wan: proto=pppoe device=wan.7 (section named like the device)"},
 		},
 		{
@@ -30,7 +30,7 @@ func TestRead(t *testing.T) {
 		},
 		{
 			name: "the vlan device itself", root: "pppoe-vlan", dev: "wan.7",
-			want: Facts{Exists: true, OperUp: true, MTU: 1508, Kind: "vlan", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+			want: Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
 		},
 		{
 			name: "dslite", root: "dslite", dev: "dslite-wan",
