@@ -1,0 +1,177 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/syslog"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/tc"
+)
+
+func init() {
+	for _, c := range []struct{ name, summary string }{
+		{"start", "shape the queues: probe tc support, then apply egress and ingress (one tc batch each)"},
+		{"stop", "remove the queues' qdiscs and IFB; safe to run twice or when never started"},
+		{"restart", "stop, then start"},
+		{"status", "show the qdiscs on each queue's device and IFB next to the plan; exit 1 if they differ"},
+	} {
+		name := c.name
+		register(command{name: name, summary: c.summary, run: func(args []string) int {
+			return runLifecycle(name, args, os.Stdout, os.Stderr)
+		}})
+	}
+}
+
+func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet(name, "[SECTION|IFACE]")
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
+	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
+	cache := fs.String("probe-cache", tc.DefaultCacheDir, "`DIR` remembering the tc batches this boot accepted (\"\" probes every time)")
+	verbose := fs.Bool("v", false, "debug: log every tc/ip batch")
+	var dry, hotplug *bool
+	if name != "status" {
+		dry = fs.Bool("dry-run", false, "print the batches that would run and touch nothing")
+	}
+	if name == "start" || name == "restart" {
+		hotplug = fs.Bool("hotplug", false, "started by an interface hotplug event (also when ACTION=ifup): skip if the IFB is already shaped")
+	}
+	o := config.RegisterFlags(fs)
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintf(stderr, "sqmkit %s: one SECTION or IFACE at most, got %q\n", name, fs.Args())
+		return 2
+	}
+	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+		return 1
+	}
+	var ts []apply.Target
+	for _, q := range qs {
+		f, err := linkinfo.Read(*root, q.Interface)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit %s: section %s: %v\n", name, q.Section, err)
+			return 1
+		}
+		ts = append(ts, apply.Target{Queue: q, Facts: f})
+	}
+
+	logf := newLog(*root, stderr)
+	r := &tc.Runner{}
+	if *verbose {
+		r.Debug = logf
+	}
+	opts := apply.Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: *cache, Log: logf}, Log: logf}
+	if hotplug != nil {
+		opts.Hotplug = *hotplug || os.Getenv("ACTION") == "ifup"
+	}
+	if dry != nil && *dry {
+		opts.DryRun = stdout
+	}
+
+	code := 0
+	switch name {
+	case "status":
+		for _, s := range apply.Inspect(ts, opts) {
+			if !printStatus(stdout, s) {
+				code = 1
+			}
+		}
+		return code
+	case "stop", "restart":
+		for _, res := range apply.Stop(ts, opts) {
+			if printResult(stdout, res) {
+				code = 1
+			}
+		}
+		if name == "stop" {
+			return code
+		}
+	}
+	for _, res := range apply.Start(ts, opts) {
+		if printResult(stdout, res) {
+			code = 1
+		}
+	}
+	return code
+}
+
+// newLog sends decisions to syslog on OpenWrt (what `logger -t sqmkit`
+// does, without a process per line) and to stderr elsewhere.
+func newLog(root string, stderr io.Writer) func(string) {
+	if _, err := os.Stat(filepath.Join(root, "etc/openwrt_release")); err == nil {
+		if w, err := syslog.New(syslog.LOG_INFO|syslog.LOG_DAEMON, "sqmkit"); err == nil {
+			return func(s string) { w.Info(s) }
+		}
+	}
+	return func(s string) { fmt.Fprintln(stderr, "sqmkit:", s) }
+}
+
+// printResult prints one queue's outcome and says whether it failed.
+func printResult(w io.Writer, r apply.Result) bool {
+	if r.State == apply.DryRun {
+		return false
+	}
+	line := fmt.Sprintf("%s (section %s): %s", r.Device, r.Section, r.State)
+	if r.Err != nil {
+		line += ": " + r.Err.Error()
+	}
+	fmt.Fprintln(w, line)
+	for _, d := range r.Dirs {
+		status := "shaped"
+		if d.Err != nil {
+			status = "FAILED, left without qdisc: " + d.Err.Error()
+		}
+		fmt.Fprintf(w, "  %-7s on %s: %s\n", d.Direction, d.Device, status)
+		for _, warn := range d.Warnings {
+			fmt.Fprintf(w, "  warning: %s\n", warn)
+		}
+	}
+	return r.Failed()
+}
+
+// printStatus prints the kernel's qdiscs for one queue and whether they
+// match the plan.
+func printStatus(w io.Writer, s apply.Status) bool {
+	if s.Err != nil {
+		fmt.Fprintf(w, "section %s: %v\n", s.Section, s.Err)
+		return false
+	}
+	verdict := "shaped as planned"
+	if !s.Matches() {
+		verdict = "differs from the plan"
+	}
+	fmt.Fprintf(w, "%s (section %s, %s): %s\n", s.Plan.Device, s.Section, s.Plan.Backend, verdict)
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	for _, q := range s.State.Qdiscs {
+		parent := q.Parent
+		if q.Root {
+			parent = "root"
+		}
+		fmt.Fprintf(tw, "  %s\tqdisc %s %s\t%s\t%d bytes\t%d pkts\t%d dropped\n", q.Dev, q.Kind, q.Handle, parent, q.Bytes, q.Packets, q.Drops)
+	}
+	for _, c := range s.State.Classes {
+		fmt.Fprintf(tw, "  %s\tclass %s %s\t%s\t\t\t\n", c.Dev, c.Kind, c.Handle, c.Parent)
+	}
+	for _, f := range s.State.Filters {
+		fmt.Fprintf(tw, "  %s\tfilter %s\t%s\t%s -> %s\t\t\n", f.Dev, f.Kind, f.Parent, strings.Join(f.Actions, ","), f.Target)
+	}
+	tw.Flush()
+	for _, n := range s.Missing {
+		fmt.Fprintf(w, "  missing: %s %s %s on %s (parent %s)\n", n.Type, n.Kind, n.Handle, n.Dev, n.Parent)
+	}
+	for _, n := range s.Extra {
+		fmt.Fprintf(w, "  not planned: %s %s %s on %s (parent %s)\n", n.Type, n.Kind, n.Handle, n.Dev, n.Parent)
+	}
+	return s.Matches()
+}
