@@ -1,0 +1,513 @@
+package rpm
+
+import (
+	"cmp"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// Options tune Measure. Zero values take the defaults in brackets.
+type Options struct {
+	// Insecure accepts any server certificate. Needed for servers with a
+	// self-signed certificate, like `sqmkit serve --rpm` without --cert
+	// (networkQuality's -k). Off by default: a test that silently talks
+	// to an impostor measures the impostor's path.
+	Insecure bool
+	MaxConns int           // load-generating connections per direction [16, the draft's MNP]
+	MaxStage time.Duration // time limit of each direction [20s]
+	Interval time.Duration // the draft's ID: how often stability is judged [1s]
+	Log      func(string)  // one line per decision; nil = silent
+}
+
+// Result of one measurement: download first, then upload.
+type Result struct {
+	URL          string  // the configuration URL used
+	RPM          float64 // from the final windows of both directions pooled
+	DownloadMbps float64
+	UploadMbps   float64
+	Download     Stage
+	Upload       Stage
+	Notes        []string
+}
+
+// Stage is one direction under load.
+type Stage struct {
+	RPM        float64
+	Mbps       float64 // goodput, moving average over the last MAD intervals
+	Conns      int     // load-generating connections at the end
+	Probes     int     // foreign plus self probes in the final window
+	Confidence string  // "high", "medium" or "low", as the draft defines them
+	Seconds    float64
+	// Trimmed means of the final window, milliseconds: TCP handshake, TLS
+	// handshake per round trip, and the 1-byte GET on a new connection
+	// (foreign) and on a loaded one (self).
+	TCPms, TLSms, HTTPForeignMs, HTTPSelfMs float64
+}
+
+// BBResult is the summary stored in a bufferbloat test result.
+func (r Result) BBResult() *bbresult.RPM {
+	return &bbresult.RPM{URL: r.URL, RPM: r.RPM, DownloadMbps: r.DownloadMbps, UploadMbps: r.UploadMbps}
+}
+
+// Measure runs the responsiveness test against server, a configuration URL
+// or a bare host[:port] (then https://host/.well-known/nq is used).
+func Measure(ctx context.Context, server string, opts Options) (Result, error) {
+	cfgURL, err := configURL(server)
+	if err != nil {
+		return Result{}, err
+	}
+	if opts.MaxConns < 0 || opts.MaxStage < 0 || opts.Interval < 0 {
+		return Result{}, errors.New("rpm: MaxConns, MaxStage and Interval must not be negative")
+	}
+	m := &measurer{
+		opts: Options{
+			Insecure: opts.Insecure,
+			MaxConns: cmp.Or(opts.MaxConns, 16),
+			MaxStage: cmp.Or(opts.MaxStage, 20*time.Second),
+			Interval: cmp.Or(opts.Interval, time.Second),
+			Log:      opts.Log,
+		},
+		tls: &tls.Config{InsecureSkipVerify: opts.Insecure, MinVersion: tls.VersionTLS12},
+	}
+	if m.opts.Log == nil {
+		m.opts.Log = func(string) {}
+	}
+	res := Result{URL: cfgURL}
+	if m.eps, err = m.fetchConfig(ctx, cfgURL); err != nil {
+		return res, err
+	}
+	if opts.Insecure {
+		res.Notes = append(res.Notes, "server certificate not verified (insecure mode)")
+	}
+	var pooled latencies
+	for _, up := range []bool{false, true} {
+		st, win, notes, err := m.stage(ctx, up)
+		if err != nil {
+			return res, err
+		}
+		pooled.add(win)
+		res.Notes = append(res.Notes, notes...)
+		if up {
+			res.Upload, res.UploadMbps = st, st.Mbps
+		} else {
+			res.Download, res.DownloadMbps = st, st.Mbps
+		}
+	}
+	res.RPM = pooled.means().rpm()
+	m.opts.Log(fmt.Sprintf("rpm: %.0f RPM (download %.0f, upload %.0f)", res.RPM, res.Download.RPM, res.Upload.RPM))
+	return res, nil
+}
+
+type measurer struct {
+	opts Options
+	tls  *tls.Config
+	eps  endpoints
+}
+
+// transport makes a client that opens its own connection, HTTP/2 only:
+// self probes are only meaningful multiplexed onto a load connection.
+func (m *measurer) transport() *http.Transport {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	return &http.Transport{
+		Protocols:       &p,
+		TLSClientConfig: m.tls.Clone(),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := d.DialContext(ctx, network, addr)
+			if err == nil {
+				setNotSentLowat(c) // our own uploads must not bloat our own socket
+			}
+			return c, err
+		},
+		TLSHandshakeTimeout: 10 * time.Second,
+		DisableCompression:  true,
+		MaxConnsPerHost:     1, // requests wait for the one connection instead of dialing another
+	}
+}
+
+func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	tr := m.transport()
+	defer tr.CloseIdleConnections()
+	body, _, err := get(ctx, &http.Client{Transport: tr}, cfgURL, 64<<10)
+	if err != nil {
+		return endpoints{}, err
+	}
+	eps, err := parseConfig(body)
+	if err == nil {
+		m.opts.Log(fmt.Sprintf("rpm: config %s: load %s, probes %s, upload %s", cfgURL, eps.Large, eps.Small, eps.Upload))
+	}
+	return eps, err
+}
+
+// get fetches url with at most limit body bytes; it insists on 200 and
+// HTTP/2 and explains a certificate it cannot verify.
+func get(ctx context.Context, c *http.Client, url string, limit int64) ([]byte, *http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Accept-Encoding", "identity") // the draft requires it
+	resp, err := c.Do(req)
+	if err != nil {
+		if errors.As(err, new(x509.UnknownAuthorityError)) {
+			return nil, nil, fmt.Errorf("rpm: %s: certificate is not from a trusted authority (self-signed server?); rerun with the insecure option (sqmkit test --rpm-insecure) if you trust this server: %w", url, err)
+		}
+		return nil, nil, fmt.Errorf("rpm: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, nil, fmt.Errorf("rpm: %s: %w", url, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, nil, fmt.Errorf("rpm: %s: server answered %s", url, resp.Status)
+	}
+	return body, resp, nil
+}
+
+// loader is one load-generating connection.
+type loader struct {
+	tr     *http.Transport
+	client *http.Client
+	bytes  atomic.Int64
+	ready  atomic.Bool // its connection is up, so self probes can share it
+}
+
+// run is one direction: add load connections until goodput is stable, then
+// probe until responsiveness is stable or MaxStage is over. It returns the
+// final window's probe times for the pooled RPM.
+type run struct {
+	m   *measurer
+	up  bool
+	ctx context.Context
+	wg  sync.WaitGroup
+
+	mu       sync.Mutex
+	loaders  []*loader
+	windows  []latencies // probe results by the interval they completed in
+	rate     float64     // probe pairs per second
+	errc     chan error
+	inflight chan struct{}
+}
+
+func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []string, error) {
+	name := map[bool]string{false: "download", true: "upload"}[up]
+	ctx, cancel := context.WithCancel(parent)
+	r := &run{m: m, up: up, ctx: ctx, windows: []latencies{{}}, rate: 10,
+		errc: make(chan error, 1), inflight: make(chan struct{}, 2*maxProbeRate)}
+	defer func() {
+		cancel()
+		r.wg.Wait()
+		for _, l := range r.loaders {
+			l.tr.CloseIdleConnections()
+		}
+	}()
+
+	start := time.Now()
+	r.addLoader()
+	r.wg.Add(1)
+	go r.probeLoop()
+	tick := time.NewTicker(m.opts.Interval)
+	defer tick.Stop()
+
+	var (
+		perInterval []float64 // bytes per interval
+		goodput     []float64 // moving averages, bytes/s
+		rpms        []float64
+		saturated   bool
+		last        int64
+		notes       []string
+	)
+	for i := 0; ; i++ {
+		select {
+		case <-parent.Done():
+			return Stage{}, latencies{}, nil, parent.Err()
+		case err := <-r.errc:
+			return Stage{}, latencies{}, nil, fmt.Errorf("rpm: %s: %w", name, err)
+		case <-tick.C:
+		}
+		var total int64
+		r.mu.Lock()
+		for _, l := range r.loaders {
+			total += l.bytes.Load()
+		}
+		r.windows = append(r.windows, latencies{})
+		r.mu.Unlock()
+		perInterval = append(perInterval, float64(total-last))
+		last = total
+		ma := movingAverage(perInterval) / m.opts.Interval.Seconds()
+		r.setRate(probeRate(ma))
+
+		if !saturated {
+			goodput = append(goodput, ma)
+			if saturated = stable(goodput); saturated {
+				m.opts.Log(fmt.Sprintf("rpm: %s goodput stable at %.1f Mbit/s with %d connections after %.1f s", name, ma*8/1e6, len(r.loaders), time.Since(start).Seconds()))
+			} else if len(r.loaders) < m.opts.MaxConns {
+				r.addLoader()
+			}
+		}
+		conf := ""
+		if saturated {
+			if v := r.window(i).means().rpm(); !math.IsNaN(v) {
+				rpms = append(rpms, v)
+			}
+			if stable(rpms) {
+				conf = "high"
+			}
+		}
+		if conf == "" && time.Since(start) >= m.opts.MaxStage {
+			// The draft's confidence levels for a run cut short by the limit.
+			conf = "low"
+			if saturated && len(rpms) >= mad {
+				conf = "medium"
+			}
+			if !saturated {
+				notes = append(notes, fmt.Sprintf("%s goodput did not stabilise within %v; RPM is from the last %d intervals", name, m.opts.MaxStage, mad))
+			} else {
+				notes = append(notes, fmt.Sprintf("%s responsiveness did not stabilise within %v", name, m.opts.MaxStage))
+			}
+		}
+		if conf != "" {
+			win := r.window(i)
+			mn := win.means()
+			st := Stage{
+				RPM: mn.rpm(), Mbps: ma * 8 / 1e6, Conns: len(r.loaders),
+				Probes:     len(win.TCP) + len(win.HTTPSelf),
+				Confidence: conf, Seconds: time.Since(start).Seconds(),
+				TCPms: mn.TCP, TLSms: mn.TLS, HTTPForeignMs: mn.HTTPForeign, HTTPSelfMs: mn.HTTPSelf,
+			}
+			if math.IsNaN(st.RPM) {
+				return Stage{}, latencies{}, nil, fmt.Errorf("rpm: %s: no foreign or no self probe completed in the last %d intervals", name, mad)
+			}
+			m.opts.Log(fmt.Sprintf("rpm: %s %.0f RPM (%s confidence), %.1f Mbit/s, %d connections", name, st.RPM, conf, st.Mbps, st.Conns))
+			return st, win, notes, nil
+		}
+	}
+}
+
+// movingAverage is the draft's moving average aggregate goodput: the bytes
+// of the last MAD intervals (fewer at the start) per interval.
+func movingAverage(perInterval []float64) float64 {
+	w := perInterval[max(0, len(perInterval)-mad):]
+	var sum float64
+	for _, b := range w {
+		sum += b
+	}
+	return sum / float64(len(w))
+}
+
+// window merges the probe results of intervals i-MAD+1 … i.
+func (r *run) window(i int) latencies {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var w latencies
+	for _, l := range r.windows[max(0, i-mad+1) : i+1] {
+		w.add(l)
+	}
+	return w
+}
+
+func (r *run) record(f func(*latencies)) {
+	r.mu.Lock()
+	f(&r.windows[len(r.windows)-1])
+	r.mu.Unlock()
+}
+
+func (r *run) setRate(v float64) {
+	r.mu.Lock()
+	r.rate = v
+	r.mu.Unlock()
+}
+
+func (r *run) fail(err error) {
+	if r.ctx.Err() != nil {
+		return // the stage is over; errors from cancelled requests are expected
+	}
+	select {
+	case r.errc <- err:
+	default:
+	}
+}
+
+func (r *run) addLoader() {
+	tr := r.m.transport()
+	l := &loader{tr: tr, client: &http.Client{Transport: tr}}
+	r.mu.Lock()
+	r.loaders = append(r.loaders, l)
+	r.mu.Unlock()
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		for r.ctx.Err() == nil {
+			if err := r.load(l); err != nil {
+				r.fail(err)
+				return
+			}
+		}
+	}()
+}
+
+// load runs one large GET or one endless POST on l until it ends.
+func (r *run) load(l *loader) error {
+	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { l.ready.Store(true) }}
+	ctx := httptrace.WithClientTrace(r.ctx, trace)
+	var req *http.Request
+	var err error
+	if r.up {
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, r.m.eps.Upload.String(), &zeroReader{n: &l.bytes})
+		if err == nil {
+			req.Header.Set("Content-Type", "application/octet-stream")
+		}
+	} else {
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, r.m.eps.Large.String(), nil)
+		if err == nil {
+			req.Header.Set("Accept-Encoding", "identity")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: server answered %s", req.URL, resp.Status)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		if !r.up {
+			l.bytes.Add(int64(n))
+		}
+		if err == io.EOF {
+			return nil // the object ended; the caller fetches it again
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// zeroReader is an endless upload body that counts what the transport took.
+type zeroReader struct{ n *atomic.Int64 }
+
+func (z *zeroReader) Read(p []byte) (int, error) {
+	clear(p)
+	z.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// probeLoop starts a foreign and a self probe at the current rate, spread
+// evenly, skipping a slot when too many probes are still outstanding.
+func (r *run) probeLoop() {
+	defer r.wg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		t.Reset(time.Duration(float64(time.Second) / r.rate))
+		r.mu.Unlock()
+		for _, probe := range []func(){r.foreignProbe, r.selfProbe} {
+			select {
+			case r.inflight <- struct{}{}:
+			default:
+				continue
+			}
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				defer func() { <-r.inflight }()
+				probe()
+			}()
+		}
+	}
+}
+
+// foreignProbe times a new connection: TCP handshake, TLS handshake per
+// round trip, and a 1-byte GET on it.
+func (r *run) foreignProbe() {
+	tr := r.m.transport()
+	defer tr.CloseIdleConnections()
+	var connStart, connDone, tlsStart, tlsDone, gotConn time.Time
+	var version uint16
+	trace := &httptrace.ClientTrace{
+		ConnectStart:      func(string, string) { connStart = time.Now() },
+		ConnectDone:       func(string, string, error) { connDone = time.Now() },
+		TLSHandshakeStart: func() { tlsStart = time.Now() },
+		TLSHandshakeDone: func(cs tls.ConnectionState, _ error) {
+			tlsDone, version = time.Now(), cs.Version
+		},
+		GotConn: func(httptrace.GotConnInfo) { gotConn = time.Now() },
+	}
+	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), &http.Client{Transport: tr}, r.m.eps.Small.String(), 1<<10)
+	if err != nil {
+		r.fail(fmt.Errorf("foreign probe: %w", err))
+		return
+	}
+	end := time.Now()
+	// TLS 1.2 needs two round trips before data can flow, 1.3 one.
+	rtts := 1.0
+	if version < tls.VersionTLS13 {
+		rtts = 2
+	}
+	r.record(func(l *latencies) {
+		l.TCP = append(l.TCP, ms(connDone.Sub(connStart)))
+		l.TLS = append(l.TLS, ms(tlsDone.Sub(tlsStart))/rtts)
+		l.HTTPForeign = append(l.HTTPForeign, ms(end.Sub(gotConn)))
+	})
+}
+
+// selfProbe times a 1-byte GET multiplexed onto a random load connection.
+func (r *run) selfProbe() {
+	r.mu.Lock()
+	var ready []*loader
+	for _, l := range r.loaders {
+		if l.ready.Load() {
+			ready = append(ready, l)
+		}
+	}
+	r.mu.Unlock()
+	if len(ready) == 0 {
+		return
+	}
+	l := ready[rand.IntN(len(ready))]
+	reused := false
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+	start := time.Now()
+	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), l.client, r.m.eps.Small.String(), 1<<10)
+	if err != nil {
+		r.fail(fmt.Errorf("self probe: %w", err))
+		return
+	}
+	d := time.Since(start)
+	if !reused {
+		return // the load connection was gone; this timed a new one, not a loaded one
+	}
+	r.record(func(l *latencies) { l.HTTPSelf = append(l.HTTPSelf, ms(d)) })
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

@@ -1,0 +1,178 @@
+package rpm
+
+import (
+	"context"
+	"io"
+	"math"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// logSink collects log lines from concurrent goroutines.
+type logSink struct {
+	mu sync.Mutex
+	l  []string
+}
+
+func (s *logSink) add(line string) {
+	s.mu.Lock()
+	s.l = append(s.l, line)
+	s.mu.Unlock()
+}
+
+func (s *logSink) lines() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.l...)
+}
+
+func (s *logSink) contains(sub string) bool {
+	for _, l := range s.lines() {
+		if strings.Contains(l, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// quick keeps a loopback run to a few seconds: the draft's 1 s interval
+// scaled down; the algorithm is the same.
+func quick(logs *logSink) Options {
+	return Options{Insecure: true, MaxConns: 4, MaxStage: 3 * time.Second, Interval: 200 * time.Millisecond, Log: logs.add}
+}
+
+func measure(t *testing.T, wrap func(http.Handler) http.Handler) Result {
+	t.Helper()
+	s, err := NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, s, wrap)
+	var logs logSink
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Measure(ctx, addr, quick(&logs))
+	if err != nil {
+		t.Fatalf("Measure: %v\nlog:\n%s", err, strings.Join(logs.lines(), "\n"))
+	}
+	t.Logf("RPM %.0f, down %+v, up %+v, notes %q", res.RPM, res.Download, res.Upload, res.Notes)
+	if !logs.contains("rpm: config https://"+addr+"/.well-known/nq") {
+		t.Errorf("config decision not logged: %q", logs.lines())
+	}
+	return res
+}
+
+func TestMeasureLoopback(t *testing.T) {
+	res := measure(t, nil)
+	for _, st := range []Stage{res.Download, res.Upload} {
+		if !(st.RPM > 0) || math.IsInf(st.RPM, 0) || st.Mbps <= 0 || st.Probes == 0 || st.Conns < 1 || st.Confidence == "" {
+			t.Errorf("implausible stage %+v", st)
+		}
+		if st.Seconds > 3.5 {
+			t.Errorf("stage ran %.1f s, limit 3 s", st.Seconds)
+		}
+	}
+	if !(res.RPM > 0) || math.IsInf(res.RPM, 0) || res.DownloadMbps <= 0 || res.UploadMbps <= 0 {
+		t.Errorf("implausible result %+v", res)
+	}
+	bb := res.BBResult()
+	if bb.RPM != res.RPM || bb.DownloadMbps != res.DownloadMbps || bb.UploadMbps != res.UploadMbps || !strings.HasSuffix(bb.URL, pathWellKnown) {
+		t.Errorf("BBResult %+v does not match %+v", bb, res)
+	}
+}
+
+// A server that answers the 1-byte object 300 ms late must score what the
+// draft's formula gives for 300 ms: at most (3/300 + 1/300)·30000 = 400 RPM,
+// and at least 343, the value if loopback and the race detector add 50 ms to
+// the foreign sum and to the self probe. The older draft's latency average
+// would give at most 300, and a client that timed something other than the
+// request would miss the delay entirely.
+func TestMeasureDelayLowersRPM(t *testing.T) {
+	const delay = 300 * time.Millisecond
+	// The load is paced to 10 Mbit/s per connection, like a slow link, so
+	// the client's own CPU (busy with gigabits of TLS on loopback) does not
+	// add tens of milliseconds to every probe.
+	const rate = 10e6 / 8
+	slowSmall := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case pathSmall:
+				select {
+				case <-time.After(delay):
+				case <-r.Context().Done():
+				}
+			case pathLarge:
+				w = &pacedWriter{ResponseWriter: w, p: pacer{rate: rate, start: time.Now()}}
+			case pathUpload:
+				r.Body = &pacedReader{ReadCloser: r.Body, p: pacer{rate: rate, start: time.Now()}}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	res := measure(t, slowSmall)
+	for _, st := range []Stage{res.Download, res.Upload} {
+		if st.HTTPSelfMs < 300 || st.HTTPForeignMs < 300 {
+			t.Errorf("probe times %.1f ms (self), %.1f ms (foreign) do not include the 300 ms delay", st.HTTPSelfMs, st.HTTPForeignMs)
+		}
+	}
+	for name, v := range map[string]float64{"overall": res.RPM, "download": res.Download.RPM, "upload": res.Upload.RPM} {
+		if v < 343 || v > 400 {
+			t.Errorf("%s RPM %.0f with a 300 ms server delay, want 343…400", name, v)
+		}
+	}
+}
+
+func TestMeasureRefusesUntrustedCertificate(t *testing.T) {
+	_, addr := newTestServer(t, ServerConfig{})
+	_, err := Measure(context.Background(), "https://"+addr+"/config", Options{})
+	if err == nil || !strings.Contains(err.Error(), "--rpm-insecure") {
+		t.Errorf("Measure against a self-signed server: %v, want a hint to --rpm-insecure", err)
+	}
+}
+
+func TestMeasureReportsBusyServer(t *testing.T) {
+	_, addr := newTestServer(t, ServerConfig{MaxLoad: 1})
+	var logs logSink
+	opts := quick(&logs)
+	_, err := Measure(context.Background(), addr, opts)
+	if err == nil || !strings.Contains(err.Error(), "429") {
+		t.Errorf("Measure against a server with one load slot: %v, want the 429 reported", err)
+	}
+}
+
+// pacer sleeps so that n bytes take at least n/rate seconds.
+type pacer struct {
+	rate  float64 // bytes per second
+	start time.Time
+	n     int
+}
+
+func (p *pacer) wait(n int) {
+	p.n += n
+	time.Sleep(time.Until(p.start.Add(time.Duration(float64(p.n) / p.rate * float64(time.Second)))))
+}
+
+type pacedWriter struct {
+	http.ResponseWriter
+	p pacer
+}
+
+func (w *pacedWriter) Write(b []byte) (int, error) {
+	n, err := w.ResponseWriter.Write(b)
+	w.p.wait(n)
+	return n, err
+}
+
+type pacedReader struct {
+	io.ReadCloser
+	p pacer
+}
+
+func (r *pacedReader) Read(b []byte) (int, error) {
+	n, err := r.ReadCloser.Read(b)
+	r.p.wait(n)
+	return n, err
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package rpm
+
+const raceEnabled = false

@@ -1,0 +1,336 @@
+// Package rpm speaks the IETF "Responsiveness under Working Conditions"
+// test (draft-ietf-ippm-responsiveness), the method behind Apple's
+// networkQuality and goresponsiveness: a Server that such clients can test
+// against, and Measure, a client that reports round trips per minute (RPM).
+package rpm
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ServerConfig bounds what one server will do, so it is safe to leave
+// running on the internet. Zero values take the defaults in brackets.
+type ServerConfig struct {
+	// Names go into the generated certificate besides localhost, 127.0.0.1
+	// and ::1, e.g. the host of the listen address. Unused with CertFile.
+	Names []string
+	// CertFile and KeyFile are PEM files of a real certificate; both or
+	// neither. Without them a self-signed certificate is made at start, so
+	// clients need networkQuality -k or sqmkit test --rpm-insecure.
+	CertFile, KeyFile string
+
+	MaxConns      int           // open connections in total [256]; more are closed at once
+	MaxConnsPerIP int           // open connections from one address [128]
+	MaxLoad       int           // concurrent large downloads and uploads [64]; more get 429
+	MaxRequest    time.Duration // longest large download or upload [60s]; a test needs ~20 s
+	Log           func(string)  // one line per load request and per refusal; nil = silent
+}
+
+// Stats count what a server has done since it was made.
+type Stats struct {
+	BytesDown, BytesUp int64 // body bytes of large downloads and uploads
+	RefusedConns       int64 // connections closed for exceeding MaxConns or MaxConnsPerIP
+	RefusedLoad        int64 // requests answered 429 for exceeding MaxLoad
+}
+
+// Server serves the four responsiveness endpoints over HTTP/2 and TLS.
+type Server struct {
+	cfg     ServerConfig
+	cert    tls.Certificate
+	handler http.Handler
+	load    chan struct{} // one token per running large download or upload
+
+	bytesDown, bytesUp, refusedConns, refusedLoad atomic.Int64
+	lastRefusalLog                                atomic.Int64 // unix nanoseconds
+}
+
+const (
+	// largeSize is the advertised size of the large object: the draft asks
+	// for at least 8 GB. Faster links simply fetch it again.
+	largeSize = 8 << 30
+	// maxStreams caps HTTP/2 streams per connection; a client needs one load
+	// stream plus a few probes per connection.
+	maxStreams = 100
+	// notSentLowat keeps the unsent backlog in each socket to about 0.3 ms at
+	// 1 Gbit/s, so a probe answer on a loaded connection is not stuck behind
+	// megabytes the server has queued itself (the draft's advice for test
+	// endpoints: the server must not be the bloat it measures).
+	notSentLowat = 32 << 10
+)
+
+// chunk is the large object's content, written again and again: the
+// content is irrelevant and reusing one buffer keeps memory flat.
+var chunk [64 << 10]byte
+
+// NewServer checks cfg and prepares the certificate.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	for _, f := range []struct {
+		name string
+		v    int
+		def  int
+	}{{"MaxConns", cfg.MaxConns, 256}, {"MaxConnsPerIP", cfg.MaxConnsPerIP, 128}, {"MaxLoad", cfg.MaxLoad, 64}} {
+		if f.v < 0 {
+			return nil, fmt.Errorf("rpm: %s is %d; it must be positive (0 means the default %d)", f.name, f.v, f.def)
+		}
+	}
+	if cfg.MaxRequest < 0 {
+		return nil, fmt.Errorf("rpm: MaxRequest is %v; it must be positive (0 means the default 60s)", cfg.MaxRequest)
+	}
+	cfg.MaxConns = cmp.Or(cfg.MaxConns, 256)
+	cfg.MaxConnsPerIP = cmp.Or(cfg.MaxConnsPerIP, 128)
+	cfg.MaxLoad = cmp.Or(cfg.MaxLoad, 64)
+	cfg.MaxRequest = cmp.Or(cfg.MaxRequest, 60*time.Second)
+	if cfg.Log == nil {
+		cfg.Log = func(string) {}
+	}
+	s := &Server{cfg: cfg, load: make(chan struct{}, cfg.MaxLoad)}
+	var err error
+	switch {
+	case cfg.CertFile == "" && cfg.KeyFile == "":
+		s.cert, err = selfSigned(cfg.Names)
+	case cfg.CertFile == "" || cfg.KeyFile == "":
+		return nil, errors.New("rpm: --cert and --key must be given together")
+	default:
+		s.cert, err = tls.LoadX509KeyPair(cfg.CertFile, cfg.KeyFile)
+		if err != nil {
+			err = fmt.Errorf("rpm: loading --cert %s / --key %s: %w", cfg.CertFile, cfg.KeyFile, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+pathWellKnown, s.serveConfig)
+	mux.HandleFunc("GET "+pathConfig, s.serveConfig)
+	mux.HandleFunc("GET "+pathSmall, serveSmall)
+	mux.HandleFunc("GET "+pathLarge, s.serveLarge)
+	mux.HandleFunc("POST "+pathUpload, s.serveUpload)
+	s.handler = mux
+	return s, nil
+}
+
+// Fingerprint is the SHA-256 of the certificate, hex, for users who want to
+// check a self-signed server out of band.
+func (s *Server) Fingerprint() string {
+	sum := sha256.Sum256(s.cert.Certificate[0])
+	return hex.EncodeToString(sum[:])
+}
+
+// Stats returns the counters so far.
+func (s *Server) Stats() Stats {
+	return Stats{s.bytesDown.Load(), s.bytesUp.Load(), s.refusedConns.Load(), s.refusedLoad.Load()}
+}
+
+// ListenAndServe listens on the TCP address addr and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("rpm: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve answers TLS connections from ln until ctx ends, then closes ln and
+// every connection within a second and returns nil.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:   s.handler,
+		TLSConfig: &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12},
+		// Also the TLS handshake deadline: a client that connects and stalls
+		// holds a slot for at most this long.
+		ReadHeaderTimeout: 10 * time.Second,
+		// Short, because clients may leave every foreign-probe connection
+		// open; those would otherwise pile up against MaxConns.
+		IdleTimeout:    5 * time.Second,
+		MaxHeaderBytes: 16 << 10,
+		HTTP2: &http.HTTP2Config{
+			MaxConcurrentStreams:          maxStreams,
+			MaxReceiveBufferPerConnection: 1 << 20,
+			MaxReceiveBufferPerStream:     1 << 20,
+		},
+		// Handshake failures from scanners are noise, not decisions.
+		ErrorLog: log.New(io.Discard, "", 0),
+	}
+	errc := make(chan error, 1)
+	go func() {
+		errc <- srv.ServeTLS(&limitListener{Listener: ln, s: s, perIP: map[string]int{}}, "", "")
+	}()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("rpm: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if srv.Shutdown(sctx) != nil {
+		srv.Close()
+	}
+	<-errc
+	return nil
+}
+
+func (s *Server) serveConfig(w http.ResponseWriter, r *http.Request) {
+	if r.Host == "" {
+		http.Error(w, "request has no Host", http.StatusBadRequest)
+		return
+	}
+	// The URLs repeat the name the client used to reach us, so they work
+	// whether it came by IP, IPv6 literal or DNS name.
+	body, err := json.Marshal(newConfigJSON(r.Host))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(body)
+}
+
+func serveSmall(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", "1")
+	w.Write(chunk[:1])
+}
+
+func (s *Server) serveLarge(w http.ResponseWriter, r *http.Request) {
+	if !s.acquire(w, r) {
+		return
+	}
+	defer func() { <-s.load }()
+	start := time.Now()
+	// The deadline also frees a handler whose client stopped reading.
+	http.NewResponseController(w).SetWriteDeadline(start.Add(s.cfg.MaxRequest))
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Length", fmt.Sprint(largeSize))
+	var n int64
+	for n < largeSize {
+		m, err := w.Write(chunk[:min(int64(len(chunk)), largeSize-n)])
+		n += int64(m)
+		if err != nil {
+			break
+		}
+	}
+	s.bytesDown.Add(n)
+	s.logLoad("download to", r, n, time.Since(start))
+}
+
+func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
+	if !s.acquire(w, r) {
+		return
+	}
+	defer func() { <-s.load }()
+	start := time.Now()
+	http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.MaxRequest))
+	n, err := io.Copy(io.Discard, r.Body)
+	s.bytesUp.Add(n)
+	s.logLoad("upload from", r, n, time.Since(start))
+	if err != nil {
+		return // the client left or hit MaxRequest: nobody to answer
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	fmt.Fprintf(w, "%d\n", n)
+}
+
+// acquire takes a load token or answers 429 with the Retry-After the
+// network-quality server spec asks for.
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) bool {
+	select {
+	case s.load <- struct{}{}:
+		return true
+	default:
+	}
+	s.refusedLoad.Add(1)
+	s.logRefusal(fmt.Sprintf("rpm: busy: %d load requests running, refused %s %s", s.cfg.MaxLoad, r.URL.Path, hostOf(r.RemoteAddr)))
+	w.Header().Set("Retry-After", "10")
+	http.Error(w, "too many tests running, retry later", http.StatusTooManyRequests)
+	return false
+}
+
+func (s *Server) logLoad(what string, r *http.Request, n int64, d time.Duration) {
+	s.cfg.Log(fmt.Sprintf("rpm: %s %s: %.1f MB in %.1f s (%.1f Mbit/s)",
+		what, hostOf(r.RemoteAddr), float64(n)/1e6, d.Seconds(), float64(n)*8/1e6/max(d.Seconds(), 1e-9)))
+}
+
+// logRefusal logs at most once a second, so a flood cannot flood the log.
+func (s *Server) logRefusal(line string) {
+	now := time.Now().UnixNano()
+	last := s.lastRefusalLog.Load()
+	if now-last >= int64(time.Second) && s.lastRefusalLog.CompareAndSwap(last, now) {
+		s.cfg.Log(line)
+	}
+}
+
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
+}
+
+// limitListener closes connections beyond the limits right after accept,
+// before any TLS work is spent on them.
+type limitListener struct {
+	net.Listener
+	s     *Server
+	mu    sync.Mutex
+	total int
+	perIP map[string]int
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		ip := hostOf(c.RemoteAddr().String())
+		l.mu.Lock()
+		ok := l.total < l.s.cfg.MaxConns && l.perIP[ip] < l.s.cfg.MaxConnsPerIP
+		if ok {
+			l.total++
+			l.perIP[ip]++
+		}
+		l.mu.Unlock()
+		if !ok {
+			c.Close()
+			l.s.refusedConns.Add(1)
+			l.s.logRefusal(fmt.Sprintf("rpm: connection limit reached (%d total, %d per address), refused %s", l.s.cfg.MaxConns, l.s.cfg.MaxConnsPerIP, ip))
+			continue
+		}
+		setNotSentLowat(c)
+		return &limitConn{Conn: c, l: l, ip: ip}, nil
+	}
+}
+
+type limitConn struct {
+	net.Conn
+	l    *limitListener
+	ip   string
+	once sync.Once
+}
+
+func (c *limitConn) Close() error {
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		c.l.total--
+		if c.l.perIP[c.ip]--; c.l.perIP[c.ip] == 0 {
+			delete(c.l.perIP, c.ip)
+		}
+		c.l.mu.Unlock()
+	})
+	return c.Conn.Close()
+}
