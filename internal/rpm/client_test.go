@@ -59,7 +59,7 @@ func measure(t *testing.T, wrap func(http.Handler) http.Handler) Result {
 		t.Fatalf("Measure: %v\nlog:\n%s", err, strings.Join(logs.lines(), "\n"))
 	}
 	t.Logf("RPM %.0f, down %+v, up %+v, notes %q", res.RPM, res.Download, res.Upload, res.Notes)
-	if !logs.contains("rpm: config https://"+addr+"/.well-known/nq") {
+	if !logs.contains("rpm: config https://" + addr + "/.well-known/nq") {
 		t.Errorf("config decision not logged: %q", logs.lines())
 	}
 	return res
