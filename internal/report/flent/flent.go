@@ -177,8 +177,10 @@ func metadata(name string, r *bbresult.Result, total float64, seriesMeta map[str
 	}
 	started := r.Started.UTC().Format(timeLayout)
 	return map[string]any{
-		"NAME":       "rrul",
-		"TITLE":      fmt.Sprintf("sqmkit %s %s, grade %s", r.Server, r.Family, r.Grades.DSLReports),
+		"NAME": "rrul",
+		// flent prints TITLE under every plot title: say there what the
+		// series are; NOTE has the full mapping.
+		"TITLE":      fmt.Sprintf("sqmkit %s %s grade %s, all phases, TCP classes = total/4", r.Server, r.Family, r.Grades.DSLReports),
 		"NOTE":       note(r, bounds),
 		"TIME":       started,
 		"T0":         started,
@@ -226,9 +228,9 @@ func note(r *bbresult.Result, bounds []string) string {
 }
 
 // onGrid interpolates rv linearly onto the grid x (seconds since t0), as
-// flent does when it aggregates a run: a grid point gets a value only when
-// samples lie on both sides of it within maxGap, or one lies within maxGap
-// at the ends; elsewhere it is null.
+// flent does when it aggregates a run: a grid point gets a value when
+// samples lie on both sides of it within maxGap, or, before the first and
+// after the last sample, one lies within edgeGap; elsewhere it is null.
 func onGrid(rv []raw, t0 float64, x []float64) []*float64 {
 	out := make([]*float64, len(x))
 	j := 0
