@@ -307,6 +307,9 @@ func TestResolve(t *testing.T) {
 	if err != nil || qs[0].Interface != "veth1" || qs[0].Backend != Cake {
 		t.Errorf("interface from the argument: %+v, %v", qs, err)
 	}
+	if _, err := Resolve("testdata/plain", "", flags("--upload", "9500", "--interface", "eth0"), "eth1"); err == nil || !strings.Contains(err.Error(), `the only queue is --interface eth0, not "eth1"`) {
+		t.Errorf("argument and --interface disagree: %v", err)
+	}
 	if _, err := Resolve("testdata/plain", "", flags("--upload", "9500"), ""); err == nil || !strings.Contains(err.Error(), "no interface was given (fix: pass --interface") {
 		t.Errorf("no interface: %v", err)
 	}

@@ -163,6 +163,9 @@ func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
 		if iface == "" {
 			return nil, fmt.Errorf("%s does not exist and no interface was given (fix: pass --interface eth0 --download 95000 --upload 9500, or create the file)", Path(root, ""))
 		}
+		if arg != "" && arg != iface {
+			return nil, fmt.Errorf("%s does not exist, so the only queue is --interface %s, not %q (fix: drop the argument)", Path(root, ""), iface, arg)
+		}
 		q := newQueue(iface)
 		q.Enabled = true
 		q.Interface = iface

@@ -252,3 +252,18 @@ func TestAnonymousName(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParse measures a LuCI-written network file, the largest file a
+// start reads; a start parses two such files.
+func BenchmarkParse(b *testing.B) {
+	data, err := os.ReadFile("testdata/network-pppoe-vlan")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if _, err := Parse("network", data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
