@@ -25,6 +25,10 @@ import (
 )
 
 const (
+	// gapFactor: a few lost probes in a row still read as one line; a
+	// stall of more than five sample intervals shows as a gap.
+	gapFactor = 5
+
 	width  = 11 * vg.Inch
 	height = 7 * vg.Inch
 	dpi    = 120
@@ -223,18 +227,47 @@ func newPanel(r *bbresult.Result, ylabel string, labels bool) *plot.Plot {
 	return p
 }
 
+// addLine draws xy as one line per stretch of regular samples: a straight
+// segment across a stall or an outage would claim values nobody measured.
 func addLine(p *plot.Plot, xy plotter.XYs, c color.Color, w vg.Length, label string) error {
-	if len(xy) == 0 {
-		return nil
+	for i, seg := range segments(xy) {
+		l, err := plotter.NewLine(seg)
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		l.Color, l.Width = c, w
+		p.Add(l)
+		if i == 0 {
+			p.Legend.Add(label, l)
+		}
 	}
-	l, err := plotter.NewLine(xy)
-	if err != nil {
-		return fmt.Errorf("%s: %w", label, err)
-	}
-	l.Color, l.Width = c, w
-	p.Add(l)
-	p.Legend.Add(label, l)
 	return nil
+}
+
+// segments splits xy wherever the time step exceeds gapFactor times the
+// median step.
+func segments(xy plotter.XYs) []plotter.XYs {
+	if len(xy) < 3 {
+		if len(xy) == 0 {
+			return nil
+		}
+		return []plotter.XYs{xy}
+	}
+	steps := make([]float64, len(xy)-1)
+	for i := range steps {
+		steps[i] = xy[i+1].X - xy[i].X
+	}
+	slices.Sort(steps)
+	limit := gapFactor * steps[len(steps)/2]
+	var out []plotter.XYs
+	start := 0
+	for i := 1; i < len(xy); i++ {
+		if xy[i].X-xy[i-1].X > limit {
+			out = append(out, xy[start:i])
+			start = i
+		}
+	}
+	return append(out, xy[start:])
 }
 
 func sans(size vg.Length) font.Font {

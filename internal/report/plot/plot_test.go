@@ -10,9 +10,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
+	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -207,5 +209,37 @@ func BenchmarkWritePlotPNG(b *testing.B) {
 		if err := WritePlot(path, r); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestSegments(t *testing.T) {
+	xy := func(xs ...float64) plotter.XYs {
+		out := make(plotter.XYs, len(xs))
+		for i, x := range xs {
+			out[i].X = x
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		in   plotter.XYs
+		want []int // segment lengths
+	}{
+		{"empty", nil, nil},
+		{"regular", xy(0, 1, 2, 3, 4), []int{5}},
+		{"lost probes stay joined", xy(0, 1, 2, 5, 6, 7), []int{6}},
+		{"stall splits", xy(0, 1, 2, 3, 10, 11, 12), []int{4, 3}},
+		{"two stalls", xy(0, 1, 2, 20, 21, 22, 40, 41), []int{3, 3, 2}},
+		{"short", xy(0, 10), []int{2}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var got []int
+			for _, s := range segments(c.in) {
+				got = append(got, len(s))
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("segment lengths %v, want %v", got, c.want)
+			}
+		})
 	}
 }
