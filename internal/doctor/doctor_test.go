@@ -1,0 +1,302 @@
+package doctor
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/plan"
+)
+
+// fixture reads a file from this package's testdata, from tcstats'
+// testdata ("tcstats/NAME") or from the shared fixtures beside the clone
+// ("shared/NAME", skipped when absent). "" means not given.
+func fixture(t *testing.T, name string) []byte {
+	t.Helper()
+	if name == "" {
+		return nil
+	}
+	path := filepath.Join("testdata", name)
+	switch {
+	case strings.HasPrefix(name, "tcstats/"):
+		path = filepath.Join("..", "tcstats", "testdata", strings.TrimPrefix(name, "tcstats/"))
+	case strings.HasPrefix(name, "shared/"):
+		_, file, _, _ := runtime.Caller(0)
+		repo := filepath.Join(filepath.Dir(file), "..", "..")
+		path = filepath.Join(repo, "..", "shared", "fixtures", strings.TrimPrefix(name, "shared/"))
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("shared fixture absent: %v", err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+type sample struct{ qdisc, class, filter, root string }
+
+func load(t *testing.T, s sample, devs []string) Sample {
+	t.Helper()
+	root := ""
+	if s.root != "" {
+		root = filepath.Join("testdata", "roots", s.root)
+	}
+	smp, err := Offline(fixture(t, s.qdisc), fixture(t, s.class), fixture(t, s.filter), root, devs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return smp
+}
+
+func ids(r *Report) map[string]int {
+	m := map[string]int{}
+	for _, f := range r.Findings {
+		m[f.Severity.String()+" "+f.ID]++
+	}
+	return m
+}
+
+func dump(r *Report) string {
+	var b bytes.Buffer
+	r.WriteText(&b)
+	return b.String()
+}
+
+func TestFindings(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      sample
+		devs    []string
+		expect  []Expect
+		offload bool
+		status  Severity
+		want    map[string]int // "severity id" → count; absent ids must not appear at warn/fail
+	}{
+		{name: "nss flat shared fixture is healthy", in: sample{qdisc: "shared/nss-flat-tc-s.txt"}, devs: []string{"wan"},
+			status: OK, want: map[string]int{"ok egress": 1}},
+		{name: "nss 7-qdisc upstream tree", in: sample{qdisc: "tcstats/nss7-tc-s.txt", filter: "nss7-filter.txt"},
+			status: Warn, want: map[string]int{"ok egress": 1, "ok ingress": 1, "warn dead-qdisc": 8, "warn one-band": 2, "warn limit-depth": 2}},
+		{name: "htb fq_codel both directions healthy", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", class: "tcstats/htb-fqcodel-class.txt", filter: "tcstats/ingress-filter.txt", root: "healthy"},
+			status: OK, want: map[string]int{"ok egress": 1, "ok ingress": 1}},
+		{name: "tc -j JSON healthy", in: sample{qdisc: "tcstats/htb-fqcodel-j.json"}, devs: []string{"eth1"},
+			status: OK, want: map[string]int{"ok egress": 1}},
+		{name: "cake healthy", in: sample{qdisc: "tcstats/cake-tc-s.txt"}, devs: []string{"eth0"},
+			status: OK, want: map[string]int{"ok egress": 1}},
+		{name: "ifb down is a black hole", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", filter: "tcstats/ingress-filter.txt", root: "ifbdown"},
+			status: Fail, want: map[string]int{"ok egress": 1, "fail ifb-down": 1}},
+		{name: "ifb without shaper", in: sample{qdisc: "ifb-no-shaper-tc-s.txt", filter: "tcstats/ingress-filter.txt"},
+			status: Fail, want: map[string]int{"ok egress": 1, "fail ifb-no-shaper": 1}},
+		{name: "download configured, no ingress", in: sample{qdisc: "tcstats/tbf-tc-s.txt"},
+			expect: []Expect{{Queue: config.Queue{Interface: "eth0", Upload: 20000, Download: 100000}}},
+			status: Fail, want: map[string]int{"ok egress": 1, "fail no-ingress-shaper": 1, "warn fifo-depth": 1}},
+		{name: "upload configured, default root", in: sample{qdisc: "ifb-no-shaper-tc-s.txt"},
+			expect: []Expect{{Queue: config.Queue{Interface: "ifb4eth1", Upload: 20000}}},
+			status: Fail, want: map[string]int{"fail no-egress-shaper": 1}},
+		{name: "nss accel_mode and ignored ecn", in: sample{qdisc: "nss-ecn-tc-s.txt"}, devs: []string{"wan"},
+			status: Warn, want: map[string]int{"ok egress": 1, "warn nss-accel-mode": 1, "warn nss-ecn-ignored": 1}},
+		{name: "sizing faults", in: sample{qdisc: "sizing-tc-s.txt", class: "sizing-class.txt", root: "slowlink"},
+			status: Warn, want: map[string]int{"ok egress": 1, "warn limit-depth": 1, "warn burst-small": 1, "warn burst-large": 1, "warn htb-quantum": 1, "warn rate-above-link": 1}},
+		{name: "wondershaper", in: sample{qdisc: "tcstats/wondershaper-tc-s.txt", class: "tcstats/wondershaper-class.txt", filter: "tcstats/wondershaper-filter.txt", root: "wondershaper"},
+			status: Warn, want: map[string]int{"ok egress": 1, "warn sfq-perturb": 2, "warn ingress-policer": 1, "warn ipv4-only-filter": 2,
+				"warn icmp-priority": 1, "warn ack-priority": 1, "warn multiband-fifo": 1, "warn fifo-depth": 2, "warn burst-large": 4,
+				"warn no-overhead": 1, "warn dead-class": 1, "warn dead-qdisc": 1}},
+		{name: "hardware flow offloading", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", class: "tcstats/htb-fqcodel-class.txt", filter: "tcstats/ingress-filter.txt", root: "healthy"},
+			offload: true, status: Warn, want: map[string]int{"ok egress": 1, "ok ingress": 1, "warn flow-offload": 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Input{Now: load(t, tt.in, tt.devs), Devices: tt.devs, Expect: tt.expect, Offload: Offload{Hardware: tt.offload}}
+			r := Check(in)
+			if r.Status != tt.status {
+				t.Errorf("status %s, want %s", r.Status, tt.status)
+			}
+			got := ids(r)
+			for k, n := range tt.want {
+				if got[k] != n {
+					t.Errorf("%s: %d findings, want %d", k, got[k], n)
+				}
+			}
+			for k := range got {
+				if _, ok := tt.want[k]; !ok && !strings.HasPrefix(k, "ok ") {
+					t.Errorf("unexpected finding %s", k)
+				}
+			}
+			for _, f := range r.Findings {
+				if len(f.Evidence) == 0 || f.Severity != OK && f.Fix == "" {
+					t.Errorf("finding %s %s lacks evidence or fix", f.ID, f.Subject)
+				}
+			}
+			if t.Failed() {
+				t.Log("\n" + dump(r))
+			}
+		})
+	}
+}
+
+func TestNSS7NamesRemovableQdiscs(t *testing.T) {
+	r := Check(Input{Now: load(t, sample{qdisc: "tcstats/nss7-tc-s.txt", filter: "nss7-filter.txt"}, nil)})
+	var dead []string
+	for _, f := range r.Findings {
+		if f.ID == "dead-qdisc" && strings.HasPrefix(f.Subject, "wan ") {
+			dead = append(dead, strings.TrimPrefix(f.Subject, "wan "))
+		}
+		if f.ID == "one-band" && f.Subject == "wan qdisc nssprio 10:" {
+			if !strings.Contains(f.Fix, "flat NSS tree") || !strings.Contains(f.Fix, "10: 100: 1000: 200: 2000:") {
+				t.Errorf("one-band fix = %q", f.Fix)
+			}
+			if !strings.Contains(f.Evidence[0], "qdisc nssfq_codel 300:") {
+				t.Errorf("one-band evidence = %q", f.Evidence)
+			}
+		}
+	}
+	want := "qdisc nsstbl 100:,qdisc nsspfifo 1000:,qdisc nsstbl 200:,qdisc nssred 2000:"
+	if strings.Join(dead, ",") != want {
+		t.Errorf("dead on wan = %v, want %s", dead, want)
+	}
+	if r.Basis != "totals" || !strings.Contains(r.Note, "totals since boot") {
+		t.Errorf("basis %q note %q", r.Basis, r.Note)
+	}
+	if strings.Join(r.Devices, ",") != "wan" {
+		t.Errorf("devices = %v (ifb@wan is judged as wan's download side)", r.Devices)
+	}
+}
+
+func TestBypassWindow(t *testing.T) {
+	before := load(t, sample{qdisc: "bypass-before.txt"}, nil)
+	after := load(t, sample{qdisc: "bypass-after.txt"}, nil)
+	const qdiscDelta = 2_000_000
+	for _, tt := range []struct {
+		name    string
+		txDelta uint64
+		offload Offload
+		want    Severity
+		fix     string
+	}{
+		{"shaper sees everything", qdiscDelta + 50_000, Offload{}, OK, ""},
+		{"fast path skips the shaper", 100_000_000, Offload{}, Fail, "FastTrack"},
+		{"offloading named", 100_000_000, Offload{Software: true}, Fail, "flow_offloading to 0"},
+		{"idle link not judged", 500_000, Offload{}, OK, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			prev, now := before, after
+			prev.Devices = map[string]Device{"eth1": {Name: "eth1", Exists: true, OperState: "up", TxBytes: 5e9, RxBytes: 1e9, HasCounters: true}}
+			now.Devices = map[string]Device{"eth1": {Name: "eth1", Exists: true, OperState: "up", TxBytes: 5e9 + tt.txDelta, RxBytes: 1e9, HasCounters: true}}
+			r := Check(Input{Now: now, Prev: &prev, Window: 10 * time.Second, Offload: tt.offload})
+			if r.Status != tt.want || r.Basis != "window" || r.WindowSeconds != 10 {
+				t.Fatalf("status %s basis %s, want %s\n%s", r.Status, r.Basis, tt.want, dump(r))
+			}
+			for _, f := range r.Findings {
+				if f.ID == "bypass" && !strings.Contains(f.Fix, tt.fix) {
+					t.Errorf("fix %q lacks %q", f.Fix, tt.fix)
+				}
+				if f.ID == "egress" && !strings.Contains(f.Evidence[0], "2100 pkt in 10s") {
+					t.Errorf("egress evidence %q should count the window", f.Evidence)
+				}
+			}
+		})
+	}
+}
+
+// A dead branch over a window: counters that did not move.
+func TestDeadOverWindow(t *testing.T) {
+	prev := load(t, sample{qdisc: "tcstats/nss7-tc-s.txt", filter: "nss7-filter.txt"}, nil)
+	now := load(t, sample{qdisc: "tcstats/nss7-tc-s.txt", filter: "nss7-filter.txt"}, nil)
+	r := Check(Input{Now: now, Prev: &prev, Window: 5 * time.Second})
+	if n := ids(r)["warn dead-qdisc"]; n != 0 {
+		t.Errorf("no traffic in the window: %d dead findings, want 0 (too little to judge)\n%s", n, dump(r))
+	}
+}
+
+func telekomPlan(t *testing.T, upload int) Expect {
+	t.Helper()
+	q := config.Queue{Section: "wan", Enabled: true, Interface: "wan", Upload: upload,
+		Backend: config.NSS, Script: "nss-zk.qos", ETarget: "4ms", EQdiscOpts: "interval 50ms quantum 304"}
+	f := linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"}
+	p, err := plan.Build(q, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Expect{Queue: q, Plan: p}
+}
+
+func TestMismatch(t *testing.T) {
+	now := load(t, sample{qdisc: "shared/nss-flat-tc-s.txt"}, []string{"wan"})
+	good := Check(Input{Now: now, Expect: []Expect{telekomPlan(t, 145000)}})
+	if good.Status != OK {
+		t.Errorf("plan at 145000 kbit matches the capture:\n%s", dump(good))
+	}
+	bad := Check(Input{Now: now, Expect: []Expect{telekomPlan(t, 100000)}})
+	var ev string
+	for _, f := range bad.Findings {
+		if f.ID == "mismatch" {
+			ev = strings.Join(f.Evidence, "; ")
+		}
+	}
+	// 100000 kbit: the rate differs and so does the 30 ms limit (244 × 1536 B)
+	if !strings.Contains(ev, "rate: kernel 145 Mbit/s, config 100 Mbit/s") || !strings.Contains(ev, "limit: kernel 354p, config 244p") {
+		t.Errorf("mismatch evidence = %q\n%s", ev, dump(bad))
+	}
+}
+
+func TestJSONShape(t *testing.T) {
+	r := Check(Input{Now: load(t, sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", filter: "tcstats/ingress-filter.txt", root: "ifbdown"}, nil)})
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back struct {
+		Status   string   `json:"status"`
+		Basis    string   `json:"basis"`
+		Devices  []string `json:"devices"`
+		Findings []struct {
+			Severity string   `json:"severity"`
+			ID       string   `json:"id"`
+			Subject  string   `json:"subject"`
+			Evidence []string `json:"evidence"`
+			Fix      string   `json:"fix"`
+		} `json:"findings"`
+	}
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Status != "fail" || back.Basis != "totals" || len(back.Devices) != 1 || back.Findings[0].Severity != "fail" || back.Findings[0].ID != "ifb-down" {
+		t.Errorf("JSON = %s", data)
+	}
+	var s Severity
+	if err := s.UnmarshalText([]byte("warn")); err != nil || s != Warn {
+		t.Errorf("UnmarshalText = %v %v", s, err)
+	}
+	if err := s.UnmarshalText([]byte("bad")); err == nil {
+		t.Error("UnmarshalText accepted bad")
+	}
+}
+
+func TestReadOffload(t *testing.T) {
+	for root, want := range map[string]Offload{"offload": {true, true}, "healthy": {}, "missing": {}} {
+		got, err := ReadOffload(filepath.Join("testdata", "roots", root))
+		if err != nil || got != want {
+			t.Errorf("%s: %+v %v, want %+v", root, got, err, want)
+		}
+	}
+}
+
+func TestOfflineErrors(t *testing.T) {
+	if _, err := Offline([]byte("qdisc tbf 1: root rate 1Mbit\n"), nil, nil, "", nil); err == nil || !strings.Contains(err.Error(), "name the device") {
+		t.Errorf("no dev names and no IFACE: %v", err)
+	}
+	if _, err := Offline([]byte("nothing here"), nil, nil, "", nil); err == nil {
+		t.Error("garbage accepted")
+	}
+	if _, err := Offline(fixture(t, "tcstats/tbf-tc-s.txt"), []byte("garbage"), nil, "", nil); err == nil || !strings.Contains(err.Error(), "class output") {
+		t.Errorf("bad class file: %v", err)
+	}
+}
