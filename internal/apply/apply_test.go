@@ -313,3 +313,36 @@ func TestHotplugGuard(t *testing.T) {
 		}
 	})
 }
+
+// failIFB is a fake ip that cannot create devices, like a kernel without ifb.
+const failIFB = `#!/bin/sh
+case " $* " in *" -batch "*) ;; *) exec /usr/sbin/ip "$@";; esac
+in=$(cat)
+case "$in" in *"link add"*) echo "Error: Unknown device type." >&2; echo "Command failed -:1" >&2; exit 1;; esac
+printf '%s\n' "$in" | /usr/sbin/ip "$@"
+`
+
+// Without an IFB the ingress batch must not run at all: its redirect would
+// send every download packet to a device that cannot pass it on.
+func TestIFBFailureSkipsIngress(t *testing.T) {
+	useShim(t, "")
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "ip"), []byte(failIFB), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	ns := tctest.NewNetns(t, "noifb")
+	tg := target(config.FQCodel)
+	ns.Do(t, func() {
+		o := options(t, &tc.Runner{}, "")
+		o.Prober = nil // the probe would refuse ingress itself; test the apply path
+		r := Start([]Target{tg}, o)[0]
+		if r.State != Partial || r.Dirs[0].Err != nil || r.Dirs[1].Err == nil {
+			t.Fatalf("want egress shaped and ingress failed, got %s %+v", r.State, r.Dirs)
+		}
+		checkDir(t, r.Plan, r.Plan.Dirs[0], true)
+		if st, _ := kernel(t, r.Plan); len(st.Filters) > 0 || len(st.Qdiscs) != 2 {
+			t.Errorf("ingress left behind: %+v", st)
+		}
+	})
+}

@@ -40,7 +40,7 @@ func TestHint(t *testing.T) {
 			"Error: Specified qdisc kind is unknown.", "fq_codel is missing: load kernel module sch_fq_codel (OpenWrt: opkg install kmod-sched-core)"},
 		{nil, `Unknown qdisc "nsstbl", hence option "rate" is unparsable`,
 			"nsstbl is missing: load kernel module qca-nss-drv-qdisc (OpenWrt: opkg install kmod-qca-nss-drv-qdisc)"},
-		{nil, "Bad action type nssmirred", "nssmirred is missing: load kernel module act_nssmirred (OpenWrt: opkg install kmod-qca-nss-drv-mirred)"},
+		{nil, "Bad action type nssmirred", "nssmirred is missing: load kernel module act_nssmirred (OpenWrt: opkg install kmod-qca-nss-drv-igs)"},
 		{[]string{"filter", "add", "dev", "wan", "parent", "ffff:", "u32", "match", "u32", "0", "0", "action", "mirred", "egress"},
 			"Error: Failed to load TC action module.", "mirred is missing: load kernel module act_mirred (OpenWrt: opkg install kmod-sched-core)"},
 		{[]string{"qdisc", "add", "dev", "wan", "root", "cake", "bandwidth", "x"}, "Error: Exclusivity flag on, cannot modify.", ""},

@@ -15,7 +15,7 @@ var modules = map[string][2]string{
 	"ifb":         {"ifb", "kmod-ifb"},
 	"nsstbl":      {"qca-nss-drv-qdisc", "kmod-qca-nss-drv-qdisc"},
 	"nssfq_codel": {"qca-nss-drv-qdisc", "kmod-qca-nss-drv-qdisc"},
-	"nssmirred":   {"act_nssmirred", "kmod-qca-nss-drv-mirred"},
+	"nssmirred":   {"act_nssmirred", "kmod-qca-nss-drv-igs"},
 }
 
 func hintFor(kind string) string {
