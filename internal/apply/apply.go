@@ -152,6 +152,8 @@ func (o *Options) validate(t Target, r *Result) bool {
 			o.log("%s: %v", q.Interface, r.Err)
 			return false
 		}
+	} else if err != nil && o.DryRun != nil {
+		o.log("%s: device does not exist here; printing the batches anyway (dry run)", q.Interface)
 	} else if err != nil {
 		r.State, r.Err = Failed, fmt.Errorf("interface: device %s does not exist; check the interface option or bring the device up", q.Interface)
 		o.log("%s: not started: %v", q.Interface, r.Err)

@@ -346,3 +346,30 @@ func TestIFBFailureSkipsIngress(t *testing.T) {
 		}
 	})
 }
+
+func TestDryRunTouchesNothing(t *testing.T) {
+	ns := tctest.NewNetns(t, "dry")
+	tg := target(config.FQCodel)
+	missing := tg
+	missing.Queue.Interface = "eth9" // a router's device, absent here
+	ns.Do(t, func() {
+		var out strings.Builder
+		r := &tc.Runner{}
+		rs := Start([]Target{tg, missing}, Options{Runner: r, Prober: &tc.Prober{Runner: r}, DryRun: &out})
+		Stop([]Target{tg}, Options{Runner: r, DryRun: &out})
+		if r.Procs() != 0 {
+			t.Errorf("dry run started %d processes", r.Procs())
+		}
+		for _, res := range rs {
+			if res.State != DryRun {
+				t.Errorf("%s: state %s, want dry-run (%v)", res.Device, res.State, res.Err)
+			}
+		}
+		text := out.String()
+		for _, want := range []string{"tc -force -batch - <<'EOF'\nqdisc del dev wan root\n", "ip -batch - <<'EOF'\nlink add name ifb4wan type ifb\n", "dev eth9 root handle 1:"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("dry run output lacks %q:\n%s", want, text)
+			}
+		}
+	})
+}
