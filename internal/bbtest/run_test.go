@@ -1,0 +1,123 @@
+package bbtest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/bbserver"
+)
+
+func TestRunLoopback(t *testing.T) {
+	// Thresholds are loose: on a busy two-core machine the probe goroutine
+	// can miss most of its ticks; what matters here is that each phase
+	// loads the right direction and every series is filled.
+	for _, c := range []struct{ host, family string }{{"127.0.0.1", "ipv4"}, {"::1", "ipv6"}} {
+		t.Run(c.family, func(t *testing.T) {
+			addr := serve(t, c.host, bbserver.Config{MaxBytes: 1e15})
+			var progress int
+			cfg := shortConfig(addr)
+			cfg.Progress = func(Progress) { progress++ }
+			res, err := Run(context.Background(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Family != c.family || res.ServerAddr != addr || res.Streams != 2 || res.ProbeInterval != 10 {
+				t.Errorf("header: family %s addr %s streams %d interval %v", res.Family, res.ServerAddr, res.Streams, res.ProbeInterval)
+			}
+			want := []string{bbresult.PhaseIdleBefore, bbresult.PhaseDownload, bbresult.PhaseUpload, bbresult.PhaseBidir, bbresult.PhaseIdleAfter}
+			if len(res.Phases) != len(want) {
+				t.Fatalf("%d phases, want %d", len(res.Phases), len(want))
+			}
+			for i, p := range res.Phases {
+				down := p.Name == bbresult.PhaseDownload || p.Name == bbresult.PhaseBidir
+				up := p.Name == bbresult.PhaseUpload || p.Name == bbresult.PhaseBidir
+				switch {
+				case p.Name != want[i]:
+					t.Errorf("phase %d is %s, want %s", i, p.Name, want[i])
+				case down != (p.DownloadMbps > 1) || up != (p.UploadMbps > 1):
+					t.Errorf("%s: down %.0f up %.0f Mbit/s", p.Name, p.DownloadMbps, p.UploadMbps)
+				case p.Latency.N == 0 || p.ProbesSent < p.Latency.N:
+					t.Errorf("%s: %d probe RTTs of %d sent", p.Name, p.Latency.N, p.ProbesSent)
+				case (down || up) && (p.InFlow.N == 0 || p.Grade == ""):
+					t.Errorf("%s: %d in-flow samples, grade %q", p.Name, p.InFlow.N, p.Grade)
+				}
+				if lost := p.LostUp + p.LostDown; lost*20 > p.ProbesSent {
+					t.Errorf("%s: %d of %d probes lost on loopback", p.Name, lost, p.ProbesSent)
+				}
+			}
+			if res.Grades.DSLReports == "" || res.Grades.Percentile == "" || len(res.Samples.Throughput) < 10 || progress == 0 {
+				t.Errorf("grades %+v, %d throughput samples, %d progress calls", res.Grades, len(res.Samples.Throughput), progress)
+			}
+			for _, n := range res.Notes {
+				if strings.Contains(n, "failed") {
+					t.Error(n)
+				}
+			}
+		})
+	}
+}
+
+func TestRunRefused(t *testing.T) {
+	addr := serve(t, "127.0.0.1", bbserver.Config{Token: "right"})
+	cfg := shortConfig(addr)
+	cfg.Token = "wrong"
+	if _, err := Run(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), "token") {
+		t.Fatalf("wrong token: %v", err)
+	}
+}
+
+// TestRunBudget: when the server cuts the test short, the result says so
+// instead of passing off a truncated run as a slow link.
+func TestRunBudget(t *testing.T) {
+	addr := serve(t, "127.0.0.1", bbserver.Config{MaxBytes: 50e6})
+	res, err := Run(context.Background(), shortConfig(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "ended the test early: byte budget") {
+		t.Fatalf("notes: %q", res.Notes)
+	}
+}
+
+func TestConfigCheck(t *testing.T) {
+	ok := shortConfig("h")
+	for _, c := range []struct {
+		mod  func(*Config)
+		want string
+	}{
+		{func(c *Config) { c.Server = "" }, "no server"},
+		{func(c *Config) { c.Upload = -time.Second }, "negative"},
+		{func(c *Config) { c.Idle, c.Download, c.Upload, c.Bidir = 0, 0, 0, 0 }, "nothing to measure"},
+		{func(c *Config) { c.Streams = 0 }, "--streams"},
+		{func(c *Config) { c.ProbeInterval = time.Microsecond }, "--probe-interval"},
+	} {
+		cfg := ok
+		c.mod(&cfg)
+		if err := cfg.Check(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("error %v, want %q", err, c.want)
+		}
+	}
+	probesOnly := ok
+	probesOnly.Download, probesOnly.Upload, probesOnly.Bidir, probesOnly.Streams = 0, 0, 0, 0
+	if err := probesOnly.Check(); err != nil {
+		t.Errorf("probe-only test: %v", err)
+	}
+}
+
+func TestSplitHostPort(t *testing.T) {
+	for in, want := range map[string][2]string{
+		"example.net":      {"example.net", "8693"},
+		"example.net:9":    {"example.net", "9"},
+		"192.0.2.1":        {"192.0.2.1", "8693"},
+		"2001:db8::1":      {"2001:db8::1", "8693"},
+		"[2001:db8::1]":    {"2001:db8::1", "8693"},
+		"[2001:db8::1]:77": {"2001:db8::1", "77"},
+	} {
+		if h, p := SplitHostPort(in); h != want[0] || p != want[1] {
+			t.Errorf("SplitHostPort(%q) = %q, %q", in, h, p)
+		}
+	}
+}
