@@ -240,7 +240,7 @@ func TestOverrides(t *testing.T) {
 	if !reflect.DeepEqual(q, want) {
 		t.Errorf("Apply:\n got %+v\nwant %+v", q, want)
 	}
-	if !strings.Contains(strings.Join(notes, "\n"), "--upload 20000 overrides option upload") {
+	if !strings.Contains(strings.Join(notes, "\n"), "--upload 20000 (UCI option upload)") {
 		t.Errorf("notes %q lack the upload override", notes)
 	}
 

@@ -56,7 +56,7 @@ func (o *Overrides) Apply(q *Queue) {
 			continue
 		}
 		_ = f.set(q, v) // checked in RegisterFlags' parser
-		q.Notes = append(q.Notes, fmt.Sprintf("--%s %s overrides option %s", f.flag, v, f.opt))
+		q.Notes = append(q.Notes, fmt.Sprintf("--%s %s (UCI option %s)", f.flag, v, f.opt))
 		if f.opt == "script" {
 			_, keep := o.vals["diffserv"]
 			q.Notes = append(q.Notes, deriveBackend(q, keep))
