@@ -58,6 +58,9 @@ func (e *BatchError) Error() string {
 	if msg == "" {
 		msg = e.Err.Error()
 	}
+	if h := hint(argv, msg); h != "" {
+		msg += " — " + h
+	}
 	if argv == nil {
 		return fmt.Sprintf("%s -batch: %s", e.Prog, msg)
 	}

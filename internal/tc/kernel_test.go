@@ -2,6 +2,8 @@ package tc
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,5 +99,38 @@ func TestShow(t *testing.T) {
 	}
 	if len(st.Filters) != 1 || st.Filters[0].Target != "ifb4wan" || st.Filters[0].Kind != "u32" || st.Filters[0].Actions[0] != "mirred" {
 		t.Errorf("filters = %+v", st.Filters)
+	}
+}
+
+// twinRefuses is a fake tc that refuses nssmirred lines the way an NSS
+// kernel may refuse a redirect from a device that is not an NSS port.
+const twinRefuses = `#!/bin/sh
+in=$(cat)
+n=$(printf '%s\n' "$in" | grep -n nssmirred | head -n1 | cut -d: -f1)
+printf '%s\n' "$in" | sed '/nssmirred/s/.*//' | /usr/sbin/tc "$@"; rc=$?
+[ -n "$n" ] || exit $rc
+echo "Error: fromdev is not an NSS interface." >&2
+echo "Command failed -:$n" >&2
+exit 1
+`
+
+func TestProbeTwinRefusalIsInconclusive(t *testing.T) {
+	tctest.NeedRoot(t)
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "tc"), []byte(twinRefuses), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	nss := append(append([][]string{}, ingressBatch[:2]...),
+		strings.Fields("filter add dev wan parent ffff: protocol all prio 10 u32 match u32 0 0 action nssmirred redirect dev ifb4wan fromdev wan"))
+	var logs []string
+	cache := t.TempDir()
+	p := &Prober{Runner: &Runner{}, CacheDir: cache, Log: func(s string) { logs = append(logs, s) }}
+	res, err := p.Probe([][][]string{nss})
+	if err != nil || res[0] != nil {
+		t.Fatalf("twin refusal of nssmirred: got %v %v, want no verdict against it", res, err)
+	}
+	if files, _ := os.ReadDir(cache); len(files) != 0 || len(logs) == 0 || !strings.Contains(logs[0], "twin") {
+		t.Errorf("an inconclusive probe must be logged and not cached: %d cache files, logs %q", len(files), logs)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -79,13 +80,22 @@ func (p *Prober) Probe(batches [][][]string) ([]error, error) {
 		return nil, err
 	}
 	for j, i := range todo {
-		res[i] = subRes[j]
-		if subRes[j] == nil && keys[i] != "" {
+		switch {
+		case errors.Is(subRes[j], errTwin):
+			p.log(fmt.Sprintf("probe: batch %d: %v; applying it for real, with rollback", i+1, subRes[j]))
+		case subRes[j] != nil:
+			res[i] = subRes[j]
+		case keys[i] != "":
 			p.remember(keys[i], batches[i])
 		}
 	}
 	return res, nil
 }
+
+// errTwin marks a refusal the probe cannot trust: nssmirred binds to the NSS
+// interface of its fromdev, which an ifb twin is not, so only a refusal that
+// names a missing module counts.
+var errTwin = errors.New("nssmirred cannot be proven on a twin device")
 
 // probeFresh runs batches in one new namespace. When tc dies without naming
 // a line, the batches cannot be told apart, so each is retried alone.
@@ -166,7 +176,12 @@ func (p *Prober) run(batches [][][]string) (res []error, died bool, err error) {
 		}
 		line := f.Line - start[i] + 1
 		argv := batches[i][line-1]
-		res[i] = &Rejection{Line: line, Argv: argv, Msg: f.Msg, Hint: hint(argv, f.Msg)}
+		h := hint(argv, f.Msg)
+		if h == "" && slices.Contains(argv, "nssmirred") {
+			res[i] = errTwin
+			continue
+		}
+		res[i] = &Rejection{Line: line, Argv: argv, Msg: f.Msg, Hint: h}
 	}
 	return res, died, nil
 }
