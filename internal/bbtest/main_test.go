@@ -42,14 +42,23 @@ func helperServer(addr string) {
 	srv.Serve(context.Background(), ln, pc)
 }
 
-// helperClient runs the test described by BBTEST_CONFIG (JSON Config) and
-// prints the result as JSON.
+// helperConfig is the part of Config a helper client process gets.
+type helperConfig struct {
+	Server                        string
+	Idle, Download, Upload, Bidir time.Duration
+	Streams                       int
+}
+
+// helperClient runs the test described by BBTEST_CONFIG (a helperConfig as
+// JSON) and prints the result as JSON.
 func helperClient() {
-	var cfg Config
-	if err := json.Unmarshal([]byte(os.Getenv("BBTEST_CONFIG")), &cfg); err != nil {
+	var hc helperConfig
+	if err := json.Unmarshal([]byte(os.Getenv("BBTEST_CONFIG")), &hc); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	cfg := Config{Server: hc.Server, Idle: hc.Idle, Download: hc.Download, Upload: hc.Upload, Bidir: hc.Bidir,
+		Streams: hc.Streams, ProbeInterval: DefaultProbeInterval}
 	res, err := Run(context.Background(), cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -1,0 +1,181 @@
+package bbtest
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// TestAgainstReferenceTools measures a path with a known bottleneck (two
+// namespaces joined by a veth, tbf at 20 Mbit/s with a 50 ms queue on both
+// sides) with sqmkit and with the reference tools, and requires agreement:
+// goodput within 5% of iperf3 (4 streams, receiver side), idle RTT and
+// loaded RTT within max(1 ms, 10%) of irtt.
+//
+// The comparison is like for like: the same streams count and direction,
+// the same phase length, and latency under load compares irtt's median
+// during an iperf3 download with sqmkit's median probe RTT during its own
+// download phase. Medians, because a full tbf queue holds one value and the
+// tails depend on where TCP's sawtooth happens to be.
+func TestAgainstReferenceTools(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for network namespaces")
+	}
+	for _, tool := range []string{"ip", "tc", "iperf3", "irtt"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s not installed (scripts/deps.sh installs it)", tool)
+		}
+	}
+	srvNS, cliNS := fmt.Sprintf("sqmkit-test-bbs-%d", os.Getpid()), fmt.Sprintf("sqmkit-test-bbc-%d", os.Getpid())
+	vs, vc := fmt.Sprintf("bbs%d", os.Getpid()), fmt.Sprintf("bbc%d", os.Getpid())
+	const srvIP = "10.77.0.1"
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", srvNS).Run()
+		exec.Command("ip", "netns", "del", cliNS).Run()
+	})
+	for _, args := range [][]string{
+		{"netns", "add", srvNS}, {"netns", "add", cliNS},
+		{"link", "add", vs, "netns", srvNS, "type", "veth", "peer", "name", vc, "netns", cliNS},
+		{"-n", srvNS, "addr", "add", srvIP + "/24", "dev", vs}, {"-n", cliNS, "addr", "add", "10.77.0.2/24", "dev", vc},
+		{"-n", srvNS, "link", "set", vs, "up"}, {"-n", cliNS, "link", "set", vc, "up"},
+		{"-n", srvNS, "link", "set", "lo", "up"}, {"-n", cliNS, "link", "set", "lo", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for ns, dev := range map[string]string{srvNS: vs, cliNS: vc} {
+		if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
+			"tbf", "rate", "20mbit", "burst", "32k", "latency", "50ms").CombinedOutput(); err != nil {
+			t.Fatalf("tc: %v\n%s", err, out)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	background := func(ns string, env []string, args ...string) *exec.Cmd {
+		c := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, args...)...)
+		c.Env = append(os.Environ(), env...)
+		return c
+	}
+
+	self, _ := os.Executable()
+	srv := background(srvNS, []string{helperEnv + "=server", "BBTEST_LISTEN=" + srvIP + ":8693"}, self)
+	out, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("sqmkit server: %q", line)
+	}
+	for _, c := range []*exec.Cmd{
+		background(srvNS, nil, "iperf3", "-s", "-B", srvIP),
+		background(srvNS, nil, "irtt", "server", "-b", srvIP),
+	} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { c.Process.Kill(); c.Wait() }()
+	}
+	time.Sleep(300 * time.Millisecond)
+
+	const load = 5 * time.Second
+	iperf := func(reverse bool) float64 {
+		args := []string{"iperf3", "-c", srvIP, "-P", "4", "-t", fmt.Sprint(load.Seconds()), "-J"}
+		if reverse {
+			args = append(args, "-R")
+		}
+		b, err := background(cliNS, nil, args...).Output()
+		var r struct {
+			End struct {
+				SumReceived struct {
+					Bps float64 `json:"bits_per_second"`
+				} `json:"sum_received"`
+			} `json:"end"`
+		}
+		if err != nil || json.Unmarshal(b, &r) != nil || r.End.SumReceived.Bps == 0 {
+			t.Fatalf("iperf3 %v: %v\n%s", args, err, b)
+		}
+		return r.End.SumReceived.Bps / 1e6
+	}
+	irtt := func(d time.Duration) float64 {
+		f := t.TempDir() + "/irtt.json"
+		if out, err := background(cliNS, nil, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", f, srvIP).CombinedOutput(); err != nil {
+			t.Fatalf("irtt: %v\n%s", err, out)
+		}
+		var r struct {
+			Stats struct {
+				RTT struct {
+					Median float64 `json:"median"`
+				} `json:"rtt"`
+			} `json:"stats"`
+		}
+		b, _ := os.ReadFile(f)
+		if json.Unmarshal(b, &r) != nil || r.Stats.RTT.Median == 0 {
+			t.Fatalf("irtt output: %.200s", b)
+		}
+		return r.Stats.RTT.Median / 1e6
+	}
+
+	refDown, refUp := iperf(true), iperf(false)
+	refIdle := irtt(2 * time.Second)
+	// irtt runs inside the iperf3 download, after its first half second so
+	// both see the same filled queue for the whole probe window.
+	loaded := background(cliNS, nil, "iperf3", "-c", srvIP, "-P", "4", "-t", "6", "-R")
+	if err := loaded.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	refLoaded := irtt(load)
+	loaded.Wait()
+
+	hc, _ := json.Marshal(helperConfig{Server: srvIP + ":8693", Idle: 2 * time.Second, Download: load, Upload: load, Streams: 4})
+	b, err := background(cliNS, []string{helperEnv + "=client", "BBTEST_CONFIG=" + string(hc)}, self).Output()
+	if err != nil {
+		t.Fatalf("sqmkit client: %v", err)
+	}
+	var res bbresult.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	ph := map[string]bbresult.Phase{}
+	for _, p := range res.Phases {
+		ph[p.Name] = p
+	}
+	down, up := ph[bbresult.PhaseDownload], ph[bbresult.PhaseUpload]
+	// The download phase's probes include the first half second that the
+	// irtt reference skipped, so compare from the same point on.
+	sqLoaded := medianRTT(res.Samples.Probes, down.Start+0.5, down.End)
+
+	t.Logf("goodput down: sqmkit %.2f, iperf3 %.2f Mbit/s; up: sqmkit %.2f, iperf3 %.2f Mbit/s", down.DownloadMbps, refDown, up.UploadMbps, refUp)
+	t.Logf("idle RTT: sqmkit %.3f, irtt %.3f ms; loaded RTT median: sqmkit %.2f, irtt %.2f ms", res.IdleRTT, refIdle, sqLoaded, refLoaded)
+	within := func(what string, got, ref, tol float64) {
+		if math.Abs(got-ref) > tol {
+			t.Errorf("%s: sqmkit %.3f vs reference %.3f, off by more than %.3f", what, got, ref, tol)
+		}
+	}
+	within("download goodput (Mbit/s)", down.DownloadMbps, refDown, 0.05*refDown)
+	within("upload goodput (Mbit/s)", up.UploadMbps, refUp, 0.05*refUp)
+	within("idle RTT (ms)", res.IdleRTT, refIdle, max(1, 0.1*refIdle))
+	within("loaded RTT (ms)", sqLoaded, refLoaded, max(1, 0.1*refLoaded))
+}
+
+func medianRTT(ps []bbresult.Probe, from, to float64) float64 {
+	var v []float64
+	for _, p := range ps {
+		if p.Lost == "" && p.T >= from && p.T < to {
+			v = append(v, p.RTT)
+		}
+	}
+	return median(v)
+}
