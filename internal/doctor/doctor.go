@@ -155,6 +155,10 @@ func Check(in Input) *Report {
 		r.Note = "totals since boot (devices) and since creation (qdiscs) were used; run with --watch SECONDS to judge rates and bypass over a window"
 	}
 	c.run()
+	if len(c.wans) == 0 {
+		c.add(Warn, "no-shaper", "system", "Start the shaper (`sqmkit start`), or name the WAN device: sqmkit doctor IFACE.",
+			"no device has a configured root qdisc or an ingress redirect, and no sqm queue names one")
+	}
 	r.Findings = c.findings
 	slices.SortStableFunc(r.Findings, func(a, b Finding) int { return cmp.Compare(b.Severity, a.Severity) })
 	if r.Findings == nil {

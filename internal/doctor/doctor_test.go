@@ -194,6 +194,9 @@ func TestBypassWindow(t *testing.T) {
 			if r.Status != tt.want || r.Basis != "window" || r.WindowSeconds != 10 {
 				t.Fatalf("status %s basis %s, want %s\n%s", r.Status, r.Basis, tt.want, dump(r))
 			}
+			if judged := tt.txDelta >= minBypassBytes; judged != (ids(r)["ok on-path"]+ids(r)["fail bypass"] == 1) {
+				t.Errorf("bypass judged = %v, want %v\n%s", !judged, judged, dump(r))
+			}
 			for _, f := range r.Findings {
 				if f.ID == "bypass" && !strings.Contains(f.Fix, tt.fix) {
 					t.Errorf("fix %q lacks %q", f.Fix, tt.fix)

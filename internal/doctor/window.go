@@ -27,12 +27,15 @@ func (c *checker) bypass(wan, ifb string) {
 			return
 		}
 		got := t.root.bytes
+		ev := []string{
+			fmt.Sprintf("%s %s %d bytes in %s", wan, dir, moved, c.in.Window),
+			fmt.Sprintf("%s root %s counted %d bytes (%.1f%%)", dev, t.root.name(), got, 100*float64(got)/float64(moved)),
+		}
 		if float64(got) >= bypassRatio*float64(moved) {
+			c.add(OK, "on-path", dev+" "+t.root.name(), "", ev...)
 			return
 		}
-		c.add(Fail, "bypass", dev+" "+t.root.name(), c.bypassFix(),
-			fmt.Sprintf("%s %s %d bytes in %s", wan, dir, moved, c.in.Window),
-			fmt.Sprintf("%s root %s counted %d bytes (%.1f%%)", dev, t.root.name(), got, 100*float64(got)/float64(moved)))
+		c.add(Fail, "bypass", dev+" "+t.root.name(), c.bypassFix(), ev...)
 	}
 	check(wan, "transmitted", now.TxBytes-min(prev.TxBytes, now.TxBytes))
 	if ifb != "" {
