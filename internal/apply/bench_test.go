@@ -13,44 +13,66 @@ import (
 // BenchmarkStartStop times a warm full start (both directions, IFB raised,
 // probe cached) and a stop on the host kernel in a test namespace, through
 // the lab shim (which adds one exec per tc call). Metrics:
-//   - procs/start: processes sqmkit started per start (target <= 4)
+//   - procs/start: processes started per start (target <= 4)
 //   - ms/start: mean wall time of the start alone (target <= 50)
-//   - sqm-scripts-calls/start: processes the same tree costs run one
-//     command per process, as sqm-scripts does: one per setup, tree and
-//     teardown line, plus one `tc qdisc show` per shaped device.
+//
+// The one-per-call variant applies the same lines the sqm-scripts way, one
+// process per setup, tree and teardown line plus one `tc qdisc show` per
+// shaped device, under the same conditions, as the baseline.
 func BenchmarkStartStop(b *testing.B) {
 	for _, be := range []config.Backend{config.NSS, config.FQCodel} {
-		b.Run(string(be), func(b *testing.B) {
-			useShim(b, "")
-			ns := tctest.NewNetns(b, "bench")
-			tg := target(be)
-			p, err := plan.Build(tg.Queue, tg.Facts)
-			if err != nil {
-				b.Fatal(err)
-			}
-			oneByOne := 0
-			for _, d := range p.Dirs {
-				oneByOne += len(d.Setup) + len(d.TC) + len(d.Teardown) + 1
-			}
-			ns.Do(b, func() {
-				r := &tc.Runner{}
-				o := Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
-				mustStart(b, []Target{tg}, o) // fills the probe cache
-				Stop([]Target{tg}, o)
-				var startTime time.Duration
-				var startProcs int64
-				b.ResetTimer()
-				for range b.N {
-					before, t0 := r.Procs(), time.Now()
-					mustStart(b, []Target{tg}, o)
-					startTime += time.Since(t0)
-					startProcs += r.Procs() - before
-					Stop([]Target{tg}, o)
-				}
-				b.ReportMetric(float64(startProcs)/float64(b.N), "procs/start")
-				b.ReportMetric(startTime.Seconds()*1000/float64(b.N), "ms/start")
-				b.ReportMetric(float64(oneByOne), "sqm-scripts-calls/start")
+		tg := target(be)
+		p, err := plan.Build(tg.Queue, tg.Facts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(string(be)+"/sqmkit", func(b *testing.B) {
+			benchStart(b, tg, func(o Options) {
+				mustStart(b, []Target{tg}, o)
 			})
 		})
+		b.Run(string(be)+"/one-per-call", func(b *testing.B) {
+			benchStart(b, tg, func(o Options) { oneByOne(b, o.Runner, p) })
+		})
+	}
+}
+
+func benchStart(b *testing.B, tg Target, start func(Options)) {
+	useShim(b, "")
+	ns := tctest.NewNetns(b, "bench")
+	ns.Do(b, func() {
+		r := &tc.Runner{}
+		o := Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
+		mustStart(b, []Target{tg}, o) // fills the probe cache
+		Stop([]Target{tg}, o)
+		var startTime time.Duration
+		var startProcs int64
+		b.ResetTimer()
+		for range b.N {
+			before, t0 := r.Procs(), time.Now()
+			start(o)
+			startTime += time.Since(t0)
+			startProcs += r.Procs() - before
+			Stop([]Target{tg}, o)
+		}
+		b.ReportMetric(float64(startProcs)/float64(b.N), "procs/start")
+		b.ReportMetric(startTime.Seconds()*1000/float64(b.N), "ms/start")
+	})
+}
+
+// oneByOne starts p with one process per command, as sqm-scripts does.
+func oneByOne(b *testing.B, r *tc.Runner, p *plan.Plan) {
+	one := func(prog string, lines [][]string, mustWork bool) {
+		for _, l := range lines {
+			if _, err := r.Batch(prog, false, [][]string{l}); err != nil && mustWork {
+				b.Fatal(err)
+			}
+		}
+	}
+	for _, d := range p.Dirs {
+		one("tc", [][]string{{"qdisc", "show", "dev", d.Device}}, false)
+		one("tc", d.Teardown, false)
+		one("ip", d.Setup, false) // "link add" fails where the IFB is kept
+		one("tc", d.TC, true)
 	}
 }
