@@ -111,10 +111,8 @@ func Start(ts []Target, o Options) []Result {
 		if !o.validate(t, r) {
 			continue
 		}
-		for _, d := range r.Plan.Dirs {
+		for j, d := range r.Plan.Dirs {
 			r.Dirs = append(r.Dirs, DirResult{Direction: d.Direction, Device: d.Device})
-		}
-		for j := range r.Plan.Dirs {
 			slots = append(slots, slot{i, j})
 		}
 	}
