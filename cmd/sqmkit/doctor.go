@@ -54,12 +54,17 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	case *watch < 0:
 		return fail("--watch %v: want a positive number of seconds, e.g. --watch 10", *watch)
 	}
-	sysRoot := *root
-	if sysRoot == "" && !offline {
+	// Config files come from --root; /sys from the live system when tc is
+	// live (the counters must describe the same kernel), else from --root.
+	cfgRoot, sysRoot := *root, *root
+	if !offline {
 		sysRoot = "/"
+		if cfgRoot == "" {
+			cfgRoot = "/"
+		}
 	}
 
-	expect, err := expectations(sysRoot, *file, o, fs.Args(), stderr)
+	expect, err := expectations(cfgRoot, *file, o, fs.Args(), stderr)
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -81,7 +86,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	in := doctor.Input{Devices: devs, Expect: expect}
-	if in.Offload, err = doctor.ReadOffload(sysRoot); err != nil {
+	if in.Offload, err = doctor.ReadOffload(cfgRoot); err != nil {
 		fmt.Fprintf(stderr, "sqmkit doctor: firewall config not judged: %v\n", err)
 	}
 

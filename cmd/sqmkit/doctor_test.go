@@ -61,20 +61,35 @@ func TestDoctorOffline(t *testing.T) {
 	}
 }
 
-// buildSqmkit builds the binary once per test so it can run inside a
-// namespace with its own /sys (ip netns exec remounts it).
+// buildSqmkit builds the binary, and the lab's tc shim named tc beside it,
+// so they can run inside a namespace with its own /sys (ip netns exec
+// remounts it).
 func buildSqmkit(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "sqmkit")
-	if b, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
+	dir := t.TempDir()
+	for pkg, out := range map[string]string{".": "sqmkit", "../../lab/tcshim": "tc"} {
+		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
+			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
+		}
 	}
-	return bin
+	return filepath.Join(dir, "sqmkit")
 }
 
+// doctorIn runs `sqmkit doctor --json args` in the namespace. With the
+// shim, tc on PATH is the lab's NSS stand-in.
 func doctorIn(t *testing.T, ns *tctest.Netns, bin string, args ...string) (*doctor.Report, int, string) {
 	t.Helper()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", ns.Name, bin, "doctor", "--json"}, args...)...)
+	return sqmkitIn(t, ns, bin, false, append([]string{"doctor", "--json"}, args...)...)
+}
+
+func sqmkitIn(t *testing.T, ns *tctest.Netns, bin string, shim bool, args ...string) (*doctor.Report, int, string) {
+	t.Helper()
+	env := []string{"env"}
+	if shim {
+		env = append(env, "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"), "SQMKIT_SHIM_FQ_CODEL=pfifo")
+	}
+	full := append(append([]string{"netns", "exec", ns.Name}, env...), bin)
+	cmd := exec.Command("ip", append(full, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -85,7 +100,7 @@ func doctorIn(t *testing.T, ns *tctest.Netns, bin string, args ...string) (*doct
 		t.Fatal(err)
 	}
 	var r doctor.Report
-	if code != 2 {
+	if code != 2 && args[0] == "doctor" {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("doctor --json: %v\n%s\n%s", err, out, &stderr)
 		}
@@ -203,6 +218,25 @@ func TestDoctorLive(t *testing.T) {
 		r, code, out = doctorIn(t, ns, bin, "wan")
 		if code != 1 || !has(r, doctor.Fail, "ifb-no-shaper", "ifb4wan") {
 			t.Fatalf("exit %d:\n%s", code, out)
+		}
+	})
+
+	t.Run("after sqmkit start, against the same flags", func(t *testing.T) {
+		ns := tctest.NewNetns(t, "docstart")
+		setup(t, ns, "ip addr add 10.77.0.1/24 dev wan", "ip neigh add 10.77.0.3 lladdr 02:00:00:00:00:03 dev wan")
+		root := t.TempDir()
+		flags := []string{"--root", root, "--interface", "wan", "--backend", "nss", "--download", "20000"}
+		if _, code, out := sqmkitIn(t, ns, bin, true, append([]string{"start"}, append(flags, "--upload", "10000")...)...); code != 0 {
+			t.Fatalf("start: exit %d\n%s", code, out)
+		}
+		blast(t, ns, 300)
+		r, code, out := sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "10000")...)...)
+		if code != 0 || !has(r, doctor.OK, "egress", "wan") || !has(r, doctor.OK, "ingress", "wan") {
+			t.Fatalf("doctor after start: exit %d\n%s", code, out)
+		}
+		r, code, out = sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "12000")...)...)
+		if code != 1 || !has(r, doctor.Warn, "mismatch", "wan egress") {
+			t.Fatalf("doctor with another upload rate: exit %d\n%s", code, out)
 		}
 	})
 
