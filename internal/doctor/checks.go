@@ -84,6 +84,7 @@ func (c *checker) run() {
 			c.sizing(t, wan)
 			c.nss(t)
 			c.sfq(t)
+			c.htbDirect(t)
 		}
 		c.filters(wan)
 		c.bypass(wan, ifb)
@@ -270,6 +271,23 @@ func (c *checker) nss(t *tree) {
 				fmt.Sprintf("%s %s ecn requested, ecn_mark 0, %d drops %s", t.dev, n.name(), drops, c.span()))
 		}
 	}
+}
+
+// htbDirect flags an htb root whose default class does not exist: those
+// packets go out directly, unshaped, and the counters say so.
+func (c *checker) htbDirect(t *tree) {
+	r := t.root
+	if r == nil || r.rec.Kind != "htb" || r.rec.Parent != "root" {
+		return
+	}
+	direct, ok := r.rec.Packets("direct_packets_stat")
+	if !ok || r.rec.Stats.Packets < minPackets || float64(direct) < 0.1*float64(r.rec.Stats.Packets) {
+		return
+	}
+	def, _ := r.rec.Get("default")
+	c.add(Warn, "htb-direct", t.dev+" "+r.name(),
+		"Point htb's default at an existing leaf class (e.g. `default 1` with class 1:1): unclassified packets skip the shaper.",
+		fmt.Sprintf("%s %s default %s: %d of %d pkt went out directly (direct_packets_stat), unshaped", t.dev, r.name(), def, direct, r.rec.Stats.Packets))
 }
 
 // sfq flags sfq with perturb: rehashing reorders the packets of live TCP flows.

@@ -109,6 +109,10 @@ func TestFindings(t *testing.T) {
 			status: Warn, want: map[string]int{"ok egress": 1, "warn sfq-perturb": 2, "warn ingress-policer": 1, "warn ipv4-only-filter": 2,
 				"warn icmp-priority": 1, "warn ack-priority": 1, "warn multiband-fifo": 1, "warn fifo-depth": 2, "warn burst-large": 4,
 				"warn no-overhead": 1, "warn dead-class": 1, "warn dead-qdisc": 1}},
+		{name: "htb default class missing", in: sample{qdisc: "htb-direct-tc-s.txt"}, devs: []string{"eth0"},
+			status: Warn, want: map[string]int{"ok egress": 1, "warn htb-direct": 1}},
+		{name: "pppoe with stab overhead", in: sample{qdisc: "ppp-stab-tc-s.txt", root: "wondershaper"},
+			status: OK, want: map[string]int{"ok egress": 1}},
 		{name: "hardware flow offloading", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", class: "tcstats/htb-fqcodel-class.txt", filter: "tcstats/ingress-filter.txt", root: "healthy"},
 			offload: true, status: Warn, want: map[string]int{"ok egress": 1, "ok ingress": 1, "warn flow-offload": 1}},
 	}
