@@ -97,12 +97,13 @@ func (s *Server) send(ss *session, c net.Conn) {
 		}
 	}()
 	d := deadliner{set: c.SetWriteDeadline, stall: s.cfg.Stall, limit: ss.deadline}
+	var pong [bbproto.FrameHeaderSize + 8]byte
 	for {
 		d.refresh(time.Now())
 		select {
 		case v := <-pongs:
-			f := bbproto.Frame8(bbproto.FramePong, v)
-			if _, err := c.Write(f[:]); err != nil {
+			pong = bbproto.Frame8(bbproto.FramePong, v)
+			if _, err := c.Write(pong[:]); err != nil {
 				return
 			}
 		default:
@@ -124,6 +125,9 @@ func (s *Server) sink(ss *session, c net.Conn) {
 	rd := deadliner{set: c.SetReadDeadline, stall: s.cfg.Stall, limit: ss.deadline}
 	wd := deadliner{set: c.SetWriteDeadline, stall: s.cfg.Stall, limit: ss.deadline}
 	lastCount := time.Now()
+	// Declared once: a buffer handed to an interface's Write escapes, and
+	// one allocation per frame would be the server's only garbage.
+	var reply [bbproto.FrameHeaderSize + 8]byte
 	for {
 		now := time.Now()
 		rd.refresh(now)
@@ -131,7 +135,6 @@ func (s *Server) sink(ss *session, c net.Conn) {
 		if err != nil {
 			return
 		}
-		var reply [bbproto.FrameHeaderSize + 8]byte
 		switch t {
 		case bbproto.FrameData:
 			if _, err := br.Discard(n); err != nil {
