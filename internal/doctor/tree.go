@@ -25,8 +25,8 @@ type node struct {
 	dropped  uint64
 }
 
-// flowKinds print one class per active flow; those classes come and go
-// and are never judged as dead.
+// flowKinds print one class per active flow (fq_codel, cake, sfq, ...) or
+// a pseudo class without counters (tbf); those are never judged as dead.
 var flowKinds = map[string]bool{
 	"fq_codel": true, "cake": true, "sfq": true, "fq": true, "fq_pie": true,
 	"nssfq_codel": true, "mq": true, "mqprio": true, "tbf": true,
