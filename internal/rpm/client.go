@@ -120,7 +120,8 @@ type measurer struct {
 
 // transport makes a client that opens its own connection, HTTP/2 only:
 // self probes are only meaningful multiplexed onto a load connection.
-func (m *measurer) transport() *http.Transport {
+// onDial, if not nil, sees each new TCP connection.
+func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 	var p http.Protocols
 	p.SetHTTP2(true)
 	d := &net.Dialer{Timeout: 10 * time.Second}
@@ -131,6 +132,9 @@ func (m *measurer) transport() *http.Transport {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
 				setNotSentLowat(c) // our own uploads must not bloat our own socket
+				if onDial != nil {
+					onDial(c)
+				}
 			}
 			return c, err
 		},
@@ -143,7 +147,7 @@ func (m *measurer) transport() *http.Transport {
 func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tr := m.transport()
+	tr := m.transport(nil)
 	defer tr.CloseIdleConnections()
 	body, _, err := get(ctx, &http.Client{Transport: tr}, cfgURL, 64<<10)
 	if err != nil {
@@ -186,8 +190,23 @@ func get(ctx context.Context, c *http.Client, url string, limit int64) ([]byte, 
 type loader struct {
 	tr     *http.Transport
 	client *http.Client
-	bytes  atomic.Int64
-	ready  atomic.Bool // its connection is up, so self probes can share it
+	bytes  atomic.Int64 // body bytes read (download) or handed to HTTP/2 (upload)
+	ready  atomic.Bool  // its connection is up, so self probes can share it
+	conn   atomic.Pointer[net.Conn]
+}
+
+// moved is the loader's goodput so far. For uploads the body count runs
+// ahead of the wire by the peer's flow-control window (1 MB per stream at
+// sqmkit's server, more elsewhere), which would read as a burst each time
+// a connection is added, so where the kernel says how many bytes the peer
+// acknowledged, that count is used instead.
+func (l *loader) moved(up bool) int64 {
+	if c := l.conn.Load(); up && c != nil {
+		if n, ok := bytesAcked(*c); ok {
+			return n
+		}
+	}
+	return l.bytes.Load()
 }
 
 // run is one direction: add load connections until goodput is stable, then
@@ -204,14 +223,22 @@ type run struct {
 	windows  []latencies // probe results by the interval they completed in
 	rate     float64     // probe pairs per second
 	errc     chan error
-	inflight chan struct{}
+	inflight [2]chan struct{} // foreign, self
 }
+
+// maxInflight bounds outstanding probes of each kind: under seconds of
+// bloat the probe rate would otherwise pile up connections against the
+// server's per-address limit (128 for sqmkit serve).
+const maxInflight = 48
 
 func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []string, error) {
 	name := map[bool]string{false: "download", true: "upload"}[up]
 	ctx, cancel := context.WithCancel(parent)
 	r := &run{m: m, up: up, ctx: ctx, windows: []latencies{{}}, rate: 10,
-		errc: make(chan error, 1), inflight: make(chan struct{}, 2*maxProbeRate)}
+		errc: make(chan error, 1)}
+	for i := range r.inflight {
+		r.inflight[i] = make(chan struct{}, maxInflight)
+	}
 	defer func() {
 		cancel()
 		r.wg.Wait()
@@ -246,7 +273,7 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 		var total int64
 		r.mu.Lock()
 		for _, l := range r.loaders {
-			total += l.bytes.Load()
+			total += l.moved(up)
 		}
 		r.windows = append(r.windows, latencies{})
 		r.mu.Unlock()
@@ -347,8 +374,9 @@ func (r *run) fail(err error) {
 }
 
 func (r *run) addLoader() {
-	tr := r.m.transport()
-	l := &loader{tr: tr, client: &http.Client{Transport: tr}}
+	l := &loader{}
+	l.tr = r.m.transport(func(c net.Conn) { l.conn.Store(&c) })
+	l.client = &http.Client{Transport: l.tr}
 	r.mu.Lock()
 	r.loaders = append(r.loaders, l)
 	r.mu.Unlock()
@@ -431,16 +459,16 @@ func (r *run) probeLoop() {
 		r.mu.Lock()
 		t.Reset(time.Duration(float64(time.Second) / r.rate))
 		r.mu.Unlock()
-		for _, probe := range []func(){r.foreignProbe, r.selfProbe} {
+		for i, probe := range []func(){r.foreignProbe, r.selfProbe} {
 			select {
-			case r.inflight <- struct{}{}:
+			case r.inflight[i] <- struct{}{}:
 			default:
 				continue
 			}
 			r.wg.Add(1)
 			go func() {
 				defer r.wg.Done()
-				defer func() { <-r.inflight }()
+				defer func() { <-r.inflight[i] }()
 				probe()
 			}()
 		}
@@ -450,7 +478,7 @@ func (r *run) probeLoop() {
 // foreignProbe times a new connection: TCP handshake, TLS handshake per
 // round trip, and a 1-byte GET on it.
 func (r *run) foreignProbe() {
-	tr := r.m.transport()
+	tr := r.m.transport(nil)
 	defer tr.CloseIdleConnections()
 	var connStart, connDone, tlsStart, tlsDone, gotConn time.Time
 	var version uint16

@@ -61,7 +61,7 @@ type Server struct {
 const (
 	// largeSize is the advertised size of the large object: the draft asks
 	// for at least 8 GB. Faster links simply fetch it again.
-	largeSize = 8 << 30
+	largeSize int64 = 8 << 30
 	// maxStreams caps HTTP/2 streams per connection; a client needs one load
 	// stream plus a few probes per connection.
 	maxStreams = 100
