@@ -15,6 +15,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 func init() {
@@ -58,6 +59,9 @@ func runServe(args []string) int {
 	fs.Var((*byteFlag)(&cfg.MaxBytes), "max-bytes", "payload `bytes` per test, both directions together (suffixes K, M, G, T: powers of 1000)")
 	fs.IntVar(&cfg.PerIP, "per-ip", bbserver.DefaultPerIP, "tests per client address (IPv6: per /64) per minute")
 	fs.IntVar(&cfg.MaxStreams, "max-streams", bbserver.DefaultMaxStreams, "TCP streams per direction per test")
+	rpmListen := fs.String("rpm", "", "also serve the responsiveness (RPM) test over HTTPS on `ADDR` (e.g. :4443), for networkQuality and 'sqmkit test --rpm'")
+	rpmCert := fs.String("rpm-cert", "", "PEM certificate `FILE` for --rpm (default: a self-signed one made at start)")
+	rpmKey := fs.String("rpm-key", "", "PEM key `FILE` for --rpm-cert")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -69,6 +73,10 @@ func runServe(args []string) int {
 		fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
 		return 2
 	}
+	if *rpmListen == "" && (*rpmCert != "" || *rpmKey != "") {
+		fmt.Fprintln(os.Stderr, "sqmkit serve: --rpm-cert and --rpm-key need --rpm ADDR")
+		return 2
+	}
 	if len(listen) == 0 {
 		listen = listFlag{fmt.Sprintf(":%d", bbproto.DefaultPort)}
 	}
@@ -78,7 +86,23 @@ func runServe(args []string) int {
 	defer stop()
 
 	var wg sync.WaitGroup
-	errc := make(chan error, len(listen))
+	errc := make(chan error, len(listen)+1)
+	if *rpmListen != "" {
+		host, _ := bbtest.SplitHostPort(*rpmListen)
+		rs, err := rpm.NewServer(rpm.ServerConfig{Names: []string{host}, CertFile: *rpmCert, KeyFile: *rpmKey,
+			Log: func(s string) { cfg.Log.Print(s) }})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+			return 1
+		}
+		ln, err := net.Listen("tcp", *rpmListen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit serve: --rpm:", err)
+			return 1
+		}
+		cfg.Log.Printf("rpm: serving https://%s/.well-known/nq, certificate sha256 %s", ln.Addr(), rs.Fingerprint())
+		wg.Go(func() { errc <- rs.Serve(ctx, ln) })
+	}
 	for _, a := range listen {
 		host, port := bbtest.SplitHostPort(a)
 		addr := net.JoinHostPort(host, port)

@@ -12,7 +12,9 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/report"
+	"github.com/sqmkit/sqmkit/internal/report/flent"
 	"github.com/sqmkit/sqmkit/internal/report/plot"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 func init() {
@@ -34,6 +36,9 @@ func runTest(args []string) int {
 	port := fs.Int("port", 0, "server port (default: from SERVER, else 8693)")
 	jsonFile := fs.String("json", "", "write every sample and the summary as JSON to `FILE`")
 	plotFile := fs.String("plot", "", "write a time-series plot to `FILE` (.png or .svg)")
+	flentFile := fs.String("flent", "", "write a flent rrul data file to `FILE.flent.gz` (open with flent -i)")
+	rpmURL := fs.String("rpm", "", "also measure responsiveness (RPM) against this `URL` or host[:port] (an RPM server, e.g. 'sqmkit serve --rpm'); alone, without SERVER, only RPM")
+	rpmInsecure := fs.Bool("rpm-insecure", false, "accept the RPM server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
 	quiet := fs.Bool("quiet", false, "no progress display")
 	pos, code, ok := parseInterspersed(fs, args)
@@ -42,6 +47,10 @@ func runTest(args []string) int {
 	}
 	if *compare {
 		return runCompare(pos)
+	}
+	rpmOpts := rpm.Options{Insecure: *rpmInsecure}
+	if len(pos) == 0 && *rpmURL != "" {
+		return runRPMOnly(*rpmURL, rpmOpts)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(os.Stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
@@ -87,10 +96,39 @@ func runTest(args []string) int {
 		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
 		return 1
 	}
-	return writeOutputs(res, *jsonFile, *plotFile)
+	if *rpmURL != "" {
+		// After the bufferbloat test, not during it: both load the link.
+		r, err := rpm.Measure(ctx, *rpmURL, rpmOpts)
+		if err != nil {
+			res.Notes = append(res.Notes, "rpm: "+err.Error())
+		} else {
+			res.RPM = r.BBResult()
+			for _, n := range r.Notes {
+				res.Notes = append(res.Notes, "rpm: "+n)
+			}
+		}
+	}
+	return writeOutputs(res, *jsonFile, *plotFile, *flentFile)
 }
 
-func writeOutputs(res *bbresult.Result, jsonFile, plotFile string) int {
+// runRPMOnly runs just the responsiveness test, for servers that speak
+// only that protocol (Apple's, goresponsiveness').
+func runRPMOnly(url string, opts rpm.Options) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	r, err := rpm.Measure(ctx, url, opts)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sqmkit test --rpm:", err)
+		return 1
+	}
+	fmt.Printf("%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps)
+	for _, n := range r.Notes {
+		fmt.Println("Note:", n)
+	}
+	return 0
+}
+
+func writeOutputs(res *bbresult.Result, jsonFile, plotFile, flentFile string) int {
 	rc := 0
 	if err := report.WriteSummary(os.Stdout, res); err != nil {
 		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
@@ -105,6 +143,12 @@ func writeOutputs(res *bbresult.Result, jsonFile, plotFile string) int {
 	if plotFile != "" {
 		if err := plot.WritePlot(plotFile, res); err != nil {
 			fmt.Fprintln(os.Stderr, "sqmkit test: --plot:", err)
+			rc = 1
+		}
+	}
+	if flentFile != "" {
+		if err := flent.WriteFlent(flentFile, res); err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit test: --flent:", err)
 			rc = 1
 		}
 	}
