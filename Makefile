@@ -47,9 +47,16 @@ demo: deps build
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
 
+# go test -fuzz takes one target per run: each parser gets FUZZTIME.
 FUZZTIME ?= 30s
+FUZZ := internal/uci:FuzzParse internal/tcstats:FuzzParseQdiscs \
+	internal/bbproto:FuzzProbe internal/bbproto:FuzzHello internal/bbproto:FuzzReadMsg \
+	internal/bbproto:FuzzStreamHeader internal/bbproto:FuzzFrameHeader
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./internal/uci
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz $$t"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*}; \
+	done
 
 cross:
 	GOOS=linux GOARCH=amd64 $(GOBUILD) -o $(BIN)/sqmkit-linux-amd64 ./cmd/sqmkit
