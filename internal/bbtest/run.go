@@ -190,6 +190,24 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	t.wall0 = t.start.UnixNano()
 	t.probes = newProber(t, udp, hello.ProbeSlots())
 
+	// The server speaks on the control connection only once: its report,
+	// at the end or as soon as it cuts the test short (duration or byte
+	// budget). Reading it all along stops the phases at once instead of
+	// loading a server that no longer answers.
+	var rep struct {
+		typ  bbproto.MsgType
+		body []byte
+		err  error
+	}
+	reported := make(chan struct{})
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	go func() {
+		rep.typ, rep.body, rep.err = bbproto.ReadMsg(ctl)
+		close(reported)
+		stopRun()
+	}()
+
 	pctx, stopProbes := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	bg.Go(func() { t.probes.send(pctx) })
@@ -202,10 +220,10 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		if p.end <= 0 {
 			continue
 		}
-		if ctx.Err() != nil {
+		if runCtx.Err() != nil {
 			break
 		}
-		spans = append(spans, t.runPhase(ctx, p.name, time.Duration(p.end*1e9), p.loaded))
+		spans = append(spans, t.runPhase(runCtx, p.name, time.Duration(p.end*1e9), p.loaded))
 	}
 	// Replies still in flight are not lost: wait as long as the slowest
 	// reply so far took (the queue has drained by now), within reason.
@@ -219,16 +237,21 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	}
 
 	ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	if err := bbproto.WriteMsg(ctl, bbproto.MsgDone, bbproto.Done{}); err != nil {
-		return nil, fmt.Errorf("ending the test: %w", err)
+	select {
+	case <-reported:
+	default:
+		if err := bbproto.WriteMsg(ctl, bbproto.MsgDone, bbproto.Done{}); err != nil {
+			return nil, fmt.Errorf("ending the test: %w", err)
+		}
+		<-reported
 	}
-	typ, body, err = bbproto.ReadMsg(ctl)
-	if err == nil && typ != bbproto.MsgReport {
-		err = fmt.Errorf("message type %d instead of the report", typ)
+	err = rep.err
+	if err == nil && rep.typ != bbproto.MsgReport {
+		err = fmt.Errorf("message type %d instead of the report", rep.typ)
 	}
-	var rep bbproto.Report
+	var report bbproto.Report
 	if err == nil {
-		err = bbproto.Decode(body, &rep)
+		err = bbproto.Decode(rep.body, &report)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the server's report: %w", err)
@@ -249,7 +272,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		probes: t.probes.records(),
 		serverSaw: func(seq uint32) bool {
 			i := int(seq / 8)
-			return i < len(rep.Received) && rep.Received[i]&(1<<(seq%8)) != 0
+			return i < len(report.Received) && report.Received[i]&(1<<(seq%8)) != 0
 		},
 		spans:      spans,
 		throughput: rec.samples,
@@ -260,8 +283,8 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		rw.notes = append(rw.notes, fmt.Sprintf("%d TCP streams failed; the first: %v", t.failed, t.firstErr))
 	}
 	t.mu.Unlock()
-	if rep.Ended != "" {
-		rw.notes = append(rw.notes, "the server ended the test early: "+rep.Ended)
+	if report.Ended != "" {
+		rw.notes = append(rw.notes, "the server ended the test early: "+report.Ended)
 	}
 	analyze(rw, res)
 	return res, nil

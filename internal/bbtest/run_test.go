@@ -80,6 +80,11 @@ func TestRunBudget(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "ended the test early: byte budget") {
 		t.Fatalf("notes: %q", res.Notes)
 	}
+	// 50 MB go in well under a second on loopback: the client must stop
+	// there rather than run the remaining phases against a closed session.
+	if n := len(res.Phases); n == 0 || n > 3 {
+		t.Errorf("%d phases after the server ended the test in the download phase", n)
+	}
 }
 
 func TestConfigCheck(t *testing.T) {
