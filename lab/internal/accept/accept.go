@@ -1,0 +1,160 @@
+// Package accept holds the lab's measurements in one shape, whichever tool
+// took them, and the bars a scenario must clear: the unshaped link must be
+// bloated (or the lab proves nothing), the shaped link must be calm.
+package accept
+
+import (
+	"fmt"
+	"math"
+)
+
+// The shaped bar (issue 4): A+ median added latency in every loaded phase,
+// a tight p95, and most of the shaper's rate as goodput.
+const (
+	MaxMedianMs     = 5.0
+	MaxP95Ms        = 15.0
+	MinGoodputShare = 0.85
+)
+
+// Cross-check tolerances (issue 3): goodput within 5 %, latency within
+// 1 ms or 10 %, whichever is larger.
+const (
+	CrossGoodputShare = 0.05
+	CrossLatencyMs    = 1.0
+	CrossLatencyShare = 0.10
+)
+
+// Phase is one load phase. Latencies are ms added over the idle median;
+// Latency is the raw median RTT; Loss is percent of probes.
+type Phase struct {
+	Name        string  `json:"name"`
+	AddedMedian float64 `json:"added_median_ms"`
+	AddedP95    float64 `json:"added_p95_ms"`
+	AddedP99    float64 `json:"added_p99_ms"`
+	Latency     float64 `json:"median_rtt_ms"`
+	Loss        float64 `json:"loss_pct"`
+	DownMbps    float64 `json:"download_mbps"`
+	UpMbps      float64 `json:"upload_mbps"`
+}
+
+// Measurement is one graded run of the three load phases.
+type Measurement struct {
+	Tool    string  `json:"tool"`
+	IdleRTT float64 `json:"idle_rtt_ms"`
+	Grade   string  `json:"grade,omitempty"`
+	Phases  []Phase `json:"phases"`
+	Plot    string  `json:"plot,omitempty"`
+	Raw     string  `json:"raw,omitempty"` // the tool's own output file
+}
+
+// Phase returns the named phase, or nil.
+func (m *Measurement) Phase(name string) *Phase {
+	for i := range m.Phases {
+		if m.Phases[i].Name == name {
+			return &m.Phases[i]
+		}
+	}
+	return nil
+}
+
+// Phase names, as sqmkit test names them.
+const (
+	Download = "download"
+	Upload   = "upload"
+	Bidir    = "bidirectional"
+)
+
+// LoadPhases are the phases every bar looks at.
+var LoadPhases = []string{Download, Upload, Bidir}
+
+// Check is one bar and how the run fared against it.
+type Check struct {
+	Name string  `json:"name"`
+	Got  float64 `json:"got"`
+	Want string  `json:"want"`
+	OK   bool    `json:"ok"`
+}
+
+func (c Check) String() string {
+	v := "ok"
+	if !c.OK {
+		v = "FAIL"
+	}
+	return fmt.Sprintf("%-4s %s = %.1f (want %s)", v, c.Name, c.Got, c.Want)
+}
+
+func missing(name string) Check {
+	return Check{Name: name + " phase present", Got: 0, Want: "measured", OK: false}
+}
+
+// Unshaped checks that the bare link is bloated: the bidirectional median
+// added latency reaches the profile's expectation.
+func Unshaped(m Measurement, expectBloatMs int) []Check {
+	p := m.Phase(Bidir)
+	if p == nil {
+		return []Check{missing(Bidir)}
+	}
+	return []Check{{Name: "unshaped bidirectional median added ms", Got: p.AddedMedian,
+		Want: fmt.Sprintf(">= %d", expectBloatMs), OK: p.AddedMedian >= float64(expectBloatMs)}}
+}
+
+// Shaped checks the calm-link bar; downKbit is the download shaper rate.
+func Shaped(m Measurement, downKbit int) []Check {
+	var cs []Check
+	for _, name := range LoadPhases {
+		p := m.Phase(name)
+		if p == nil {
+			cs = append(cs, missing(name))
+			continue
+		}
+		cs = append(cs,
+			Check{Name: name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", MaxMedianMs), OK: p.AddedMedian <= MaxMedianMs},
+			Check{Name: name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", MaxP95Ms), OK: p.AddedP95 <= MaxP95Ms})
+		if name == Download {
+			min := MinGoodputShare * float64(downKbit) / 1000
+			cs = append(cs, Check{Name: "download goodput Mbit/s", Got: p.DownMbps,
+				Want: fmt.Sprintf(">= %.1f (%.0f%% of %d kbit/s)", min, 100*MinGoodputShare, downKbit), OK: p.DownMbps >= min})
+		}
+	}
+	return cs
+}
+
+// Cross compares two tools' view of the same path, phase by phase.
+func Cross(m, ref Measurement) []Check {
+	var cs []Check
+	lat := func(name string, got, want float64) {
+		tol := math.Max(CrossLatencyMs, CrossLatencyShare*want)
+		cs = append(cs, Check{Name: name, Got: got, Want: fmt.Sprintf("%.1f ± %.1f (%s)", want, tol, ref.Tool),
+			OK: math.Abs(got-want) <= tol})
+	}
+	rate := func(name string, got, want float64) {
+		cs = append(cs, Check{Name: name, Got: got, Want: fmt.Sprintf("%.1f ± %.0f%% (%s)", want, 100*CrossGoodputShare, ref.Tool),
+			OK: math.Abs(got-want) <= CrossGoodputShare*want})
+	}
+	lat("idle RTT ms", m.IdleRTT, ref.IdleRTT)
+	for _, name := range LoadPhases {
+		p, r := m.Phase(name), ref.Phase(name)
+		if p == nil || r == nil {
+			cs = append(cs, missing(name))
+			continue
+		}
+		lat(name+" median RTT ms", p.Latency, r.Latency)
+		if name != Upload {
+			rate(name+" download Mbit/s", p.DownMbps, r.DownMbps)
+		}
+		if name != Download {
+			rate(name+" upload Mbit/s", p.UpMbps, r.UpMbps)
+		}
+	}
+	return cs
+}
+
+// Passed reports whether every check is OK.
+func Passed(cs []Check) bool {
+	for _, c := range cs {
+		if !c.OK {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,92 @@
+package accept
+
+import (
+	"strings"
+	"testing"
+)
+
+func meas(down, up, bidir Phase) Measurement {
+	down.Name, up.Name, bidir.Name = Download, Upload, Bidir
+	return Measurement{Tool: "t", IdleRTT: 20, Phases: []Phase{down, up, bidir}}
+}
+
+func failed(cs []Check) []string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
+func TestShaped(t *testing.T) {
+	calm := Phase{AddedMedian: 1.2, AddedP95: 4, DownMbps: 34}
+	tests := []struct {
+		name string
+		m    Measurement
+		want []string // failing checks
+	}{
+		{"calm", meas(calm, calm, calm), nil},
+		{"edge values pass", meas(Phase{AddedMedian: 5, AddedP95: 15, DownMbps: 32.3}, calm, calm), nil},
+		{"bloated upload", meas(calm, Phase{AddedMedian: 80, AddedP95: 120}, calm),
+			[]string{"upload median added ms", "upload p95 added ms"}},
+		{"spiky bidir", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 16}), []string{"bidirectional p95 added ms"}},
+		{"slow download", meas(Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 32.2}, calm, calm), []string{"download goodput Mbit/s"}},
+		{"missing phase", Measurement{Phases: []Phase{{Name: Download, DownMbps: 34}, {Name: Upload}}},
+			[]string{"bidirectional phase present"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := Shaped(tt.m, 38000)
+			got := failed(cs)
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("failed = %q, want %q\n%v", got, tt.want, cs)
+			}
+			if Passed(cs) != (len(tt.want) == 0) {
+				t.Errorf("Passed = %v with failures %q", Passed(cs), got)
+			}
+		})
+	}
+}
+
+func TestUnshaped(t *testing.T) {
+	for _, tt := range []struct {
+		bidir float64
+		ok    bool
+	}{{250, true}, {200, true}, {199.9, false}, {3, false}} {
+		m := meas(Phase{}, Phase{}, Phase{AddedMedian: tt.bidir})
+		if got := Passed(Unshaped(m, 200)); got != tt.ok {
+			t.Errorf("bidir %.1f ms: passed = %v, want %v", tt.bidir, got, tt.ok)
+		}
+	}
+	if Passed(Unshaped(Measurement{}, 200)) {
+		t.Error("a run without a bidirectional phase passed")
+	}
+}
+
+func TestCross(t *testing.T) {
+	ref := meas(Phase{Latency: 5, DownMbps: 36}, Phase{Latency: 300, UpMbps: 7.5}, Phase{Latency: 22, DownMbps: 30, UpMbps: 7})
+	tests := []struct {
+		name string
+		mod  func(m *Measurement)
+		want []string
+	}{
+		{"same", func(*Measurement) {}, nil},
+		{"within 1 ms floor", func(m *Measurement) { m.Phases[0].Latency = 5.9 }, nil},
+		{"within 10% above floor", func(m *Measurement) { m.Phases[1].Latency = 329 }, nil},
+		{"latency off", func(m *Measurement) { m.Phases[0].Latency = 6.2 }, []string{"download median RTT ms"}},
+		{"goodput 4% low", func(m *Measurement) { m.Phases[0].DownMbps = 34.6 }, nil},
+		{"goodput 6% low", func(m *Measurement) { m.Phases[2].UpMbps = 6.5 }, []string{"bidirectional upload Mbit/s"}},
+		{"idle off", func(m *Measurement) { m.IdleRTT = 25 }, []string{"idle RTT ms"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := meas(ref.Phases[0], ref.Phases[1], ref.Phases[2])
+			tt.mod(&m)
+			if got := failed(Cross(m, ref)); strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("failed = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,268 @@
+// Command sqmkit-lab proves sqmkit on a real kernel: it boots the Debian
+// guest kernel under QEMU with the host's root filesystem, builds a
+// client ⇄ router ⇄ modem ⇄ server lab in network namespaces whose modem
+// is a bloated bottleneck, and grades the link unshaped and with each
+// sqmkit backend. See lab/README.md.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/initramfs"
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+	"github.com/sqmkit/sqmkit/lab/internal/vm"
+)
+
+// labPlan is what the host hands the guest (plan.json in the run dir).
+type labPlan struct {
+	Bin    string    `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
+	Out    string    `json:"out"`
+	Commit string    `json:"commit"`
+	Runs   []planRun `json:"runs"`
+}
+
+type planRun struct {
+	Profile  string   `json:"profile"` // path
+	Backends []string `json:"backends"`
+}
+
+const usageText = `Usage: sqmkit-lab COMMAND
+
+  demo   cable unshaped vs cake, both grades side by side (make demo)
+  ci     cable × {none, fq_codel, cake, nss} and vdsl-pppoe-vlan7 × {none, nss} (make lab-ci, make test)
+  all    every profile × every backend (make lab)
+  run    --profile NAME|PATH [--backends none,cake,...] [--out DIR]
+  guest  PLAN.json (inside the VM; started by the others)
+
+Results go to lab/results/<time>-<name>/ (one result.json per scenario, plots,
+logs, console.log); the exit status is non-zero when any scenario fails.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usageText)
+		os.Exit(2)
+	}
+	repo, err := repoRoot()
+	if err != nil {
+		fatal(err)
+	}
+	profiles := filepath.Join(repo, "lab/profiles")
+	var plan []planRun
+	name := os.Args[1]
+	out := ""
+	switch name {
+	case "guest":
+		if len(os.Args) != 3 {
+			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
+		}
+		os.Exit(runGuest(os.Args[2]))
+	case "demo":
+		plan = []planRun{{"cable", []string{unshaped, "cake"}}}
+	case "ci":
+		plan = []planRun{{"cable", []string{unshaped, "fq_codel", "cake", "nss"}}, {"vdsl-pppoe-vlan7", []string{unshaped, "nss"}}}
+	case "all":
+		names, err := profile.List(profiles)
+		if err != nil {
+			fatal(err)
+		}
+		for _, n := range names {
+			plan = append(plan, planRun{n, allBackends})
+		}
+	case "run":
+		fs := flag.NewFlagSet("sqmkit-lab run", flag.ExitOnError)
+		prof := fs.String("profile", "cable", "profile name (lab/profiles/NAME.conf) or path to a profile file")
+		backends := fs.String("backends", strings.Join(allBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss")
+		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
+		fs.Parse(os.Args[2:])
+		bs := strings.Split(*backends, ",")
+		for _, b := range bs {
+			if !slices.Contains(allBackends, b) {
+				fatal(fmt.Errorf("--backends: unknown backend %q (want %s)", b, strings.Join(allBackends, ", ")))
+			}
+		}
+		plan = []planRun{{*prof, bs}}
+		name = *prof
+	case "-h", "--help", "help":
+		fmt.Print(usageText)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "sqmkit-lab: unknown command %q\n\n%s", name, usageText)
+		os.Exit(2)
+	}
+	// Resolve profiles on the host so a bad name fails before the boot.
+	for i := range plan {
+		p, err := profile.Load(profiles, plan[i].Profile)
+		if err != nil {
+			fatal(err)
+		}
+		if !strings.ContainsRune(plan[i].Profile, '/') {
+			plan[i].Profile = filepath.Join(profiles, plan[i].Profile+".conf")
+		}
+		plan[i].Profile, _ = filepath.Abs(plan[i].Profile)
+		if name == plan[0].Profile {
+			name = p.Name
+		}
+	}
+	if out == "" {
+		out = filepath.Join(repo, "lab/results", time.Now().Format("20060102-150405")+"-"+filepath.Base(name))
+	}
+	rs, err := runHost(repo, out, plan)
+	if err != nil {
+		fatal(err)
+	}
+	if os.Args[1] == "demo" {
+		printDemo(rs)
+	}
+	printTable(os.Stdout, rs)
+	fmt.Printf("\nresults: %s\n", out)
+	for _, r := range rs {
+		if r.Status == "fail" || r.Status == "error" {
+			os.Exit(1)
+		}
+	}
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "sqmkit-lab:", err)
+	os.Exit(1)
+}
+
+// repoRoot is the directory with go.mod above the binary (bin/sqmkit-lab)
+// or, for `go run`, above the working directory.
+func repoRoot() (string, error) {
+	var starts []string
+	if exe, err := os.Executable(); err == nil {
+		starts = append(starts, filepath.Dir(exe))
+	}
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	for _, d := range starts {
+		for ; d != "/"; d = filepath.Dir(d) {
+			if _, err := os.Stat(filepath.Join(d, "lab/profiles")); err == nil {
+				return d, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("cannot find the sqmkit repository (a parent with lab/profiles) from the binary or working directory")
+}
+
+// runHost boots the guest once for the whole plan and collects the results.
+func runHost(repo, out string, plan []planRun) ([]result, error) {
+	kernel, modDir, err := vm.FindKernel()
+	if err != nil {
+		return nil, err
+	}
+	initrd, err := initramfs.Build(filepath.Join(repo, "lab/.cache"), "/bin/busybox", modDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	out, _ = filepath.Abs(out)
+	bin := filepath.Join(out, "bin")
+	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
+		return nil, err
+	}
+	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
+	lp := labPlan{Bin: bin, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan}
+	planPath := filepath.Join(out, "plan.json")
+	if err := writeJSON(planPath, lp); err != nil {
+		return nil, err
+	}
+	n := 0
+	for _, r := range plan {
+		n += len(r.Backends)
+	}
+	fmt.Printf("sqmkit-lab: booting %s (%d scenarios), results in %s\n", filepath.Base(kernel), n, out)
+	err = vm.Run(context.Background(), vm.Config{
+		Kernel: kernel, Initrd: initrd, Results: out,
+		Cmd:     []string{filepath.Join(bin, "sqmkit-lab"), "guest", planPath},
+		Console: filepath.Join(out, "console.log"),
+		Timeout: 3*time.Minute + time.Duration(n)*4*time.Minute,
+		Out:     os.Stdout,
+	})
+	var rs []result
+	b, rerr := os.ReadFile(filepath.Join(out, "summary.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &rs)
+	}
+	if err != nil {
+		return rs, err
+	}
+	if rerr != nil {
+		return nil, fmt.Errorf("the guest wrote no summary (%v); see %s", rerr, filepath.Join(out, "console.log"))
+	}
+	return rs, nil
+}
+
+// snapshotBin copies the programs the guest runs into the run directory.
+// The lab binary itself is required; tcshim only matters for nss.
+func snapshotBin(from, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"sqmkit-lab", "sqmkit", "tcshim"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			if name == "tcshim" && os.IsNotExist(err) {
+				continue
+			}
+			return fmt.Errorf("%w: run `make build` first", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// runGuest is PID 1's child inside the VM: load modules, run every
+// profile's scenarios, write summary.json.
+func runGuest(planPath string) int {
+	say := func(format string, a ...any) {
+		fmt.Printf("lab: "+format+"\n", a...)
+	}
+	b, err := os.ReadFile(planPath)
+	if err != nil {
+		say("%v", err)
+		return 1
+	}
+	var lp labPlan
+	if err := json.Unmarshal(b, &lp); err != nil {
+		say("%s: %v", planPath, err)
+		return 1
+	}
+	sh := &shell{log: io.Discard}
+	for _, m := range guestModules {
+		if _, err := sh.run("", "modprobe", m); err != nil {
+			say("%v", err)
+			return 1
+		}
+	}
+	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, say: say}
+	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
+	var rs []result
+	for _, run := range lp.Runs {
+		p, err := profile.Load("", run.Profile)
+		if err != nil {
+			say("%v", err)
+			return 1
+		}
+		rs = append(rs, g.profileRuns(p, run.Backends)...)
+		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+	}
+	return 0
+}

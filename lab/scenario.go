@@ -1,0 +1,310 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/accept"
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+// Backend names on the command line; "none" is the unshaped link.
+const unshaped = "none"
+
+var allBackends = []string{unshaped, "fq_codel", "cake", "nss"}
+
+// result is the JSON each scenario (profile × backend) writes.
+type result struct {
+	Profile    string `json:"profile"`
+	Backend    string `json:"backend"`
+	Date       string `json:"date"`
+	Commit     string `json:"commit"`
+	Status     string `json:"status"` // pass, fail, limitation (a known physical limit), error
+	Limitation string `json:"limitation,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Shaper rates sqmkit was configured with (95 % of the line), kbit/s.
+	DownKbit int `json:"download_kbit,omitempty"`
+	UpKbit   int `json:"upload_kbit,omitempty"`
+
+	Test        *accept.Measurement `json:"test,omitempty"`       // the grade (sqmkit test)
+	Cross       *accept.Measurement `json:"crosscheck,omitempty"` // iperf3 + irtt on the same path
+	Checks      []accept.Check      `json:"checks"`
+	CrossChecks []accept.Check      `json:"crosschecks,omitempty"`
+	Doctor      json.RawMessage     `json:"doctor,omitempty"`
+	Dir         string              `json:"dir"`
+}
+
+// tools says which sqmkit subcommands exist in this build; the lab grades
+// with the real ones as soon as they land.
+type tools struct {
+	sqmkit, tcshim          string
+	start, test, serve, doc bool
+}
+
+func probeTools(bin string) tools {
+	t := tools{sqmkit: filepath.Join(bin, "sqmkit"), tcshim: filepath.Join(bin, "tcshim")}
+	has := func(cmd string) bool {
+		sh := &shell{log: io.Discard}
+		_, err := sh.run("", t.sqmkit, cmd, "-h")
+		return err == nil
+	}
+	t.start, t.test, t.serve, t.doc = has("start") && has("stop"), has("test"), has("serve"), has("doctor")
+	return t
+}
+
+// guest carries what every scenario of one guest boot shares.
+type guest struct {
+	tools  tools
+	commit string
+	out    string
+	say    func(format string, a ...any)
+}
+
+// profileRuns builds the lab for one profile and runs each backend on it.
+func (g *guest) profileRuns(p *profile.Profile, backends []string) []result {
+	dir := filepath.Join(g.out, p.Name)
+	os.MkdirAll(dir, 0o755)
+	logf, _ := os.Create(filepath.Join(dir, "commands.log"))
+	defer logf.Close()
+	sh := &shell{log: logf}
+	fail := func(err error) []result {
+		var rs []result
+		for _, b := range backends {
+			rs = append(rs, result{Profile: p.Name, Backend: b, Status: "error", Error: err.Error(), Dir: dir,
+				Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit})
+		}
+		return rs
+	}
+	g.say("%s: building client ⇄ router ⇄ modem ⇄ server (%d/%d kbit/s, %d ms, %d ms buffer, %s, overhead %d, %s)",
+		p.Name, p.Down, p.Up, p.RTTms, p.BufferMs, p.LinkLayer, p.Overhead, p.Encap)
+	t, err := buildTopo(sh, p, filepath.Join("/tmp/lab", p.Name), dir)
+	if err != nil {
+		return fail(err)
+	}
+	defer t.close()
+	if err := t.startServers(g.tools.sqmkit, g.tools.serve); err != nil {
+		return fail(err)
+	}
+	var rs []result
+	for _, b := range backends {
+		sdir := filepath.Join(dir, b)
+		os.MkdirAll(sdir, 0o755)
+		r := result{Profile: p.Name, Backend: b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Dir: sdir}
+		if b == unshaped {
+			err = g.unshaped(t, &r)
+		} else {
+			err = g.shaped(t, b, &r)
+		}
+		if err != nil {
+			r.Status, r.Error = "error", err.Error()
+		}
+		r.Limitation = p.Limitations[b]
+		if r.Status == "fail" && r.Limitation != "" {
+			r.Status = "limitation"
+		}
+		g.say("%s/%s: %s%s", p.Name, b, strings.ToUpper(r.Status), summaryLine(&r))
+		writeJSON(filepath.Join(sdir, "result.json"), &r)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+// grade runs the grading tool and the cross-check on the current path.
+func (g *guest) grade(t *topo, r *result) error {
+	cross, err := t.iperfIrtt(r.Dir, "crosscheck")
+	if err != nil {
+		return fmt.Errorf("iperf3/irtt: %w", err)
+	}
+	r.Cross = &cross
+	if !g.tools.test || !g.tools.serve {
+		// sqmkit test is not in this build yet: grade with the cross-check
+		// tools and say so in the result.
+		r.Test = &cross
+		return nil
+	}
+	m, err := t.sqmkitTest(g.tools.sqmkit, r.Dir, "test")
+	if err != nil {
+		return fmt.Errorf("sqmkit test: %w", err)
+	}
+	r.Test = &m
+	r.CrossChecks = accept.Cross(m, cross)
+	return nil
+}
+
+func (g *guest) unshaped(t *topo, r *result) error {
+	os.WriteFile(filepath.Join(r.Dir, "tc-before.txt"), []byte(t.tcStats()), 0o644)
+	if err := g.grade(t, r); err != nil {
+		return err
+	}
+	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
+	r.Checks = accept.Unshaped(*r.Test, t.p.ExpectBloatMs)
+	r.Status = status(r.Checks)
+	return nil
+}
+
+func status(cs []accept.Check) string {
+	if accept.Passed(cs) {
+		return "pass"
+	}
+	return "fail"
+}
+
+// shaped configures sqmkit on the router through its UCI files, starts it,
+// grades, asks the doctor, stops it and checks nothing was left behind.
+func (g *guest) shaped(t *topo, b string, r *result) error {
+	if !g.tools.start {
+		return fmt.Errorf("this sqmkit build has no start/stop yet (bin/sqmkit start -h fails)")
+	}
+	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
+	root := filepath.Join(t.dir, "root-"+b)
+	if err := writeRouterRoot(root, t.p, t.wanDev, b, r.DownKbit, r.UpKbit); err != nil {
+		return err
+	}
+	env := []string{}
+	if b == "nss" {
+		if _, err := os.Stat(g.tools.tcshim); err != nil {
+			return fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from lab/tcshim)", err)
+		}
+		// The lab's stand-in for the NSS-patched tc (lab/tcshim).
+		shim := filepath.Join(t.dir, "shim")
+		os.MkdirAll(shim, 0o755)
+		os.Remove(filepath.Join(shim, "tc"))
+		if err := os.Symlink(g.tools.tcshim, filepath.Join(shim, "tc")); err != nil {
+			return err
+		}
+		env = []string{"PATH=" + shim + ":" + os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc"}
+	}
+	sq := &shell{log: t.sh.log, env: env}
+	before, err := t.qdiscs()
+	if err != nil {
+		return err
+	}
+	ifbsBefore := ifbs(t.sh)
+	os.WriteFile(filepath.Join(r.Dir, "tc-before.txt"), []byte(t.tcStats()), 0o644)
+	out, err := sq.run(nsRouter, g.tools.sqmkit, "start", "--root", root)
+	os.WriteFile(filepath.Join(r.Dir, "sqmkit-start.log"), []byte(out), 0o644)
+	if err != nil {
+		return err
+	}
+	os.WriteFile(filepath.Join(r.Dir, "tc-started.txt"), []byte(t.tcStats()), 0o644)
+	gerr := g.grade(t, r)
+	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
+	if gerr == nil {
+		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
+	}
+	if g.tools.doc {
+		out, _ := sq.run(nsRouter, g.tools.sqmkit, "doctor", "--json", "--root", root)
+		os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(out), 0o644)
+		r.Checks = append(r.Checks, doctorCheck(out))
+		if json.Valid([]byte(out)) {
+			r.Doctor = json.RawMessage(out)
+		}
+	}
+	out, err = sq.run(nsRouter, g.tools.sqmkit, "stop", "--root", root)
+	os.WriteFile(filepath.Join(r.Dir, "sqmkit-stop.log"), []byte(out), 0o644)
+	if err != nil {
+		return err
+	}
+	if gerr != nil {
+		return gerr
+	}
+	after, err := t.qdiscs()
+	if err != nil {
+		return err
+	}
+	left := leftovers(before, after, ifbsBefore, ifbs(t.sh), b == "nss")
+	r.Checks = append(r.Checks, accept.Check{Name: "qdiscs/IFBs left after stop", Got: float64(len(left)),
+		Want: "0 " + strings.Join(left, "; "), OK: len(left) == 0})
+	r.Status = status(r.Checks)
+	return nil
+}
+
+// doctorCheck fails on any finding of severity fail in `sqmkit doctor
+// --json`, whatever the report's exact layout.
+var failSeverity = regexp.MustCompile(`"(severity|level)"\s*:\s*"fail"`)
+
+func doctorCheck(out string) accept.Check {
+	n := len(failSeverity.FindAllString(out, -1))
+	c := accept.Check{Name: "doctor fail findings", Got: float64(n), Want: "0", OK: n == 0}
+	if !json.Valid([]byte(out)) {
+		c.Want, c.OK = "0 (doctor printed no JSON)", false
+	}
+	return c
+}
+
+func ifbs(sh *shell) []string {
+	out, _ := sh.run(nsRouter, "ip", "-o", "link", "show", "type", "ifb")
+	var names []string
+	for _, l := range strings.Split(out, "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			names = append(names, strings.TrimSuffix(strings.SplitN(f[1], "@NONE", 2)[0], ":"))
+		}
+	}
+	return names
+}
+
+// leftovers lists what stop left behind: qdisc lines not in the baseline
+// and new IFBs (nss keeps its IFB by design, without a qdisc of its own).
+func leftovers(before, after string, ifbBefore, ifbAfter []string, keepIFB bool) []string {
+	base := map[string]bool{}
+	for _, l := range strings.Split(before, "\n") {
+		base[strings.TrimSpace(l)] = true
+	}
+	kept := map[string]bool{}
+	var left []string
+	for _, name := range ifbAfter {
+		if !slices.Contains(ifbBefore, name) {
+			if keepIFB {
+				kept[name] = true
+				continue
+			}
+			left = append(left, "IFB "+name)
+		}
+	}
+	for _, l := range strings.Split(after, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || base[l] {
+			continue
+		}
+		// A kept IFB may hold only its default (noqueue) root.
+		if f := strings.Fields(l); len(f) > 4 && f[1] == "noqueue" && kept[f[4]] {
+			continue
+		}
+		left = append(left, l)
+	}
+	return left
+}
+
+func summaryLine(r *result) string {
+	if r.Error != "" {
+		return ": " + r.Error
+	}
+	var b strings.Builder
+	if r.Test != nil {
+		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)
+		for _, p := range r.Test.Phases {
+			fmt.Fprintf(&b, " | %s +%.1f/+%.1f ms %.1f/%.1f Mbit/s", p.Name, p.AddedMedian, p.AddedP95, p.DownMbps, p.UpMbps)
+		}
+	}
+	for _, c := range r.Checks {
+		if !c.OK {
+			b.WriteString("\n    " + c.String())
+		}
+	}
+	return b.String()
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

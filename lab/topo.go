@@ -1,0 +1,217 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/linkemu"
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+// Namespaces and addresses of the lab:
+//
+//	client c0 ── lan  router  wan[.N] / pppoe-wan ── m0[.N] modem m1 ── s0 server
+//	10.1.0.2     10.1.0.1     10.2.0.1              10.2.0.2    10.3.0.1   10.3.0.2
+const (
+	nsClient, nsRouter, nsModem, nsServer = "client", "router", "modem", "server"
+	serverIP                              = "10.3.0.2"
+	pppIfname                             = "pppoe-wan" // OpenWrt's name for network.wan's PPP device
+)
+
+// guestModules are what the scenarios load in the guest kernel.
+var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", "sch_tbf", "sch_ingress",
+	"ifb", "act_mirred", "cls_u32", "8021q", "pppoe", "pppox", "ppp_generic", "veth"}
+
+// topo is one built lab for a profile.
+type topo struct {
+	sh      *shell
+	p       *profile.Profile
+	dir     string // scratch dir on the guest's tmpfs
+	logs    string // daemon logs, in the results dir
+	wanDev  string // the device sqmkit shapes (wan, wan.7 or pppoe-wan)
+	procs   []*proc
+}
+
+// wanLower is the router's Ethernet-level WAN device (VLAN when tagged).
+func (t *topo) wanLower() string {
+	if t.p.Encap.VLAN > 0 {
+		return fmt.Sprintf("wan.%d", t.p.Encap.VLAN)
+	}
+	return "wan"
+}
+
+func (t *topo) modemLower() string {
+	if t.p.Encap.VLAN > 0 {
+		return fmt.Sprintf("m0.%d", t.p.Encap.VLAN)
+	}
+	return "m0"
+}
+
+func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
+	t := &topo{sh: sh, p: p, dir: dir, logs: logs}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	for _, ns := range []string{nsClient, nsRouter, nsModem, nsServer} {
+		sh.run("", "ip", "netns", "del", ns) // a previous profile's leftovers
+		if _, err := sh.run("", "ip", "netns", "add", ns); err != nil {
+			return nil, err
+		}
+		if err := sh.must(ns, []string{"ip", "link", "set", "lo", "up"},
+			[]string{"sysctl", "-qw", "net.ipv4.ip_forward=1"}); err != nil {
+			return nil, err
+		}
+	}
+	pairs := [][4]string{{nsClient, "c0", nsRouter, "lan"}, {nsRouter, "wan", nsModem, "m0"}, {nsModem, "m1", nsServer, "s0"}}
+	for _, pr := range pairs {
+		if _, err := sh.run("", "ip", "link", "add", pr[1], "netns", pr[0], "type", "veth", "peer", "name", pr[3], "netns", pr[2]); err != nil {
+			return nil, err
+		}
+		for _, end := range [][2]string{{pr[0], pr[1]}, {pr[2], pr[3]}} {
+			// Without offloads TCP sends wire-sized packets, so the modem's
+			// stab and tbf see real frames instead of 64 KB GSO bursts.
+			if err := sh.must(end[0], []string{"ethtool", "-K", end[1], "tso", "off", "gso", "off", "gro", "off"},
+				[]string{"ip", "link", "set", end[1], "up"}); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := sh.must(nsClient, []string{"ip", "addr", "add", "10.1.0.2/24", "dev", "c0"},
+		[]string{"ip", "route", "add", "default", "via", "10.1.0.1"}); err != nil {
+		return nil, err
+	}
+	if err := sh.must(nsServer, []string{"ip", "addr", "add", serverIP + "/24", "dev", "s0"},
+		[]string{"ip", "route", "add", "default", "via", "10.3.0.1"}); err != nil {
+		return nil, err
+	}
+	if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.1.0.1/24", "dev", "lan"}); err != nil {
+		return nil, err
+	}
+	if err := sh.must(nsModem, []string{"ip", "addr", "add", "10.3.0.1/24", "dev", "m1"}); err != nil {
+		return nil, err
+	}
+	if v := t.p.Encap.VLAN; v > 0 {
+		id := fmt.Sprint(v)
+		if err := sh.must(nsRouter, []string{"ip", "link", "add", "link", "wan", "name", t.wanLower(), "type", "vlan", "id", id},
+			[]string{"ip", "link", "set", t.wanLower(), "up"}); err != nil {
+			return nil, err
+		}
+		if err := sh.must(nsModem, []string{"ip", "link", "add", "link", "m0", "name", t.modemLower(), "type", "vlan", "id", id},
+			[]string{"ip", "link", "set", t.modemLower(), "up"}); err != nil {
+			return nil, err
+		}
+	}
+	if t.p.Encap.PPPoE {
+		if err := t.pppoe(); err != nil {
+			return nil, err
+		}
+	} else {
+		t.wanDev = t.wanLower()
+		if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.2.0.1/24", "dev", t.wanDev},
+			[]string{"ip", "route", "add", "default", "via", "10.2.0.2"}); err != nil {
+			return nil, err
+		}
+		if err := sh.must(nsModem, []string{"ip", "addr", "add", "10.2.0.2/24", "dev", t.modemLower()},
+			[]string{"ip", "route", "add", "10.1.0.0/24", "via", "10.2.0.1"}); err != nil {
+			return nil, err
+		}
+	}
+	// The bottleneck: shaping on the Ethernet devices themselves, so VLAN
+	// and PPPoE frames pay their headers.
+	if err := sh.batch(nsModem, "tc", append(linkemu.Batch(t.p, "m0", linkemu.Down), linkemu.Batch(t.p, "m1", linkemu.Up)...)); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// pppoe brings up a real PPPoE session: pppoe-server (kernel mode) in the
+// modem, pppd with the rp-pppoe plugin in the router, as OpenWrt's netifd
+// would run it, and waits for the router's PPP device to get its address.
+func (t *topo) pppoe() error {
+	os.MkdirAll("/run/lock", 0o755) // pppd's "lock" from /etc/ppp/options
+	// The host's /etc/ppp/options says "auth"; the lab has no secrets, so
+	// both ends say noauth. The up/down scripts of the host must not run.
+	common := "noauth\nnoipdefault\nnoccp\nnovj\nnovjccomp\nnodeflate\nnobsdcomp\nlcp-echo-interval 0\nmtu 1492\nmru 1492\nip-up-script /bin/true\nip-down-script /bin/true\nipv6-up-script /bin/true\nipv6-down-script /bin/true\n"
+	srvOpts := filepath.Join(t.dir, "pppoe-server-options")
+	if err := os.WriteFile(srvOpts, []byte(common), 0o644); err != nil {
+		return err
+	}
+	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-k", "-I", t.modemLower(),
+		"-L", "10.2.0.2", "-R", "10.2.0.1", "-N", "4", "-O", srvOpts)
+	if err != nil {
+		return err
+	}
+	t.procs = append(t.procs, p)
+	plugin, err := pppoePlugin()
+	if err != nil {
+		return err
+	}
+	time.Sleep(300 * time.Millisecond)
+	args := []string{"pppd", "nodetach", "plugin", plugin, "nic-" + t.wanLower(), "ifname", pppIfname,
+		"user", "lab", "password", "lab", "defaultroute", "persist", "maxfail", "0", "holdoff", "1"}
+	args = append(args, strings.Fields(strings.ReplaceAll(common, "\n", " "))...)
+	c, err := t.sh.daemon(nsRouter, filepath.Join(t.logs, "pppd.log"), args...)
+	if err != nil {
+		return err
+	}
+	t.procs = append(t.procs, c)
+	t.wanDev = pppIfname
+	deadline := time.Now().Add(40 * time.Second)
+	for time.Now().Before(deadline) {
+		out, _ := t.sh.run(nsRouter, "ip", "-4", "addr", "show", "dev", pppIfname)
+		if strings.Contains(out, "10.2.0.1") {
+			// pppoe-server names its side ppp0, ppp1, ...: route to the LAN
+			// over whichever PPP device holds the peer address.
+			out, err := t.sh.run(nsModem, "ip", "-o", "-4", "addr", "show", "to", "10.2.0.2")
+			f := strings.Fields(out)
+			if err != nil || len(f) < 2 {
+				return fmt.Errorf("modem has no PPP device with 10.2.0.2: %v", err)
+			}
+			_, err = t.sh.run(nsModem, "ip", "route", "add", "10.1.0.0/24", "dev", f[1])
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return fmt.Errorf("PPPoE session did not come up within 40 s (see pppd.log and pppoe-server.log in %s)", t.logs)
+}
+
+func pppoePlugin() (string, error) {
+	for _, pat := range []string{"/usr/lib/pppd/*/rp-pppoe.so", "/usr/lib/pppd/*/pppoe.so"} {
+		if m, _ := filepath.Glob(pat); len(m) > 0 {
+			return m[len(m)-1], nil
+		}
+	}
+	return "", fmt.Errorf("no pppd PPPoE plugin under /usr/lib/pppd (install ppp)")
+}
+
+// close stops the lab's daemons and removes its namespaces.
+func (t *topo) close() {
+	for _, p := range t.procs {
+		p.stop()
+	}
+	for _, ns := range []string{nsClient, nsRouter, nsModem, nsServer} {
+		t.sh.run("", "ip", "netns", "del", ns)
+	}
+}
+
+// qdiscs is the router's qdisc state (without counters), to compare the
+// state before start with the state after stop.
+func (t *topo) qdiscs() (string, error) {
+	out, err := t.sh.run(nsRouter, "tc", "qdisc", "show")
+	return out, err
+}
+
+// tcStats is the `tc -s` view of the router and the modem for the logs.
+func (t *topo) tcStats() string {
+	var b strings.Builder
+	for _, ns := range []string{nsRouter, nsModem} {
+		out, _ := t.sh.run(ns, "tc", "-s", "qdisc", "show")
+		fmt.Fprintf(&b, "== %s: tc -s qdisc show\n%s", ns, out)
+		out, _ = t.sh.run(ns, "ip", "-s", "link", "show")
+		fmt.Fprintf(&b, "== %s: ip -s link show\n%s", ns, out)
+	}
+	return b.String()
+}
