@@ -167,8 +167,12 @@ func (t *topo) iperfIrtt(out, name string) (accept.Measurement, error) {
 func iperfRates(js, phase string) (down, up float64, err error) {
 	var r struct {
 		End struct {
-			Received        struct{ BitsPerSecond float64 `json:"bits_per_second"` } `json:"sum_received"`
-			ReceivedReverse struct{ BitsPerSecond float64 `json:"bits_per_second"` } `json:"sum_received_bidir_reverse"`
+			Received struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+			ReceivedReverse struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum_received_bidir_reverse"`
 		} `json:"end"`
 		Error string `json:"error"`
 	}

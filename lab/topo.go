@@ -27,12 +27,12 @@ var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", 
 
 // topo is one built lab for a profile.
 type topo struct {
-	sh      *shell
-	p       *profile.Profile
-	dir     string // scratch dir on the guest's tmpfs
-	logs    string // daemon logs, in the results dir
-	wanDev  string // the device sqmkit shapes (wan, wan.7 or pppoe-wan)
-	procs   []*proc
+	sh     *shell
+	p      *profile.Profile
+	dir    string // scratch dir on the guest's tmpfs
+	logs   string // daemon logs, in the results dir
+	wanDev string // the device sqmkit shapes (wan, wan.7 or pppoe-wan)
+	procs  []*proc
 }
 
 // wanLower is the router's Ethernet-level WAN device (VLAN when tagged).
