@@ -1,6 +1,7 @@
 package rpm
 
 import (
+	"net/url"
 	"strings"
 	"testing"
 )
@@ -56,4 +57,25 @@ func TestConfigURL(t *testing.T) {
 			t.Errorf("configURL(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
 	}
+}
+
+// FuzzParseConfig: whatever a server sends, the parser either refuses it
+// or returns three https URLs on one host — never a panic.
+func FuzzParseConfig(f *testing.F) {
+	f.Add(`{"version":1,"urls":{"small_download_url":"https://h/s","large_download_url":"https://h/l","upload_url":"https://h/u"}}`)
+	f.Add(`{"version":1,"urls":{"small_https_download_url":"https://[::1]:1/s","large_https_download_url":"https://[::1]:1/l","https_upload_url":"https://[::1]:1/u"}}`)
+	f.Add(`{"version":1,"urls":{"small_download_url":"https://a/s","large_download_url":"https://b/l","upload_url":"https://a/u"}}`)
+	f.Add(`{"version":1.5}`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, data string) {
+		e, err := parseConfig([]byte(data))
+		if err != nil {
+			return
+		}
+		for _, u := range []*url.URL{e.Small, e.Large, e.Upload} {
+			if u.Scheme != "https" || u.Host == "" || u.Host != e.Small.Host {
+				t.Fatalf("accepted %q with URL %v", data, u)
+			}
+		}
+	})
 }
