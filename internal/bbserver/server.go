@@ -50,8 +50,13 @@ const (
 const grace = 5 * time.Second
 
 // helloTimeout bounds how long an accepted connection may take to say who it
-// is; a silent connection costs a goroutine and a socket until then.
-const helloTimeout = 5 * time.Second
+// is; a silent connection costs a goroutine and a socket until then, and at
+// most maxPending of them wait at once (more are closed on arrival), so a
+// connection flood cannot pile up memory.
+const (
+	helloTimeout = 5 * time.Second
+	maxPending   = 256
+)
 
 // Server runs tests. One Server can serve several listeners.
 type Server struct {
@@ -61,6 +66,8 @@ type Server struct {
 	sessions map[bbproto.SessionID]*session
 	running  int
 	perIP    map[netip.Prefix][]time.Time
+
+	pending chan struct{} // one token per connection not yet identified
 
 	// frames is the shared, read-only bulk payload every download stream writes.
 	frames []byte
@@ -94,6 +101,7 @@ func New(cfg Config) *Server {
 		sessions: map[bbproto.SessionID]*session{},
 		perIP:    map[netip.Prefix][]time.Time{},
 		frames:   bbproto.DataFrames(DataFramePayload, DataFramePayload),
+		pending:  make(chan struct{}, maxPending),
 	}
 }
 
@@ -207,16 +215,31 @@ func rateKey(a netip.Addr) netip.Prefix {
 // (a control message) from a data stream (a StreamHeader), and dispatches.
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
+	select {
+	case s.pending <- struct{}{}:
+	default:
+		return
+	}
 	c.SetDeadline(time.Now().Add(helloTimeout))
 	var first [bbproto.StreamHeaderSize]byte
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			<-s.pending
+		}
+	}
+	defer release()
 	if _, err := io.ReadFull(c, first[:1]); err != nil {
 		return
 	}
 	if first[0] == byte(bbproto.MsgHello) {
-		s.control(ctx, c, first[0])
+		s.control(ctx, c, first[0], release)
 		return
 	}
-	if _, err := io.ReadFull(c, first[1:]); err != nil {
+	_, err := io.ReadFull(c, first[1:])
+	release()
+	if err != nil {
 		return
 	}
 	h, err := bbproto.ParseStreamHeader(first[:])
@@ -228,10 +251,12 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 }
 
 // control runs one test's control connection from Hello to Report.
-func (s *Server) control(ctx context.Context, c net.Conn, first byte) {
+// release frees the connection's pending slot once the hello is in.
+func (s *Server) control(ctx context.Context, c net.Conn, first byte, release func()) {
 	start := time.Now()
 	peer := tcpPeer(c)
 	typ, body, err := bbproto.ReadMsg(io.MultiReader(bytes.NewReader([]byte{first}), c))
+	release()
 	if err == nil && typ != bbproto.MsgHello {
 		err = fmt.Errorf("first message is type %d, want hello", typ)
 	}

@@ -258,3 +258,26 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 	}
 	t.Errorf("timed out after %v waiting for %s", d, what)
 }
+
+// TestSilentFlood: connections that never say anything are capped, so a
+// flood of them cannot pile up goroutines; extra ones are closed at once.
+func TestSilentFlood(t *testing.T) {
+	_, addr, _ := start(t, Config{})
+	for i := range maxPending {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Skipf("connection %d: %v", i, err)
+		}
+		defer c.Close()
+	}
+	time.Sleep(200 * time.Millisecond) // let the server take its slots
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
+		t.Fatalf("connection beyond the pending limit: read %v, want EOF (closed at once)", err)
+	}
+}
