@@ -51,7 +51,7 @@ bench: deps build
 FUZZTIME ?= 30s
 FUZZ := internal/uci:FuzzParse internal/tcstats:FuzzParseQdiscs \
 	internal/bbproto:FuzzProbe internal/bbproto:FuzzHello internal/bbproto:FuzzReadMsg \
-	internal/bbproto:FuzzStreamHeader internal/bbproto:FuzzFrameHeader
+	internal/bbproto:FuzzStreamHeader internal/bbproto:FuzzFrameHeader internal/rpm:FuzzParseConfig
 fuzz:
 	@set -e; for t in $(FUZZ); do \
 		echo "fuzz $$t"; \
