@@ -129,8 +129,11 @@ func printResult(w io.Writer, r apply.Result) bool {
 	fmt.Fprintln(w, line)
 	for _, d := range r.Dirs {
 		status := "shaped"
-		if d.Err != nil {
-			status = "FAILED, left without qdisc: " + d.Err.Error()
+		switch {
+		case d.NotStarted:
+			status = "not started (left as it was): " + d.Err.Error()
+		case d.Err != nil:
+			status = "FAILED, rolled back to no qdisc: " + d.Err.Error()
 		}
 		fmt.Fprintf(w, "  %-7s on %s: %s\n", d.Direction, d.Device, status)
 		for _, warn := range d.Warnings {

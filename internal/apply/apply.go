@@ -63,8 +63,12 @@ type Result struct {
 type DirResult struct {
 	Direction plan.Direction
 	Device    string
-	Err       error    // nil: shaped as planned; otherwise rolled back to no qdisc
-	Warnings  []string // e.g. ECN dropped because tc refused it
+	Err       error // nil: shaped as planned; otherwise see NotStarted
+	// NotStarted: Err came from validation and the direction was not
+	// touched (it keeps its previous state); otherwise a failed direction
+	// was rolled back to no qdisc.
+	NotStarted bool
+	Warnings   []string // e.g. ECN dropped because tc refused it
 }
 
 // Failed reports whether the queue or any of its directions failed.
@@ -120,7 +124,7 @@ func Start(ts []Target, o Options) []Result {
 		for i := range rs {
 			if rs[i].Plan != nil {
 				rs[i].State = DryRun
-				o.dryStart(rs[i].Plan)
+				o.dryStart(rs[i].Plan, &rs[i])
 			}
 		}
 		return rs
@@ -236,6 +240,7 @@ func (o *Options) probe(ts []Target, rs []Result, slots []slot) {
 	for n, s := range retry {
 		if vs[n] != nil {
 			res(s).Err = vs[n]
+			o.log("%s %s: refused even without ecn: %v", res(s).Device, res(s).Direction, vs[n])
 			continue
 		}
 		o.adopt(rs[s.i].Plan, s.j, res(s), alt[n])
@@ -301,19 +306,23 @@ func (o *Options) adopt(p *plan.Plan, j int, dr *DirResult, nd *plan.Dir) {
 	o.log("%s", w)
 }
 
-// start applies one validated queue.
+// start applies one validated queue. Only directions that passed validation
+// are torn down and rebuilt: a refused one keeps whatever it had, and when
+// none passed, the kernel is not touched at all.
 func (o *Options) start(t Target, r *Result) {
 	p := r.Plan
-	var down [][]string
-	for _, d := range p.Dirs {
-		down = append(down, d.Teardown...)
+	down := o.teardown(p, r)
+	if down == nil {
+		r.State = Failed
+		o.log("%s: no direction passed validation; kernel left untouched", p.Device)
+		return
 	}
 	o.Runner.Batch("tc", true, down) // refusals only mean "nothing was there"
 	o.log("%s: removed previous qdiscs (%d teardown lines)", p.Device, len(down))
 	for j, d := range p.Dirs {
 		dr := &r.Dirs[j]
-		if dr.Err != nil {
-			continue // refused by the probe: left clean by the teardown
+		if dr.NotStarted {
+			continue
 		}
 		if d.Direction == plan.Ingress {
 			if err := o.raiseIFB(p.IFB, d); err != nil {
@@ -337,6 +346,24 @@ func (o *Options) start(t Target, r *Result) {
 	case n > 0:
 		r.State = Partial
 	}
+}
+
+// teardown is the batch a start runs first: the teardown of every direction
+// that passed validation, then the clearing of the unshaped ones. It marks
+// refused directions NotStarted and is nil when no direction passed.
+func (o *Options) teardown(p *plan.Plan, r *Result) [][]string {
+	var down [][]string
+	for j, d := range p.Dirs {
+		if r.Dirs[j].Err != nil {
+			r.Dirs[j].NotStarted = true
+			continue
+		}
+		down = append(down, d.Teardown...)
+	}
+	if down == nil {
+		return nil
+	}
+	return append(down, p.Clear...)
 }
 
 // raiseIFB creates and raises the IFB only when it is missing or down, so a
@@ -436,11 +463,8 @@ func Stop(ts []Target, o Options) []Result {
 }
 
 // dryStart prints the batches a start would run, as runnable shell.
-func (o *Options) dryStart(p *plan.Plan) {
-	var down [][]string
-	for _, d := range p.Dirs {
-		down = append(down, d.Teardown...)
-	}
+func (o *Options) dryStart(p *plan.Plan, r *Result) {
+	down := o.teardown(p, r)
 	fmt.Fprintf(o.DryRun, "# %s: start %s (%s)\n", p.Section, p.Device, p.Backend)
 	writeBatch(o.DryRun, "tc -force", down)
 	for _, d := range p.Dirs {

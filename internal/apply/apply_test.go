@@ -373,3 +373,104 @@ func TestDryRunTouchesNothing(t *testing.T) {
 		}
 	})
 }
+
+// rootOf returns the handle of dev's non-default root qdisc ("" when none).
+func rootOf(t testing.TB, dev string) string {
+	t.Helper()
+	st, err := (&tc.Runner{}).Show(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range st.Qdiscs {
+		if q.Dev == dev && q.Root && !q.Default() {
+			return q.Handle
+		}
+	}
+	return ""
+}
+
+// refuseWord is a fake tc that refuses every batch line holding $REFUSE,
+// as tc refuses a misspelt option.
+const refuseWord = `#!/bin/sh
+case " $* " in *" -batch "*) ;; *) exec "$SHIM" "$@";; esac
+sed "s/^.*$REFUSE.*\$/qdisc add dev lo root handle 1: refused_here/" | "$SHIM" "$@"
+`
+
+// A direction refused during validation keeps its previous state; when no
+// direction passes, the kernel is not touched at all (spec §5).
+func TestRefusedDirectionUntouched(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		shim    bool   // false: the host's own tc, whose kernel lacks fq_codel
+		eopts   string // egress options
+		refused []bool // per direction, egress first
+	}{
+		{"no fq_codel in kernel", false, "", []bool{true, true}},
+		{"egress option typo", true, "bogus_key 1", []bool{true, false}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.shim {
+				useShim(t, refuseWord)
+				t.Setenv("REFUSE", "bogus_key")
+			}
+			ns := tctest.NewNetns(t, "refuse")
+			tg := target(config.FQCodel)
+			tg.Queue.EQdiscOpts = c.eopts
+			ns.Exec(t, "tc", "qdisc", "add", "dev", "wan", "root", "handle", "5:", "tbf", "rate", "1mbit", "burst", "10k", "latency", "50ms")
+			ns.Exec(t, "tc", "qdisc", "add", "dev", "wan", "ingress")
+			ns.Do(t, func() {
+				res := Start([]Target{tg}, options(t, &tc.Runner{}, ""))[0]
+				for j, want := range c.refused {
+					d := res.Dirs[j]
+					if !c.shim && d.Err == nil {
+						t.Skip("this kernel has fq_codel")
+					}
+					if d.NotStarted != want || (d.Err != nil) != want {
+						t.Errorf("%s: not started %v (%v), want %v", d.Direction, d.NotStarted, d.Err, want)
+					}
+				}
+				if got := rootOf(t, "wan"); got != "5:" {
+					t.Errorf("refused egress touched the previous root qdisc: now %q", got)
+				}
+				if !c.refused[1] {
+					checkDir(t, res.Plan, res.Plan.Dirs[1], true)
+					return
+				}
+				if st, _ := kernel(t, res.Plan); len(st.Qdiscs) != 2 || res.State != Failed {
+					t.Errorf("nothing passed validation (state %s), yet the kernel changed: %+v", res.State, st.Qdiscs)
+				}
+			})
+		})
+	}
+}
+
+// A start with one rate at 0 removes what an earlier start built for that
+// direction: sqm-scripts' start implies a stop.
+func TestStartClearsUnshapedDirection(t *testing.T) {
+	for _, zero := range []plan.Direction{plan.Egress, plan.Ingress} {
+		t.Run(zero.String(), func(t *testing.T) {
+			useShim(t, "")
+			ns := tctest.NewNetns(t, "zero")
+			tg := target(config.FQCodel)
+			ns.Do(t, func() {
+				o := options(t, &tc.Runner{}, t.TempDir())
+				mustStart(t, []Target{tg}, o)
+				if zero == plan.Egress {
+					tg.Queue.Upload = 0
+				} else {
+					tg.Queue.Download = 0
+				}
+				r := mustStart(t, []Target{tg}, o)
+				full, _ := plan.Build(target(config.FQCodel).Queue, tg.Facts)
+				_, got := kernel(t, full)
+				var want []plan.Node
+				for _, d := range r.Plan.Dirs {
+					want = append(want, d.Tree...)
+				}
+				if missing, extra := Compare(norm(want), got); len(missing)+len(extra) > 0 {
+					t.Errorf("upload/download %d/%d: missing %+v, stale %+v", tg.Queue.Upload, tg.Queue.Download, missing, extra)
+				}
+			})
+		})
+	}
+}

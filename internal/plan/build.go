@@ -107,21 +107,24 @@ func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 	} else {
 		p.note("upload 0: egress not shaped")
 	}
+	ifb := q.IFB
+	if ifb == "" {
+		ifb = IFBName(q.Interface, q.Backend)
+	}
 	if q.Download > 0 {
-		p.IFB = q.IFB
-		if p.IFB != "" {
+		p.IFB, down.dev = ifb, ifb
+		if q.IFB != "" {
 			p.note("download %d kbit/s: redirected to IFB %s (configured)", q.Download, p.IFB)
 		} else {
-			p.IFB = IFBName(q.Interface, q.Backend)
 			p.note("download %d kbit/s: redirected to IFB %s (%s)", q.Download, p.IFB, ifbRule(q.Interface, q.Backend, p.IFB))
 		}
-		down.dev = p.IFB
 	} else {
 		p.note("download 0: ingress not shaped, no IFB")
 	}
 
 	for _, s := range []side{up, down} {
 		if s.rate == 0 {
+			p.Clear = append(p.Clear, teardown(s.dir, q.Interface, ifb)...)
 			continue
 		}
 		d, err := buildDir(q, l, s, p.IFB)
@@ -241,8 +244,8 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 		return nil, err
 	}
 	wan := q.Interface
+	d.Teardown = teardown(s.dir, wan, ifb)
 	if s.dir == Egress {
-		d.Teardown = [][]string{{"qdisc", "del", "dev", wan, "root"}}
 		return d, nil
 	}
 	d.Setup = [][]string{
@@ -261,12 +264,20 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 	d.Tree = append(d.Tree,
 		Node{Dev: wan, Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: "ffff:fff1"},
 		Node{Dev: wan, Type: "filter", Kind: "u32", Parent: "ffff:"})
+	return d, nil
+}
+
+// teardown removes direction dir's tree from wan (and its IFB); each line
+// may fail harmlessly when nothing is there.
+func teardown(dir Direction, wan, ifb string) [][]string {
+	if dir == Egress {
+		return [][]string{{"qdisc", "del", "dev", wan, "root"}}
+	}
 	// The redirect goes first so no packet is sent to an IFB without a qdisc.
-	d.Teardown = [][]string{
+	return [][]string{
 		{"qdisc", "del", "dev", wan, "ingress"},
 		{"qdisc", "del", "dev", ifb, "root"},
 	}
-	return d, nil
 }
 
 // shaperBurst is the bytes sent at line rate in burstUS, never less than

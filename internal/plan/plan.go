@@ -32,6 +32,10 @@ type Plan struct {
 	IFB     string // "" when the download is not shaped
 	Notes   []string
 	Dirs    []*Dir // shaped directions, egress first
+	// Clear removes what an earlier configuration left on the directions
+	// this plan does not shape (rate 0): as in sqm-scripts, a start implies
+	// a stop, so no stale tree survives a change of rates.
+	Clear [][]string
 }
 
 // Dir is the plan of one direction. Setup, TC and Teardown are argv lines

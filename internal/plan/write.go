@@ -28,6 +28,10 @@ func (p *Plan) Write(w io.Writer) error {
 	for _, d := range p.Dirs {
 		commands("tc", d.Teardown)
 	}
+	if len(p.Clear) > 0 {
+		comment("and these for the unshaped direction, in case an earlier start shaped it")
+		commands("tc", p.Clear)
+	}
 	for _, d := range p.Dirs {
 		for _, n := range d.Notes {
 			comment(n)
