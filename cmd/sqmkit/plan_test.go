@@ -43,6 +43,7 @@ func TestPlanCommand(t *testing.T) {
 				"tc qdisc add dev eth0 parent 1:1 handle 10: fq_codel limit 200 target 5ms interval 100ms quantum 304 flows 1024 noecn",
 				"tc qdisc del dev eth0 ingress", // an earlier start's download redirect goes
 			}, []string{"ip link add", "filter add"}, ""},
+		{"plan error names the flag", []string{"--root", "testdata/router", "--eqdisc-opts", "quantum", "wan"}, 1, nil, nil, "--eqdisc-opts: sqm.wan.eqdisc_opts: \"quantum\" needs a value"},
 		{"plan refuses a bad rate", []string{"--root", "testdata/router", "--upload", "10"}, 1, nil, nil, "upload: 10 kbit/s is below the 64 kbit/s minimum"},
 		{"unknown section", []string{"--root", "testdata/router", "dsl"}, 1, nil, nil, "dsl"},
 		{"two arguments", []string{"--root", "testdata/router", "wan", "lan"}, 2, nil, nil, "one SECTION or IFACE"},

@@ -68,4 +68,18 @@ type Queue struct {
 	// Notes record how Load and Overrides derived values (backend choice,
 	// flag overrides), one line each, for `sqmkit plan`.
 	Notes []string
+
+	origin map[string]string // option -> where it was last set, see Origin
+}
+
+// Origin says where option opt was last set: "FILE:LINE" in the SQM file,
+// "--flag" on the command line, "" when it kept its default. Errors about an
+// option start with it, so the user knows which line or flag to fix.
+func (q Queue) Origin(opt string) string { return q.origin[opt] }
+
+func (q *Queue) setOrigin(opt, where string) {
+	if q.origin == nil {
+		q.origin = map[string]string{}
+	}
+	q.origin[opt] = where
 }

@@ -40,6 +40,12 @@ func TestLoadLuCIFile(t *testing.T) {
 			Notes: []string{"script=layer_cake.qos -> backend cake"},
 		},
 	}
+	if o := qs[0].Origin("download"); o != "testdata/router/etc/config/sqm:5" {
+		t.Errorf("origin of eth1's download = %q, want its file line", o)
+	}
+	for i := range qs {
+		qs[i].origin = nil
+	}
 	if !reflect.DeepEqual(qs, want) {
 		t.Errorf("Load:\n got %+v\nwant %+v", qs, want)
 	}
@@ -236,7 +242,10 @@ func TestOverrides(t *testing.T) {
 	want := Queue{Section: "s", Interface: "eth0", Download: 5000, Upload: 20000, Backend: FQCodel, Diffserv: "diffserv4",
 		LinkLayer: LinkNone, EgressECN: true, Overhead: -4, TcMPU: 68, IQdiscOpts: "quantum 300", IFB: "ifbx", RTT: "lan", ITarget: "auto"}
 	notes := q.Notes
-	q.Notes = nil
+	if o := q.Origin("tcMPU"); o != "--mpu" {
+		t.Errorf("origin of tcMPU = %q, want --mpu", o)
+	}
+	q.Notes, q.origin = nil, nil
 	if !reflect.DeepEqual(q, want) {
 		t.Errorf("Apply:\n got %+v\nwant %+v", q, want)
 	}
@@ -287,8 +296,15 @@ func TestResolve(t *testing.T) {
 	if err != nil || len(qs) != 1 || qs[0].Download != 300000 || qs[0].Upload != 142500 || qs[0].Backend != NSS {
 		t.Fatalf("Resolve(router, wan) = %+v, %v", qs, err)
 	}
-	if _, err := Resolve(router, "", flags("--linklayer", "adsl"), ""); err == nil || !strings.Contains(err.Error(), "sqm.eth1.linklayer") {
+	if _, err := Resolve(router, "", flags("--linklayer", "adsl"), ""); err == nil || !strings.Contains(err.Error(), "--linklayer: sqm.eth1.linklayer") {
 		t.Errorf("invalid override: %v", err)
+	}
+	bad := filepath.Join(t.TempDir(), "sqm")
+	if err := os.WriteFile(bad, []byte("config queue 'wan'\n\toption interface 'wan'\n\toption upload '9500'\n\toption overhead '999'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Resolve("", bad, nil, "wan"); err == nil || !strings.Contains(err.Error(), bad+":4: sqm.wan.overhead: 999 bytes") {
+		t.Errorf("out-of-range value in the file must name its line: %v", err)
 	}
 	if _, err := Resolve(router, "", nil, "eth7"); err == nil || !strings.Contains(err.Error(), "testdata/router/etc/config/sqm: no queue section or interface \"eth7\"") {
 		t.Errorf("unknown section: %v", err)

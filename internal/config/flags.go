@@ -56,6 +56,7 @@ func (o *Overrides) Apply(q *Queue) {
 			continue
 		}
 		_ = f.set(q, v) // checked in RegisterFlags' parser
+		q.setOrigin(f.opt, "--"+f.flag)
 		q.Notes = append(q.Notes, fmt.Sprintf("--%s %s (UCI option %s)", f.flag, v, f.opt))
 		if f.opt == "script" {
 			_, keep := o.vals["diffserv"]

@@ -74,9 +74,11 @@ func fromSection(path string, s *uci.Section) (Queue, error) {
 			return q, fmt.Errorf("%s:%d: sqm.%s.%s: is a list (fix: write option %s '%s', not list)",
 				path, o.Line, s.Name, o.Name, o.Name, f.example)
 		}
+		where := fmt.Sprintf("%s:%d", path, o.Line)
 		if err := f.set(&q, o.Values[0]); err != nil {
-			return q, fmt.Errorf("%s:%d: sqm.%s.%s: %v (%s)", path, o.Line, s.Name, o.Name, err, f.fix())
+			return q, fmt.Errorf("%s: sqm.%s.%s: %v (%s)", where, s.Name, o.Name, err, f.fix())
 		}
+		q.setOrigin(o.Name, where)
 	}
 	if _, ok := s.Get("backend"); ok {
 		q.Notes = append(q.Notes, fmt.Sprintf("backend=%s (option backend)", q.Backend))

@@ -23,7 +23,11 @@ var (
 // option and the flag that set it and says how to fix it.
 func (q Queue) Validate() error {
 	bad := func(opt, format string, args ...any) error {
-		return fieldError(q.Section, opt, format, args...)
+		err := fieldError(q.Section, opt, format, args...)
+		if o := q.Origin(opt); o != "" {
+			return fmt.Errorf("%s: %w", o, err)
+		}
+		return err
 	}
 	if q.Interface == "" {
 		return bad("interface", "no interface to shape")

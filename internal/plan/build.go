@@ -70,6 +70,24 @@ type side struct {
 // Build computes the plan for q on the device described by f. It is pure:
 // no files, no commands, no clock.
 func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
+	p, err := build(q, f)
+	if err != nil {
+		return nil, locate(q, err)
+	}
+	return p, nil
+}
+
+// locate prefixes an error about option "field: ..." with the file line or
+// flag that set the option, when config knows it.
+func locate(q config.Queue, err error) error {
+	field, _, _ := strings.Cut(err.Error(), ":")
+	if o := q.Origin(field); o != "" {
+		return fmt.Errorf("%s: sqm.%s.%w", o, q.Section, err)
+	}
+	return err
+}
+
+func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 	if err := check(q, f); err != nil {
 		return nil, err
 	}
