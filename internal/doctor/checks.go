@@ -85,6 +85,7 @@ func (c *checker) run() {
 			c.nss(t)
 			c.sfq(t)
 			c.htbDirect(t)
+			c.subclassCeil(t)
 		}
 		c.filters(wan)
 		c.bypass(wan, ifb)
@@ -288,6 +289,36 @@ func (c *checker) htbDirect(t *tree) {
 	c.add(Warn, "htb-direct", t.dev+" "+r.name(),
 		"Point htb's default at an existing leaf class (e.g. `default 1` with class 1:1): unclassified packets skip the shaper.",
 		fmt.Sprintf("%s %s default %s: %d of %d pkt went out directly (direct_packets_stat), unshaped", t.dev, r.name(), def, direct, r.rec.Stats.Packets))
+}
+
+// subclassCeil flags htb classes capped below what their parent class can
+// pass (the wondershaper 90%/80% sub-classes, whose ceil defaults to their
+// rate): traffic in such a class alone never gets the rest of the link.
+func (c *checker) subclassCeil(t *tree) {
+	for _, n := range t.rootTree() {
+		p := n.parent
+		if n.rec.Kind != "htb" || n.rec.Type != "class" || p == nil || p.rec.Kind != "htb" || p.rec.Type != "class" {
+			continue
+		}
+		ceil, ok := htbCeil(n)
+		pceil, pok := htbCeil(p)
+		if !ok || !pok || float64(ceil) >= 0.95*float64(pceil) {
+			continue
+		}
+		c.add(Warn, "subclass-ceil", t.dev+" "+n.name(),
+			fmt.Sprintf("Set the ceil of %s to its parent's %s (htb lends what other classes leave unused), or use one class with an fq_codel leaf.", n.name(), fmtRate(pceil)),
+			fmt.Sprintf("%s %s ceil %s = %d%% of parent %s %s: alone, it leaves %d%% of the link unused",
+				t.dev, n.name(), fmtRate(ceil), 100*ceil/pceil, p.name(), fmtRate(pceil), 100-100*ceil/pceil))
+	}
+}
+
+// htbCeil is what an htb class may send at most: its ceil, else its rate.
+func htbCeil(n *node) (uint64, bool) {
+	if v, ok := n.rec.Rate("ceil"); ok && v > 0 {
+		return v, true
+	}
+	v, ok := n.rec.Rate("rate")
+	return v, ok && v > 0
 }
 
 // sfq flags sfq with perturb: rehashing reorders the packets of live TCP flows.
