@@ -137,6 +137,14 @@ func (c *checker) directions(wan string) string {
 	}
 
 	targets := t.redirects()
+	if t.ingress != nil && len(targets) == 0 && c.in.Now.NoFilters {
+		// Not a fault of the router, so ok: the report still says what it
+		// could not judge and how to include it.
+		c.add(OK, "ingress-unjudged", wan, "",
+			"ingress qdisc "+t.ingress.rec.Handle+" on "+wan+", but no filter output was given",
+			"add --tc-filter FILE with `tc -s filter show dev "+wan+" ingress` to judge the download redirect")
+		return ""
+	}
 	if t.ingress == nil || len(targets) == 0 {
 		if download > 0 {
 			ev := "no ingress qdisc on " + wan

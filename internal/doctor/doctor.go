@@ -78,6 +78,9 @@ type Sample struct {
 	// Complete means Records hold every device's qdiscs (`tc -s qdisc show`
 	// without dev), so a device without records has only its default qdisc.
 	Complete bool
+	// NoFilters means the filters were not read (offline without
+	// --tc-filter): an ingress qdisc's redirect is then unknown, not absent.
+	NoFilters bool
 }
 
 // Expect is what the configuration says one WAN device should have.

@@ -93,6 +93,8 @@ func TestFindings(t *testing.T) {
 			status: OK, want: map[string]int{"ok egress": 1}},
 		{name: "ifb down is a black hole", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", filter: "tcstats/ingress-filter.txt", root: "ifbdown"},
 			status: Fail, want: map[string]int{"ok egress": 1, "fail ifb-down": 1}},
+		{name: "ingress qdisc without the filter output", in: sample{qdisc: "tcstats/htb-fqcodel-tc-s.txt", class: "tcstats/htb-fqcodel-class.txt", root: "healthy"},
+			status: OK, want: map[string]int{"ok egress": 1, "ok ingress-unjudged": 1}},
 		{name: "ifb without shaper", in: sample{qdisc: "ifb-no-shaper-tc-s.txt", filter: "tcstats/ingress-filter.txt"},
 			status: Fail, want: map[string]int{"ok egress": 1, "fail ifb-no-shaper": 1}},
 		{name: "download configured, no ingress", in: sample{qdisc: "tcstats/tbf-tc-s.txt"},

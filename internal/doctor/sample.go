@@ -145,7 +145,7 @@ func Collect(root string, run Runner, devs []string) (Sample, error) {
 // printed without a device (`tc -s qdisc show dev wan`, class and filter
 // output).
 func Offline(qdiscs, classes, filters []byte, root string, devs []string) (Sample, error) {
-	s := Sample{Devices: map[string]Device{}, Complete: true}
+	s := Sample{Devices: map[string]Device{}, Complete: true, NoFilters: filters == nil}
 	recs, err := tcstats.Parse(qdiscs)
 	if err != nil {
 		return Sample{}, fmt.Errorf("qdisc output: %w", err)
