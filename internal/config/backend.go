@@ -2,7 +2,6 @@ package config
 
 import (
 	"fmt"
-	"sort"
 )
 
 // script describes what an sqm-scripts script builds, in sqmkit's terms.
@@ -33,15 +32,6 @@ var scripts = map[string]script{
 
 // defaultScript is what sqm-scripts runs when the option is absent.
 const defaultScript = "simple.qos"
-
-func scriptNames() []string {
-	names := make([]string, 0, len(scripts))
-	for n := range scripts {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
 
 // deriveBackend sets q.Backend (and q.Diffserv, unless keepDiffserv) from
 // q.Script and q.Qdisc, and returns the note that explains the choice.

@@ -2,6 +2,8 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,7 +25,7 @@ var fields = []field{
 	{"script", "script", "piece_of_cake.qos", "sqm-scripts script name; picks the backend like the UCI option",
 		func(q *Queue, v string) error {
 			if _, ok := scripts[v]; !ok {
-				return fmt.Errorf("%q is not a known sqm-scripts script (known: %s)", v, strings.Join(scriptNames(), ", "))
+				return fmt.Errorf("%q is not a known sqm-scripts script (known: %s)", v, strings.Join(slices.Sorted(maps.Keys(scripts)), ", "))
 			}
 			q.Script = v
 			return nil

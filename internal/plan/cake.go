@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -22,14 +23,7 @@ var cakeRTTPresets = map[string]time.Duration{
 	"interplanetary": 1000 * time.Second,
 }
 
-func cakeRTTPresetNames() []string {
-	names := make([]string, 0, len(cakeRTTPresets))
-	for n := range cakeRTTPresets {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
-}
+func cakeRTTPresetNames() []string { return slices.Sorted(maps.Keys(cakeRTTPresets)) }
 
 var cakeDiffservModes = []string{"besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"}
 
