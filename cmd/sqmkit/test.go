@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -72,7 +73,7 @@ func runTest(args []string) int {
 			return 2
 		}
 		host, _ := bbtest.SplitHostPort(cfg.Server)
-		cfg.Server = "[" + host + "]:" + strconv.Itoa(*port)
+		cfg.Server = net.JoinHostPort(host, strconv.Itoa(*port))
 	}
 	if err := cfg.Check(); err != nil {
 		fmt.Fprintln(os.Stderr, "sqmkit test:", err)

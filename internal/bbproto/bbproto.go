@@ -1,17 +1,30 @@
 // Package bbproto is the wire format of sqmkit's bufferbloat test.
 //
-// A test uses three kinds of traffic to one server port (TCP and UDP):
+// A test uses three kinds of traffic to one server port, TCP and UDP alike
+// (default 8693):
 //
-//   - one TCP control connection: length-prefixed JSON messages
-//     (Hello → Accept|Refuse, then Done → Report);
-//   - TCP data streams that open with a fixed 16-byte StreamHeader naming the
-//     session and the direction, then carry Frames (bulk data, and small
-//     ping/pong frames that measure latency inside the loaded stream);
-//   - UDP probes: fixed-layout datagrams, answered in place so that a reply is
-//     never larger than its request (no amplification).
+//   - One TCP control connection carrying messages of type (1 byte), length
+//     (2 bytes) and JSON. The client sends Hello (version, optional token,
+//     total duration, streams per direction, probe interval); the server
+//     answers Accept (random session id and its limits) or Refuse (a reason
+//     a person can act on) and closes. The connection then stays quiet until
+//     the client's Done; the server answers with a Report (a bitmap of the
+//     probe sequence numbers it received, payload bytes each way, and why
+//     it ended the test early, if it did). The server may send the Report
+//     unasked when the duration or byte budget runs out.
+//   - TCP data streams, each opening with a 16-byte StreamHeader ("SQMD",
+//     version, kind, session id) from the client, then carrying frames of
+//     type (1 byte) and length (3 bytes). On a download stream the server
+//     sends Data frames and the client may send Ping frames, which the
+//     server answers with a Pong queued behind the data it is sending; on an
+//     upload stream the roles of Data and Ping are swapped, and the server
+//     also sends Count frames (bytes received so far) so upload goodput is
+//     measured at the receiver.
+//   - UDP probes, fixed layout (see Probe), answered in place, so a reply
+//     is exactly as large as its request and never larger: no amplification.
 //
 // Every parser here rejects what it does not understand with an error and
-// never allocates more than a caller-given bound.
+// never allocates more than a fixed bound.
 package bbproto
 
 import (

@@ -139,14 +139,16 @@ func Read8(r io.Reader, scratch *[8]byte) (uint64, error) {
 	return be.Uint64(scratch[:]), nil
 }
 
-// DataFrames returns a buffer of whole data frames of size payload bytes
-// each, totalling about total bytes: one large write of it moves several
-// frames per system call. It is read-only and can be shared by all senders.
-func DataFrames(payload, total int) []byte {
-	n := max(1, total/(payload+FrameHeaderSize))
-	b := make([]byte, n*(payload+FrameHeaderSize))
-	for i := 0; i < n; i++ {
-		PutFrameHeader(b[i*(payload+FrameHeaderSize):], FrameData, payload)
-	}
+// DataPayload is the size of the data frames both ends send. A ping or pong
+// queued behind bulk data waits for at most one frame in user space (plus
+// the socket's unsent bytes, see NotSentLowat), so frames stay small; 16 KB
+// still moves tens of Gbit/s per core.
+const DataPayload = 16 << 10
+
+// DataFrame returns one data frame of DataPayload zero bytes. It is never
+// modified, so all senders can share one.
+func DataFrame() []byte {
+	b := make([]byte, FrameHeaderSize+DataPayload)
+	PutFrameHeader(b, FrameData, DataPayload)
 	return b
 }

@@ -69,8 +69,8 @@ type Server struct {
 
 	pending chan struct{} // one token per connection not yet identified
 
-	// frames is the shared, read-only bulk payload every download stream writes.
-	frames []byte
+	// frame is the shared, read-only bulk frame every download stream writes.
+	frame []byte
 }
 
 // New returns a Server with cfg's limits.
@@ -100,15 +100,10 @@ func New(cfg Config) *Server {
 		cfg:      cfg,
 		sessions: map[bbproto.SessionID]*session{},
 		perIP:    map[netip.Prefix][]time.Time{},
-		frames:   bbproto.DataFrames(DataFramePayload, DataFramePayload),
+		frame:    bbproto.DataFrame(),
 		pending:  make(chan struct{}, maxPending),
 	}
 }
-
-// DataFramePayload is the bulk frame size. A pong queued on a download
-// stream waits behind at most one frame in user space (plus the socket's
-// unsent bytes, see NotSentLowat), so frames stay small.
-const DataFramePayload = 16 << 10
 
 // Serve answers on ln (TCP) and pc (UDP) until ctx ends. Both normally share
 // one port number.

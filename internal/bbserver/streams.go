@@ -108,7 +108,7 @@ func (s *Server) send(ss *session, c net.Conn) {
 			}
 		default:
 		}
-		n, err := c.Write(s.frames)
+		n, err := c.Write(s.frame)
 		if !ss.account(&ss.sent, n) || err != nil {
 			return
 		}

@@ -21,9 +21,9 @@ const (
 	pingTimeout = 2 * time.Second
 )
 
-// uploadFrames is the bulk payload every upload stream writes; shared and
+// uploadFrame is the bulk frame every upload stream writes; shared and
 // read-only, so streams cost no buffer memory of their own.
-var uploadFrames = bbproto.DataFrames(16<<10, 16<<10)
+var uploadFrame = bbproto.DataFrame()
 
 // stream runs one data stream until ctx ends.
 func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind) {
@@ -158,7 +158,7 @@ func (t *tester) upload(ctx context.Context, c net.Conn) error {
 				return readerErr(errc, err)
 			}
 		}
-		if _, err := c.Write(uploadFrames); err != nil {
+		if _, err := c.Write(uploadFrame); err != nil {
 			return readerErr(errc, err)
 		}
 	}
