@@ -87,15 +87,17 @@ func (p *prober) maxRTT() time.Duration {
 	return time.Duration(p.slowest)
 }
 
-// recent returns the RTTs (ms) of probes sent in the last d.
+// recent returns the RTTs (ms) of replies that arrived in the last d. By
+// arrival, not by sending: on a link with seconds of queue, probes sent in
+// the last quarter second have not come back yet.
 func (p *prober) recent(d time.Duration) []float64 {
 	since := p.t.now() - int64(d)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var v []float64
-	for i := len(p.recs) - 1; i >= 0 && p.recs[i].sent >= since; i-- {
-		if p.recs[i].replied() {
-			v = append(v, p.recs[i].rtt())
+	for i := len(p.recs) - 1; i >= 0 && p.recs[i].sent >= since-p.slowest; i-- {
+		if r := p.recs[i]; r.replied() && r.recv >= since {
+			v = append(v, r.rtt())
 		}
 	}
 	return v

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbserver"
+	"github.com/sqmkit/sqmkit/internal/report"
+)
+
+func TestTestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		{},
+		{"a", "b"},
+		{"-4", "-6", "host"},
+		{"--streams", "0", "host"},
+		{"--probe-interval", "1us", "host"},
+		{"--port", "70000", "host"},
+		{"host", "--bogus"},
+		{"--compare", "only-one.json"},
+	} {
+		if code := runTest(args); code != 2 {
+			t.Errorf("test %q: exit %d, want 2", args, code)
+		}
+	}
+	if code := runTest([]string{"--compare", "missing-a.json", "missing-b.json"}); code != 1 {
+		t.Errorf("--compare of missing files: exit %d, want 1", code)
+	}
+}
+
+// TestTestCommand runs the command end to end on loopback, with flags after
+// the server argument, and feeds its --json file back to --compare.
+func TestTestCommand(t *testing.T) {
+	addr := loopbackServer(t)
+	host, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	js := filepath.Join(dir, "run.json")
+	quietStdout(t)
+	args := []string{host, "--port", port, "--quiet", "--idle", "200ms", "--download", "300ms", "--upload", "0", "--bidir", "0", "--streams", "1", "--json", js}
+	if code := runTest(args); code != 0 {
+		t.Fatalf("test %q: exit %d", args, code)
+	}
+	f, err := os.Open(js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	res, err := report.ReadJSON(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ServerAddr != addr || len(res.Phases) != 3 || res.Streams != 1 {
+		t.Errorf("result: addr %s, %d phases, %d streams", res.ServerAddr, len(res.Phases), res.Streams)
+	}
+	if code := runTest([]string{"--compare", js, js}); code != 0 {
+		t.Errorf("--compare: exit %d", code)
+	}
+}
+
+// loopbackServer serves on one free port for both TCP and UDP.
+func loopbackServer(t *testing.T) string {
+	for range 20 {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		pc, err := net.ListenPacket("udp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			ln.Close()
+			continue
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { bbserver.New(bbserver.Config{}).Serve(ctx, ln, pc.(*net.UDPConn)); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		return ln.Addr().String()
+	}
+	t.Fatal("no port free for both TCP and UDP")
+	return ""
+}
+
+// quietStdout sends the command's summary to a file for the test's length.
+func quietStdout(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = f
+	t.Cleanup(func() { os.Stdout = old; f.Close() })
+}
