@@ -44,7 +44,7 @@ func (p *prober) send(ctx context.Context) {
 		p.mu.Unlock()
 		// A failed send (no route yet, buffer full) is a lost probe,
 		// which is what it is on the path too.
-		p.conn.Write(buf)
+		p.conn.WriteToUDPAddrPort(buf, p.t.addr)
 		select {
 		case <-ctx.Done():
 			return
@@ -57,7 +57,7 @@ func (p *prober) send(ctx context.Context) {
 func (p *prober) receive() {
 	buf := make([]byte, bbproto.ProbeMaxSize+1)
 	for {
-		n, err := p.conn.Read(buf)
+		n, _, err := p.conn.ReadFromUDPAddrPort(buf)
 		if err != nil {
 			if isClosed(err) {
 				return

@@ -181,7 +181,15 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	ctl.SetDeadline(time.Time{})
 	t.log("testing against %s (%s), session %s", t.addr, family(t.addr), t.sess)
 
-	udp, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(t.addr))
+	// Unconnected: a server with several addresses may answer from another
+	// one than the client wrote to, and a connected socket would drop those
+	// replies as if the path lost them. Replies are matched by session,
+	// sequence number and echoed send time instead.
+	udpNet := "udp4"
+	if t.addr.Addr().Is6() {
+		udpNet = "udp6"
+	}
+	udp, err := net.ListenUDP(udpNet, nil)
 	if err != nil {
 		return nil, fmt.Errorf("opening the probe socket: %w", err)
 	}
