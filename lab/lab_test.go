@@ -62,6 +62,7 @@ func TestLeftovers(t *testing.T) {
 		{"root left", before + "qdisc cake 1: dev wan root refcnt 2 bandwidth 7600Kbit\n", nil, 0, 1},
 		{"ingress and IFB left", before + "qdisc ingress ffff: dev wan parent ffff:fff1\n", []string{"ifb4wan"}, 0, 2},
 		{"nss keeps a bare IFB", before + "qdisc noqueue 0: dev ifb@wan root refcnt 2\n", []string{"ifb@wan"}, 1, 0},
+		{"nss keeps an IFB with the default qdisc", before + "qdisc fq_codel 0: dev ifb@wan root refcnt 2 limit 10240p\n", []string{"ifb@wan"}, 1, 0},
 		{"nss IFB still shaped", before + "qdisc nssfq_codel 10: dev ifb@wan parent 1:\n", []string{"ifb@wan"}, 1, 1},
 	}
 	for _, tt := range tests {

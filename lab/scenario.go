@@ -273,8 +273,8 @@ func leftovers(before, after string, ifbBefore, ifbAfter []string, keepIFB bool)
 		if l == "" || base[l] {
 			continue
 		}
-		// A kept IFB may hold only its default (noqueue) root.
-		if f := strings.Fields(l); len(f) > 4 && f[1] == "noqueue" && kept[f[4]] {
+		// A kept IFB may hold only the kernel's default root (handle 0:).
+		if f := strings.Fields(l); len(f) > 4 && f[2] == "0:" && kept[f[4]] {
 			continue
 		}
 		left = append(left, l)
