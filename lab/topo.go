@@ -127,19 +127,21 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	return t, nil
 }
 
-// pppoe brings up a real PPPoE session: pppoe-server (kernel mode) in the
-// modem, pppd with the rp-pppoe plugin in the router, as OpenWrt's netifd
-// would run it, and waits for the router's PPP device to get its address.
+// pppoe brings up a real PPPoE session: pppoe-server in the modem (user
+// mode: Debian builds it without kernel-mode support), pppd with the
+// kernel-mode rp-pppoe plugin in the router as OpenWrt's netifd runs it, and
+// waits for the router's PPP device to get its address.
 func (t *topo) pppoe() error {
 	os.MkdirAll("/run/lock", 0o755) // pppd's "lock" from /etc/ppp/options
 	// The host's /etc/ppp/options says "auth"; the lab has no secrets, so
 	// both ends say noauth. The up/down scripts of the host must not run.
-	common := "noauth\nnoipdefault\nnoccp\nnovj\nnovjccomp\nnodeflate\nnobsdcomp\nlcp-echo-interval 0\nmtu 1492\nmru 1492\nip-up-script /bin/true\nip-down-script /bin/true\nipv6-up-script /bin/true\nipv6-down-script /bin/true\n"
+	common := "noauth\nnoipv6\nnoipdefault\nnoccp\nnovj\nnovjccomp\nnodeflate\nnobsdcomp\nlcp-echo-interval 0\nmtu 1492\nmru 1492\nip-up-script /bin/true\nip-down-script /bin/true\n"
 	srvOpts := filepath.Join(t.dir, "pppoe-server-options")
-	if err := os.WriteFile(srvOpts, []byte(common), 0o644); err != nil {
+	srvLog := "logfile " + filepath.Join(t.logs, "pppd-server.log") + "\ndebug\n"
+	if err := os.WriteFile(srvOpts, []byte(common+srvLog), 0o644); err != nil {
 		return err
 	}
-	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-k", "-I", t.modemLower(),
+	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-I", t.modemLower(),
 		"-L", "10.2.0.2", "-R", "10.2.0.1", "-N", "4", "-O", srvOpts)
 	if err != nil {
 		return err
@@ -161,6 +163,13 @@ func (t *topo) pppoe() error {
 	t.wanDev = pppIfname
 	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-c.done:
+			return fmt.Errorf("pppd exited: see %s", filepath.Join(t.logs, "pppd.log"))
+		case <-p.done:
+			return fmt.Errorf("pppoe-server exited: see %s", filepath.Join(t.logs, "pppoe-server.log"))
+		default:
+		}
 		out, _ := t.sh.run(nsRouter, "ip", "-4", "addr", "show", "dev", pppIfname)
 		if strings.Contains(out, "10.2.0.1") {
 			// pppoe-server names its side ppp0, ppp1, ...: route to the LAN

@@ -47,6 +47,8 @@ B=/bin/busybox
 $B mount -t proc proc /proc
 $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
+$B mkdir -p /dev/pts
+$B mount -t devpts devpts /dev/pts
 for m in ` + "MODULES" + `; do
 	$B insmod /lib/modules/$m || { echo "lab-init: insmod $m failed"; $B poweroff -f; }
 done
