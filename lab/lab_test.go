@@ -117,3 +117,17 @@ func TestDoctorCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestKernelModeArgs(t *testing.T) {
+	in := []string{"pty", "/usr/sbin/pppoe -n -I m0.7 -e 3:aa:bb:cc:dd:ee:ff -S ''", "file", "/tmp/o", "10.2.0.2:10.2.0.1", "nodetach", "noaccomp"}
+	got, err := kernelModeArgs(in, "/p/rp-pppoe.so")
+	want := "plugin /p/rp-pppoe.so rp_pppoe_sess 3:aa:bb:cc:dd:ee:ff nic-m0.7 file /tmp/o 10.2.0.2:10.2.0.1 nodetach noaccomp"
+	if err != nil || strings.Join(got, " ") != want {
+		t.Errorf("got %q, %v\nwant %q", got, err, want)
+	}
+	for _, bad := range [][]string{{"file", "x"}, {"pty", "pppoe -n -I m0"}} {
+		if _, err := kernelModeArgs(bad, "p"); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -67,6 +67,11 @@ func main() {
 			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
 		}
 		os.Exit(runGuest(os.Args[2]))
+	case pppdKernelName:
+		if len(os.Args) < 3 {
+			fatal(fmt.Errorf("usage: sqmkit-lab %s LOG PPPD-ARGS... (started by pppoe-server -q)", pppdKernelName))
+		}
+		runPPPDWrapper(os.Args[2], os.Args[3:])
 	case "demo":
 		plan = []planRun{{"cable", []string{unshaped, "cake"}}}
 	case "ci":

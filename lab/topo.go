@@ -127,10 +127,10 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	return t, nil
 }
 
-// pppoe brings up a real PPPoE session: pppoe-server in the modem (user
-// mode: Debian builds it without kernel-mode support), pppd with the
-// kernel-mode rp-pppoe plugin in the router as OpenWrt's netifd runs it, and
-// waits for the router's PPP device to get its address.
+// pppoe brings up a real PPPoE session: pppoe-server in the modem (its
+// sessions moved to kernel mode by the pppd wrapper), pppd with the
+// rp-pppoe plugin in the router as OpenWrt's netifd runs it, and waits for
+// the router's PPP device to get its address.
 func (t *topo) pppoe() error {
 	os.MkdirAll("/run/lock", 0o755) // pppd's "lock" from /etc/ppp/options
 	// The host's /etc/ppp/options says "auth"; the lab has no secrets, so
@@ -141,7 +141,16 @@ func (t *topo) pppoe() error {
 	if err := os.WriteFile(srvOpts, []byte(common+srvLog), 0o644); err != nil {
 		return err
 	}
-	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-I", t.modemLower(),
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	wrapper := filepath.Join(t.dir, pppdKernelName)
+	script := fmt.Sprintf("#!/bin/sh\nexec %s %s %s \"$@\"\n", self, pppdKernelName, filepath.Join(t.logs, pppdKernelName+".log"))
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		return err
+	}
+	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-q", wrapper, "-I", t.modemLower(),
 		"-L", "10.2.0.2", "-R", "10.2.0.1", "-N", "4", "-O", srvOpts)
 	if err != nil {
 		return err
