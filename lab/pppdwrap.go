@@ -16,7 +16,7 @@ import (
 const pppdKernelName = "pppd-kernel-mode"
 
 // kernelModeArgs turns pppoe-server's user-mode pppd arguments
-// (`pty "pppoe -n -I IF -e SESS:MAC -S ''" ...`) into kernel-mode ones
+// (`pty "pppoe -n -I IF -e SESS:MAC -S ”" ...`) into kernel-mode ones
 // (`plugin rp-pppoe.so rp_pppoe_sess SESS:MAC nic-IF ...`).
 func kernelModeArgs(args []string, plugin string) ([]string, error) {
 	var out []string
