@@ -71,9 +71,16 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 			return nil, err
 		}
 		for _, end := range [][2]string{{pr[0], pr[1]}, {pr[2], pr[3]}} {
-			// Without offloads TCP sends wire-sized packets, so the modem's
-			// stab and tbf see real frames instead of 64 KB GSO bursts.
-			if err := sh.must(end[0], []string{"ethtool", "-K", end[1], "tso", "off", "gso", "off", "gro", "off"},
+			// Without TSO/GSO the hosts send wire-sized packets, so the
+			// modem's stab and tbf see real frames instead of 64 KB bursts,
+			// and without GRO the router and modem forward them as they are.
+			// The end hosts keep GRO on receive, as real NICs do: it sets
+			// how many ACKs flow back (per GRO batch, not per two segments).
+			gro := "off"
+			if end[1] == "c0" || end[1] == "s0" {
+				gro = "on"
+			}
+			if err := sh.must(end[0], []string{"ethtool", "-K", end[1], "tso", "off", "gso", "off", "gro", gro},
 				[]string{"ip", "link", "set", end[1], "up"}); err != nil {
 				return nil, err
 			}
