@@ -1,0 +1,49 @@
+package vm
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestIsKernelLine(t *testing.T) {
+	for _, tt := range []struct {
+		line string
+		want bool
+	}{
+		{"[    4.451234] virtio_net virtio0: ...", true},
+		{"[12345.000001] x", true},
+		{"[SUM]   0.00-10.00  sec  45.2 MBytes  37.9 Mbits/sec", false},
+		{"[  5]   0.00-1.00   sec  4.50 MBytes", false},
+		{"lab: cable/cake: PASS", false},
+	} {
+		if got := IsKernelLine(tt.line); got != tt.want {
+			t.Errorf("IsKernelLine(%q) = %v, want %v", tt.line, got, tt.want)
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	c := Config{Kernel: "/boot/k", Initrd: "/c/i.gz", Results: "/r/run", Cmd: []string{"/r/run/bin/lab", "guest", "/r/run/plan.json"}}
+	args, err := Args(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.Index(args, "-append")
+	if i < 0 || !strings.Contains(args[i+1], "labresults=/r/run labcmd=/r/run/bin/lab:guest:/r/run/plan.json") {
+		t.Errorf("-append carries no command: %q", args)
+	}
+	for _, want := range []string{"tcg,thread=multi", "local,path=/r/run,mount_tag=results,security_model=none,multidevs=remap"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("args lack %q", want)
+		}
+	}
+	for _, bad := range []Config{
+		{Results: "/r/with space", Cmd: []string{"x"}},
+		{Results: "/r", Cmd: []string{"a:b"}},
+	} {
+		if _, err := Args(bad); err == nil {
+			t.Errorf("%+v: no error for an argument the kernel command line cannot carry", bad)
+		}
+	}
+}
