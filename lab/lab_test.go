@@ -27,6 +27,8 @@ func TestRouterUCI(t *testing.T) {
 		{"adsl fq_codel", profile.Profile{LinkLayer: "atm"}, "wan", "fq_codel",
 			[]string{"option qdisc 'fq_codel'", "option script 'simple.qos'", "option linklayer 'atm'"},
 			nil, []string{"overhead"}},
+		{"adsl nss: no size table", profile.Profile{LinkLayer: "atm"}, "wan", "nss",
+			[]string{"option linklayer 'ethernet'"}, nil, []string{"overhead", "'atm'"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

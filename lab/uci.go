@@ -19,8 +19,10 @@ var uciBackend = map[string][2]string{
 // the way LuCI writes them. The overhead is left out on purpose: sqmkit
 // must detect it from the network config and the kernel.
 func routerUCI(p *profile.Profile, wanDev, backend string, down, up int) (sqm, network string) {
+	// NSS has no size tables, so an NSS user on ATM can only pick ethernet
+	// (sqmkit refuses atm there); the profile's limitation records the cost.
 	ll := "ethernet"
-	if p.LinkLayer == "atm" {
+	if p.LinkLayer == "atm" && backend != "nss" {
 		ll = "atm"
 	}
 	b := uciBackend[backend]
