@@ -13,8 +13,8 @@ import (
 // Formulas state how the two overall grades are computed; the summary
 // prints them so a reader never has to guess what a letter means.
 const (
-	FormulaDSLReports = "mean of the download and upload phases' mean added latency (loaded mean − idle mean)"
-	FormulaPercentile = "worst p95 added latency of the loaded phases (p95 − idle median)"
+	FormulaDSLReports = "mean of the download and upload phases' added mean\n    (added mean = loaded mean − idle_before mean)"
+	FormulaPercentile = "worst p95 added latency of the loaded phases (p95 − idle_before median)"
 	gradeScale        = "A+ < 5 ms, A < 30, B < 60, C < 200, D < 400, F ≥ 400"
 )
 
@@ -31,28 +31,46 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 	for _, p := range r.Phases {
 		width = max(width, len(p.Name))
 	}
+	// Two tables, so each fits an 80-column terminal: what was measured,
+	// then how much the load added over the idle_before baseline.
 	tw := tabwriter.NewWriter(ew, 0, 0, 1, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "%-*s\tdown\tup\tRTT\tRTT\tRTT\tadded\tadded\tadded\tadded\tin-flow\tloss\tloss\treord\tgrade\t\n", width, "phase")
-	fmt.Fprintf(tw, "%-*s\tMbit/s\tMbit/s\tmed\tp95\tp99\tmean\tmed\tup\tdown\tmed\tup %%\tdown %%\t\t\t\n", width, "")
+	fmt.Fprintf(tw, "%-*s\tdown\tup\tRTT\tRTT\tRTT\tin-flow\tloss\tloss\treord\t\n", width, "phase")
+	fmt.Fprintf(tw, "%-*s\tMbit/s\tMbit/s\tmed\tp95\tp99\tmed\tup %%\tdown %%\t\t\n", width, "")
 	for _, p := range r.Phases {
-		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n",
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			width, p.Name, num(p.DownloadMbps), num(p.UploadMbps),
 			stat(p.Latency, p.Latency.Median), stat(p.Latency, p.Latency.P95), stat(p.Latency, p.Latency.P99),
-			added(p, p.AddedMean), added(p, p.AddedMedian), added(p, p.AddedUp), added(p, p.AddedDown),
 			stat(p.InFlow, p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
-			p.Reordered, orDash(p.Grade))
+			p.Reordered)
 	}
 	tw.Flush()
-	fmt.Fprintln(ew, "Latencies in ms. RTT: UDP probe round trip. added: over idle; up/down: one-way queueing delay.")
-	fmt.Fprintln(ew, "in-flow: request/response time inside the loaded TCP streams. loss: share of probes sent.")
+	fmt.Fprintln(ew, "Latencies in ms. RTT: UDP probe round trip. in-flow: request/response time")
+	fmt.Fprintln(ew, "inside the loaded TCP streams. loss: share of probes sent.")
+	fmt.Fprintln(ew)
+	fmt.Fprintf(tw, "%-*s\tadded\tadded\tadded\tadded\tadded\tgrade\t\n", width, "loaded phase")
+	fmt.Fprintf(tw, "%-*s\tmean\tmed\tp95\tup\tdown\t\t\n", width, "")
+	for _, p := range r.Phases {
+		if isIdle(p.Name) {
+			continue
+		}
+		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", width, p.Name,
+			num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95), num(p.AddedUp), num(p.AddedDown), orDash(p.Grade))
+	}
+	tw.Flush()
+	fmt.Fprintln(ew, "added: ms over the idle_before phase (the baseline; idle_after starts while")
+	fmt.Fprintln(ew, "queues drain). up/down: one-way queueing delay client→server / server→client.")
 	fmt.Fprintln(ew)
 
 	g := r.Grades
-	fmt.Fprintf(ew, "Grade %-2s (DSLReports) %6.1f ms: %s\n", orDash(g.DSLReports), g.DSLReportsAddedMs, FormulaDSLReports)
-	fmt.Fprintf(ew, "Grade %-2s (p95)        %6.1f ms: %s\n", orDash(g.Percentile), g.PercentileAddedMs, FormulaPercentile)
-	fmt.Fprintf(ew, "Letters: %s. Both grades use %s.\n", gradeScale, basis(g.Basis))
+	rpm := ""
 	if r.RPM != nil {
-		fmt.Fprintf(ew, "RPM %.0f against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
+		rpm = fmt.Sprintf("   RPM %.0f", r.RPM.RPM)
+	}
+	fmt.Fprintf(ew, "Grade %-2s (DSLReports) %6.1f ms%s\n  = %s\n", orDash(g.DSLReports), g.DSLReportsAddedMs, rpm, FormulaDSLReports)
+	fmt.Fprintf(ew, "Grade %-2s (p95)        %6.1f ms\n  = %s\n", orDash(g.Percentile), g.PercentileAddedMs, FormulaPercentile)
+	fmt.Fprintf(ew, "Letters: %s.\nBoth grades use %s.\n", gradeScale, basis(g.Basis))
+	if r.RPM != nil {
+		fmt.Fprintf(ew, "RPM %.0f: responsiveness against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(ew, "Note: %s\n", n)
@@ -61,18 +79,27 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 }
 
 func header(w io.Writer, r *bbresult.Result) {
-	fmt.Fprintf(w, "%s → %s (%s, %s), %s\n", r.Tool, r.Server, r.ServerAddr, familyName(r.Family),
-		r.Started.UTC().Format("2006-01-02 15:04:05 UTC"))
-	fmt.Fprintf(w, "%d TCP streams per loaded direction, UDP probes every %g ms, idle RTT %.1f ms\n",
-		r.Streams, r.ProbeInterval, r.IdleRTT)
+	fmt.Fprintf(w, "%s → %s (%s, %s)\n%s, ", r.Tool, r.Server, r.ServerAddr, familyName(r.Family),
+		r.Started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "%d streams/direction, probes every %g ms, idle RTT %s ms\n",
+		r.Streams, r.ProbeInterval, IdleRTT(r.IdleRTT))
 }
 
 // basis explains the latency series the grades use; fq_codel and CAKE give
 // sparse flows priority, so UDP probes look better than the bulk flows feel.
+// IdleRTT formats an idle RTT with enough digits that a LAN or loopback
+// path (tens of microseconds) does not read as "0.0".
+func IdleRTT(ms float64) string {
+	if ms < 10 {
+		return fmt.Sprintf("%.2f", ms)
+	}
+	return fmt.Sprintf("%.1f", ms)
+}
+
 func basis(b string) string {
 	switch b {
 	case "udp_probes":
-		return "the UDP probes (sparse flows, which fq_codel and CAKE prioritise; the in-flow column shows what the bulk flows see)"
+		return "the UDP probes: sparse flows, which fq_codel and CAKE\nprioritise; the in-flow column shows what the bulk flows see"
 	case "":
 		return "an unrecorded latency series"
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
@@ -30,9 +31,9 @@ func TestWriteSummary(t *testing.T) {
 			out := buf.String()
 			for _, want := range []string{
 				r.ServerAddr, r.Server, familyName(r.Family),
-				fmt.Sprintf("idle RTT %.1f ms", r.IdleRTT),
-				fmt.Sprintf("Grade %-2s (DSLReports) %6.1f ms: %s", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs, FormulaDSLReports),
-				fmt.Sprintf("Grade %-2s (p95)        %6.1f ms: %s", r.Grades.Percentile, r.Grades.PercentileAddedMs, FormulaPercentile),
+				"idle RTT " + IdleRTT(r.IdleRTT) + " ms",
+				fmt.Sprintf("Grade %-2s (DSLReports) %6.1f ms", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs), FormulaDSLReports,
+				fmt.Sprintf("Grade %-2s (p95)        %6.1f ms", r.Grades.Percentile, r.Grades.PercentileAddedMs), FormulaPercentile, "idle_before",
 			} {
 				if !strings.Contains(out, want) {
 					t.Errorf("summary lacks %q:\n%s", want, out)
@@ -43,25 +44,45 @@ func TestWriteSummary(t *testing.T) {
 					t.Errorf("note %q missing", n)
 				}
 			}
-			if r.RPM != nil && !strings.Contains(out, fmt.Sprintf("RPM %.0f against %s", r.RPM.RPM, r.RPM.URL)) {
+			if r.RPM != nil && !strings.Contains(out, fmt.Sprintf("RPM %.0f: responsiveness against %s", r.RPM.RPM, r.RPM.URL)) {
 				t.Errorf("RPM missing:\n%s", out)
 			}
+			lines := strings.Split(out, "\n")
+			for _, l := range lines {
+				// Server names and URLs are as long as the user made them.
+				free := strings.Contains(l, r.Server) || r.RPM != nil && strings.Contains(l, r.RPM.URL)
+				if n := utf8.RuneCountInString(l); n > 80 && !free {
+					t.Errorf("line of %d columns, want ≤ 80: %q", n, l)
+				}
+			}
+			added := strings.Index(out, "loaded phase")
+			if added < 0 {
+				t.Fatalf("no added-latency table:\n%s", out)
+			}
 			for _, p := range r.Phases {
-				got := tableRow(t, out, p.Name)
+				got := tableRow(t, out[:added], p.Name)
 				want := []string{p.Name, num(p.DownloadMbps), num(p.UploadMbps),
 					num(p.Latency.Median), num(p.Latency.P95), num(p.Latency.P99),
-					num(p.AddedMean), num(p.AddedMedian), num(p.AddedUp), num(p.AddedDown),
 					num(p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
-					fmt.Sprint(p.Reordered), p.Grade}
+					fmt.Sprint(p.Reordered)}
 				if isIdle(p.Name) {
-					// Idle rows are the baseline: no added latency, no in-flow
-					// samples, no grade.
-					for _, i := range []int{6, 7, 8, 9, 10, 14} {
-						want[i] = "-"
-					}
+					want[6] = "-" // no in-flow samples without load
 				}
 				if strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Errorf("row %s:\n got %q\nwant %q", p.Name, got, want)
+				}
+				if isIdle(p.Name) {
+					// Idle rows are the baseline: no added latency, no grade.
+					if strings.Contains(out[added:], "\n"+p.Name+" ") {
+						t.Errorf("idle phase %s in the added-latency table", p.Name)
+					}
+					continue
+				}
+				got = tableRow(t, out[added:], p.Name)
+				want = []string{p.Name, num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95),
+					num(p.AddedUp), num(p.AddedDown), p.Grade}
+				if strings.Join(got, " ") != strings.Join(want, " ") {
+					t.Errorf("added row %s:\n got %q\nwant %q", p.Name, got, want)
 				}
 			}
 		})
