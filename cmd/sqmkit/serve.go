@@ -100,7 +100,8 @@ func runServe(args []string) int {
 			fmt.Fprintln(os.Stderr, "sqmkit serve: --rpm:", err)
 			return 1
 		}
-		cfg.Log.Printf("rpm: serving https://%s/.well-known/nq, certificate sha256 %s", ln.Addr(), rs.Fingerprint())
+		cfg.Log.Printf("rpm: config https://%s/config, certificate sha256 %s; test from a Mac: networkQuality -k -C https://%s/config (-k: the certificate is self-signed unless --rpm-cert)",
+			ln.Addr(), rs.Fingerprint(), ln.Addr())
 		wg.Go(func() { errc <- rs.Serve(ctx, ln) })
 	}
 	for _, a := range listen {
