@@ -109,6 +109,10 @@ type Throughput struct {
 	T        float64 `json:"t"`
 	Download float64 `json:"download_mbps"`
 	Upload   float64 `json:"upload_mbps"`
+	// Per stream, index i = the i-th stream of its direction; absent while
+	// no stream of that direction runs.
+	DownloadStreams []float64 `json:"download_streams_mbps,omitempty"`
+	UploadStreams   []float64 `json:"upload_streams_mbps,omitempty"`
 }
 
 // InFlow is one request/response time measured inside a loaded TCP stream.

@@ -2,6 +2,7 @@ package bbtest
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -28,6 +29,7 @@ func (r *recorder) run(ctx context.Context) {
 	defer tick.Stop()
 	last := time.Now()
 	down, up := r.t.down.Load(), r.t.up.Load()
+	downS, upS := loadAll(r.t.downS), loadAll(r.t.upS)
 	pLast, pDown, pUp := last, down, up
 	for {
 		select {
@@ -35,12 +37,15 @@ func (r *recorder) run(ctx context.Context) {
 			return
 		case now := <-tick.C:
 			d, u := r.t.down.Load(), r.t.up.Load()
+			ds, us := loadAll(r.t.downS), loadAll(r.t.upS)
 			r.samples = append(r.samples, bbresult.Throughput{
-				T:        now.Sub(r.t.start).Seconds(),
-				Download: mbps(d-down, now.Sub(last)),
-				Upload:   mbps(u-up, now.Sub(last)),
+				T:               now.Sub(r.t.start).Seconds(),
+				Download:        mbps(d-down, now.Sub(last)),
+				Upload:          mbps(u-up, now.Sub(last)),
+				DownloadStreams: perStream(ds, downS, d-down, now.Sub(last)),
+				UploadStreams:   perStream(us, upS, u-up, now.Sub(last)),
 			})
-			last, down, up = now, d, u
+			last, down, up, downS, upS = now, d, u, ds, us
 			if r.t.cfg.Progress == nil || now.Sub(pLast) < progressEvery {
 				continue
 			}
@@ -60,4 +65,25 @@ func mbps(bytes int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(bytes) * 8 / 1e6 / d.Seconds()
+}
+
+func loadAll(c []atomic.Int64) []int64 {
+	v := make([]int64, len(c))
+	for i := range c {
+		v[i] = c[i].Load()
+	}
+	return v
+}
+
+// perStream is each stream's goodput since the last sample; nil when the
+// direction moved no bytes, so idle samples stay small in the JSON file.
+func perStream(now, before []int64, total int64, d time.Duration) []float64 {
+	if total == 0 {
+		return nil
+	}
+	v := make([]float64, len(now))
+	for i := range now {
+		v[i] = mbps(now[i]-before[i], d)
+	}
+	return v
 }

@@ -97,6 +97,8 @@ type tester struct {
 	sess  bbproto.SessionID
 	down  atomic.Int64 // payload bytes received on download streams
 	up    atomic.Int64 // payload bytes the server confirmed on upload streams
+	// The same per stream index, for per-stream goodput.
+	downS, upS []atomic.Int64
 
 	mu       sync.Mutex
 	inflow   []bbresult.InFlow
@@ -134,7 +136,8 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		return nil, fmt.Errorf("connecting to %s: %w", cfg.Server, err)
 	}
 	defer ctl.Close()
-	t := &tester{cfg: cfg, addr: ctl.RemoteAddr().(*net.TCPAddr).AddrPort()}
+	t := &tester{cfg: cfg, addr: ctl.RemoteAddr().(*net.TCPAddr).AddrPort(),
+		downS: make([]atomic.Int64, max(cfg.Streams, 0)), upS: make([]atomic.Int64, max(cfg.Streams, 0))}
 	t.addr = netip.AddrPortFrom(t.addr.Addr().Unmap(), t.addr.Port())
 
 	phases := []span{
@@ -319,13 +322,13 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	if loaded {
 		n := t.cfg.Streams
 		if name == bbresult.PhaseDownload || name == bbresult.PhaseBidir {
-			for range n {
-				wg.Go(func() { t.stream(sctx, bbproto.Download) })
+			for i := range n {
+				wg.Go(func() { t.stream(sctx, bbproto.Download, i) })
 			}
 		}
 		if name == bbresult.PhaseUpload || name == bbresult.PhaseBidir {
-			for range n {
-				wg.Go(func() { t.stream(sctx, bbproto.Upload) })
+			for i := range n {
+				wg.Go(func() { t.stream(sctx, bbproto.Upload, i) })
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package bbtest
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +51,33 @@ func TestRunLoopback(t *testing.T) {
 			}
 			if res.Grades.DSLReports == "" || res.Grades.Percentile == "" || len(res.Samples.Throughput) < 10 || progress == 0 {
 				t.Errorf("grades %+v, %d throughput samples, %d progress calls", res.Grades, len(res.Samples.Throughput), progress)
+			}
+			// Per-stream goodput: one value per stream, each stream moving
+			// data, summing to the direction's total.
+			var withStreams int
+			for _, s := range res.Samples.Throughput {
+				for _, d := range []struct {
+					total float64
+					per   []float64
+				}{{s.Download, s.DownloadStreams}, {s.Upload, s.UploadStreams}} {
+					if d.per == nil {
+						if d.total != 0 {
+							t.Errorf("t=%.1f: %.0f Mbit/s without per-stream values", s.T, d.total)
+						}
+						continue
+					}
+					withStreams++
+					var sum float64
+					for _, v := range d.per {
+						sum += v
+					}
+					if len(d.per) != cfg.Streams || math.Abs(sum-d.total) > 1e-6*d.total+1e-9 {
+						t.Errorf("t=%.1f: streams %v sum to %.3f, total %.3f", s.T, d.per, sum, d.total)
+					}
+				}
+			}
+			if withStreams == 0 {
+				t.Error("no sample has per-stream goodput")
 			}
 			for _, n := range res.Notes {
 				if strings.Contains(n, "failed") {

@@ -25,8 +25,8 @@ const (
 // read-only, so streams cost no buffer memory of their own.
 var uploadFrame = bbproto.DataFrame()
 
-// stream runs one data stream until ctx ends.
-func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind) {
+// stream runs data stream number i of its direction until ctx ends.
+func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind, i int) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", t.addr.String())
 	if err != nil {
@@ -44,9 +44,9 @@ func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind) {
 		return
 	}
 	if kind == bbproto.Download {
-		err = t.download(ctx, c)
+		err = t.download(ctx, c, &t.downS[i])
 	} else {
-		err = t.upload(ctx, c)
+		err = t.upload(ctx, c, &t.upS[i])
 	}
 	if err != nil && ctx.Err() == nil {
 		t.fail(err)
@@ -56,7 +56,7 @@ func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind) {
 // download reads bulk frames and counts their payload; a pinger goroutine
 // sends pings on the quiet reverse direction and the server queues each
 // pong behind the bulk data already in flight.
-func (t *tester) download(ctx context.Context, c net.Conn) error {
+func (t *tester) download(ctx context.Context, c net.Conn, own *atomic.Int64) error {
 	pong := make(chan struct{}, 1)
 	go func() {
 		for ctx.Err() == nil {
@@ -90,6 +90,7 @@ func (t *tester) download(ctx context.Context, c net.Conn) error {
 		case bbproto.FrameData:
 			m, err := br.Discard(n)
 			t.down.Add(int64(m))
+			own.Add(int64(m))
 			if err != nil {
 				return err
 			}
@@ -111,7 +112,7 @@ func (t *tester) download(ctx context.Context, c net.Conn) error {
 
 // upload writes bulk frames with a ping between two of them when one is
 // due; a reader goroutine takes the server's pongs and byte counts.
-func (t *tester) upload(ctx context.Context, c net.Conn) error {
+func (t *tester) upload(ctx context.Context, c net.Conn, own *atomic.Int64) error {
 	bbproto.TuneSender(c)
 	var waiting atomic.Bool // a ping is in flight
 	var pingAt atomic.Int64 // t.now() of the last ping
@@ -142,6 +143,7 @@ func (t *tester) upload(ctx context.Context, c net.Conn) error {
 			}
 			if v > last {
 				t.up.Add(int64(v - last))
+				own.Add(int64(v - last))
 				last = v
 			}
 		}
