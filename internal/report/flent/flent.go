@@ -8,11 +8,12 @@
 //
 //   - the whole timeline, every phase, is the rrul run (phase bounds are in
 //     the SQMKIT_PHASES metadata and the NOTE);
-//   - TCP download/upload BE, BK, CS5, EF: a quarter each of sqmkit's total
-//     goodput in that direction. sqmkit records totals, not per-stream or
-//     per-class rates, and its streams are all best effort; the split keeps
-//     flent's sums (TCP download sum, TCP upload sum, TCP totals) equal to
-//     the measured totals, while the per-class lines are not measurements;
+//   - TCP download/upload BE, BK, CS5, EF: with 4 streams per direction,
+//     stream i's measured goodput goes to class i. sqmkit marks no DSCP, so
+//     the class names are positional labels; the sums are the measured
+//     totals. With another stream count, or a file without per-stream
+//     values, each class holds a quarter of the total, and the NOTE and
+//     TITLE say so;
 //   - Ping (ms) UDP BE: sqmkit's UDP probe round trips (lost probes omitted);
 //   - Ping (ms) UDP BK, UDP EF and ICMP are left out: sqmkit sends no such
 //     probes, and flent plots the series that are present.
@@ -126,21 +127,25 @@ func build(name string, r *bbresult.Result) *file {
 		meta[series] = map[string]string{"UNITS": units}
 	}
 
-	var down, up, ping []raw
+	perStream := PerStream(r)
+	down, up := make([][]raw, len(classes)), make([][]raw, len(classes))
 	for _, s := range r.Samples.Throughput {
-		down = append(down, raw{t0 + s.T, s.Download / float64(len(classes))})
-		up = append(up, raw{t0 + s.T, s.Upload / float64(len(classes))})
+		for i := range classes {
+			down[i] = append(down[i], raw{t0 + s.T, classValue(perStream, s.Download, s.DownloadStreams, i)})
+			up[i] = append(up[i], raw{t0 + s.T, classValue(perStream, s.Upload, s.UploadStreams, i)})
+		}
 	}
+	var ping []raw
 	for _, p := range r.Samples.Probes {
 		if p.Lost == "" {
 			ping = append(ping, raw{t0 + p.T, p.RTT})
 		}
 	}
 	var downs, ups []string
-	for _, c := range classes {
+	for i, c := range classes {
 		downs, ups = append(downs, "TCP download "+c), append(ups, "TCP upload "+c)
-		add("TCP download "+c, down, unitsMbits)
-		add("TCP upload "+c, up, unitsMbits)
+		add("TCP download "+c, down[i], unitsMbits)
+		add("TCP upload "+c, up[i], unitsMbits)
 	}
 	add(pingUDPBE, ping, unitsMs)
 
@@ -180,7 +185,7 @@ func metadata(name string, r *bbresult.Result, total float64, seriesMeta map[str
 		"NAME": "rrul",
 		// flent prints TITLE under every plot title: say there what the
 		// series are; NOTE has the full mapping.
-		"TITLE":      fmt.Sprintf("sqmkit %s %s grade %s, all phases, TCP classes = total/4", r.Server, r.Family, r.Grades.DSLReports),
+		"TITLE":      fmt.Sprintf("sqmkit %s %s grade %s, all phases, %s", r.Server, r.Family, r.Grades.DSLReports, classTitle(r)),
 		"NOTE":       note(r, bounds),
 		"TIME":       started,
 		"T0":         started,
@@ -208,6 +213,32 @@ func metadata(name string, r *bbresult.Result, total float64, seriesMeta map[str
 	}
 }
 
+// PerStream reports whether r's class series are measured streams: four
+// streams per direction (rrul's four classes) with per-stream samples.
+func PerStream(r *bbresult.Result) bool {
+	if r.Streams != len(classes) {
+		return false
+	}
+	for _, s := range r.Samples.Throughput {
+		if len(s.DownloadStreams) == len(classes) || len(s.UploadStreams) == len(classes) {
+			return true
+		}
+	}
+	return false
+}
+
+// classValue is class i's goodput in one sample: stream i's when measured
+// (0 while the direction is idle), else a quarter of the total.
+func classValue(perStream bool, total float64, streams []float64, i int) float64 {
+	if !perStream {
+		return total / float64(len(classes))
+	}
+	if i < len(streams) {
+		return streams[i]
+	}
+	return 0
+}
+
 // localHost names the machine that ran the test, as flent records it.
 func localHost() string {
 	h, err := os.Hostname()
@@ -217,13 +248,26 @@ func localHost() string {
 	return h
 }
 
+func classTitle(r *bbresult.Result) string {
+	if PerStream(r) {
+		return "TCP classes = streams 1-4 (no DSCP)"
+	}
+	return "TCP classes = total/4"
+}
+
 func note(r *bbresult.Result, bounds []string) string {
+	classes := fmt.Sprintf("TCP <dir> BE/BK/CS5/EF each hold a quarter of sqmkit's total goodput in that "+
+		"direction (%d streams; per-stream rates not recorded for 4 streams), so only the sums are "+
+		"measurements.", r.Streams)
+	if PerStream(r) {
+		classes = "TCP <dir> BE, BK, CS5, EF are sqmkit's streams 1, 2, 3, 4 of that direction, each " +
+			"measured. sqmkit does not mark DSCP: all streams are best effort and the class names are " +
+			"positional labels only."
+	}
 	return fmt.Sprintf("Exported by %s from a sqmkit bufferbloat test against %s (%s), %s. "+
-		"Phases: %s. TCP <dir> BE/BK/CS5/EF each hold a quarter of sqmkit's total goodput in that "+
-		"direction (%d best-effort streams; per-class rates were not measured), so the sums are the "+
-		"measured totals. Ping (ms) UDP BE holds sqmkit's UDP probe RTTs; there are no UDP BK/EF or ICMP "+
-		"pings. Grades: DSLReports %s (%.1f ms added), p95 %s (%.1f ms added), idle RTT %.1f ms.",
-		r.Tool, r.Server, r.ServerAddr, r.Family, strings.Join(bounds, ", "), r.Streams,
+		"Phases: %s. %s Ping (ms) UDP BE holds sqmkit's UDP probe RTTs; there are no UDP BK/EF or ICMP "+
+		"pings. Grades: DSLReports %s (%.1f ms added), p95 %s (%.1f ms added), idle RTT %.2f ms (baseline: idle_before).",
+		r.Tool, r.Server, r.ServerAddr, r.Family, strings.Join(bounds, ", "), classes,
 		r.Grades.DSLReports, r.Grades.DSLReportsAddedMs, r.Grades.Percentile, r.Grades.PercentileAddedMs, r.IdleRTT)
 }
 

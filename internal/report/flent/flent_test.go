@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"image/png"
 	"math"
 	"os"
@@ -229,81 +230,112 @@ func TestFlentReadsExport(t *testing.T) {
 		t.Skip("flent not installed (scripts/deps.sh installs it)")
 	}
 	for name, spec := range specs() {
-		t.Run(name, func(t *testing.T) {
-			r := reporttest.Result(spec)
-			dir := t.TempDir()
-			path := filepath.Join(dir, "run.flent.gz")
-			if err := WriteFlent(path, r); err != nil {
-				t.Fatal(err)
-			}
+		for _, perStream := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/perstream=%v", name, perStream), func(t *testing.T) {
+				flentReadsExport(t, spec, perStream)
+			})
+		}
+	}
+}
 
-			pngPath := filepath.Join(dir, "out.png")
-			flent(t, "-i", path, "-p", "all_scaled", "-o", pngPath)
-			pf, err := os.Open(pngPath)
-			if err != nil {
-				t.Fatal(err)
-			}
-			img, err := png.Decode(pf)
-			pf.Close()
-			if err != nil || img.Bounds().Dx() < 300 || img.Bounds().Dy() < 200 {
-				t.Fatalf("flent's plot: err %v, image %v", err, img)
-			}
+// flentReadsExport exports one run, with or without per-stream samples
+// (older files have none), and checks flent's plot and statistics.
+func flentReadsExport(t *testing.T, spec reporttest.Spec, perStream bool) {
+	r := reporttest.Result(spec)
+	if !perStream {
+		for i := range r.Samples.Throughput {
+			r.Samples.Throughput[i].DownloadStreams = nil
+			r.Samples.Throughput[i].UploadStreams = nil
+		}
+	}
+	if PerStream(r) != perStream {
+		t.Fatalf("PerStream = %v, want %v", PerStream(r), perStream)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "run.flent.gz")
+	if err := WriteFlent(path, r); err != nil {
+		t.Fatal(err)
+	}
 
-			rows := parseSummary(t, flent(t, "-i", path, "-f", "summary"))
-			var rtt, down, up, both []float64
-			for _, p := range r.Samples.Probes {
-				if p.Lost == "" {
-					rtt = append(rtt, p.RTT)
-				}
+	pngPath := filepath.Join(dir, "out.png")
+	flent(t, "-i", path, "-p", "all_scaled", "-o", pngPath)
+	pf, err := os.Open(pngPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(pf)
+	pf.Close()
+	if err != nil || img.Bounds().Dx() < 300 || img.Bounds().Dy() < 200 {
+		t.Fatalf("flent's plot: err %v, image %v", err, img)
+	}
+
+	rows := parseSummary(t, flent(t, "-i", path, "-f", "summary"))
+	var rtt, down, up, both []float64
+	for _, p := range r.Samples.Probes {
+		if p.Lost == "" {
+			rtt = append(rtt, p.RTT)
+		}
+	}
+	for _, s := range r.Samples.Throughput {
+		down, up, both = append(down, s.Download), append(up, s.Upload), append(both, s.Download+s.Upload)
+	}
+	// Class i is stream i when streams were recorded (0 while the
+	// direction is idle), else a quarter of the total.
+	class := func(i int, down bool) []float64 {
+		var out []float64
+		for _, s := range r.Samples.Throughput {
+			total, per := s.Upload, s.UploadStreams
+			if down {
+				total, per = s.Download, s.DownloadStreams
 			}
-			for _, s := range r.Samples.Throughput {
-				down, up, both = append(down, s.Download), append(up, s.Upload), append(both, s.Download+s.Upload)
+			switch {
+			case !perStream:
+				out = append(out, total/4)
+			case per == nil:
+				out = append(out, 0)
+			default:
+				out = append(out, per[i])
 			}
-			quarter := func(v []float64) []float64 {
-				out := make([]float64, len(v))
-				for i := range v {
-					out[i] = v[i] / 4
-				}
-				return out
-			}
-			// Raw series: flent's statistics must equal ours to the two
-			// decimals it prints.
-			for _, c := range []struct {
-				series string
-				vals   []float64
-			}{
-				{"Ping (ms) UDP BE", rtt},
-				{"TCP download BE", quarter(down)},
-				{"TCP download EF", quarter(down)},
-				{"TCP upload CS5", quarter(up)},
-			} {
-				got, ok := rows[c.series]
-				want := summaryRow{mean(c.vals), median(c.vals), pct99(c.vals), len(c.vals)}
-				if !ok || got.n != want.n || !near(got.mean, want.mean, 0.006) ||
-					!near(got.median, want.median, 0.006) || !near(got.p99, want.p99, 0.006) {
-					t.Errorf("%s: flent says %+v, sqmkit measured %+v", c.series, got, want)
-				}
-			}
-			// Computed series live on flent's 0.2 s grid, so their means
-			// match the measured ones only as closely as the grid samples
-			// the run.
-			for _, c := range []struct {
-				series string
-				want   float64
-			}{
-				{"TCP download sum", mean(down)},
-				{"TCP upload sum", mean(up)},
-				{"TCP totals", mean(both)},
-				{"Ping (ms) avg", mean(rtt)},
-			} {
-				if got, ok := rows[c.series]; !ok || !near(got.mean, c.want, 0.03*c.want) {
-					t.Errorf("%s: flent mean %v, sqmkit measured %v", c.series, got.mean, c.want)
-				}
-			}
-			if _, ok := rows["Ping (ms) ICMP"]; ok {
-				t.Error("ICMP pings exported, but sqmkit sends none")
-			}
-		})
+		}
+		return out
+	}
+	// Raw series: flent's statistics must equal ours to the two
+	// decimals it prints.
+	for _, c := range []struct {
+		series string
+		vals   []float64
+	}{
+		{"Ping (ms) UDP BE", rtt},
+		{"TCP download BE", class(0, true)},
+		{"TCP download BK", class(1, true)},
+		{"TCP download EF", class(3, true)},
+		{"TCP upload CS5", class(2, false)},
+	} {
+		got, ok := rows[c.series]
+		want := summaryRow{mean(c.vals), median(c.vals), pct99(c.vals), len(c.vals)}
+		if !ok || got.n != want.n || !near(got.mean, want.mean, 0.006) ||
+			!near(got.median, want.median, 0.006) || !near(got.p99, want.p99, 0.006) {
+			t.Errorf("%s: flent says %+v, sqmkit measured %+v", c.series, got, want)
+		}
+	}
+	// Computed series live on flent's 0.2 s grid, so their means
+	// match the measured ones only as closely as the grid samples
+	// the run.
+	for _, c := range []struct {
+		series string
+		want   float64
+	}{
+		{"TCP download sum", mean(down)},
+		{"TCP upload sum", mean(up)},
+		{"TCP totals", mean(both)},
+		{"Ping (ms) avg", mean(rtt)},
+	} {
+		if got, ok := rows[c.series]; !ok || !near(got.mean, c.want, 0.03*c.want) {
+			t.Errorf("%s: flent mean %v, sqmkit measured %v", c.series, got.mean, c.want)
+		}
+	}
+	if _, ok := rows["Ping (ms) ICMP"]; ok {
+		t.Error("ICMP pings exported, but sqmkit sends none")
 	}
 }
 

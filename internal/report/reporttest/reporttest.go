@@ -115,11 +115,14 @@ func Result(s Spec) *bbresult.Result {
 			r.Samples.Probes = append(r.Samples.Probes, pr)
 		}
 		for t := start + throughputInterval; t <= end+1e-9; t += throughputInterval {
-			r.Samples.Throughput = append(r.Samples.Throughput, bbresult.Throughput{
+			tp := bbresult.Throughput{
 				T:        t,
 				Download: p.DownloadMbps * (0.9 + 0.2*rng.Float64()),
 				Upload:   p.UploadMbps * (0.9 + 0.2*rng.Float64()),
-			})
+			}
+			tp.DownloadStreams = split(tp.Download, r.Streams, rng)
+			tp.UploadStreams = split(tp.Upload, r.Streams, rng)
+			r.Samples.Throughput = append(r.Samples.Throughput, tp)
 		}
 		for t := start + inflowInterval; loaded && t < end; t += inflowInterval {
 			// In-flow requests wait behind the stream's own queue, on
@@ -201,4 +204,22 @@ func stats(v []float64) bbresult.Stats {
 	}
 	return bbresult.Stats{N: len(s), Min: s[0], Median: q(0.5), Mean: sum / float64(len(s)),
 		P90: q(0.9), P95: q(0.95), P99: q(0.99)}
+}
+
+// split divides a direction's total among n streams unevenly, as competing
+// TCP flows share a link; nil when the direction is idle, as bbtest records.
+func split(total float64, n int, rng *rand.Rand) []float64 {
+	if total == 0 {
+		return nil
+	}
+	v := make([]float64, n)
+	var sum float64
+	for i := range v {
+		v[i] = float64(i+1) + rng.Float64()
+		sum += v[i]
+	}
+	for i := range v {
+		v[i] *= total / sum
+	}
+	return v
 }
