@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
@@ -133,7 +135,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	ctl, err := d.DialContext(dctx, network, net.JoinHostPort(host, port))
 	cancel()
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", cfg.Server, err)
+		return nil, fmt.Errorf("connecting to %s: %w%s", cfg.Server, err, dialHint(err, host, port, network))
 	}
 	defer ctl.Close()
 	t := &tester{cfg: cfg, addr: ctl.RemoteAddr().(*net.TCPAddr).AddrPort(),
@@ -299,6 +301,29 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	}
 	analyze(rw, res)
 	return res, nil
+}
+
+// dialHint names the likely cause of a failed connection and its fix.
+func dialHint(err error, host, port, network string) string {
+	var dnsErr *net.DNSError
+	var addrErr *net.AddrError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf(" (nothing listens on port %s there: start 'sqmkit serve' on the server, or give its port as HOST:PORT or --port; the default is %d)", port, bbproto.DefaultPort)
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+		return fmt.Sprintf(" (the name %q does not resolve: check its spelling, or give the server's IP address)", host)
+	case errors.As(err, &addrErr) && network != "tcp":
+		fam, other := "IPv6", "-4"
+		if network == "tcp4" {
+			fam, other = "IPv4", "-6"
+		}
+		return fmt.Sprintf(" (%s has no %s address: drop %s, use %s, or give an %s address)", host, fam, "-"+network[3:], other, fam)
+	case errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.EHOSTUNREACH):
+		return " (no route to the server: check this machine's network, or force the other address family with -4/-6)"
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded):
+		return " (no answer in 10 s: a firewall may drop the port, or the server is down)"
+	}
+	return ""
 }
 
 func family(a netip.AddrPort) string {

@@ -3,6 +3,7 @@ package bbtest
 import (
 	"context"
 	"math"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -151,6 +152,30 @@ func TestSplitHostPort(t *testing.T) {
 	} {
 		if h, p := SplitHostPort(in); h != want[0] || p != want[1] {
 			t.Errorf("SplitHostPort(%q) = %q, %q", in, h, p)
+		}
+	}
+}
+
+func TestRunDialErrors(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	for _, c := range []struct {
+		server, network, want string
+	}{
+		{closed, "", "start 'sqmkit serve'"},
+		{"no-such-host.invalid", "", `"no-such-host.invalid" does not resolve`},
+		{"127.0.0.1:1", "tcp6", "127.0.0.1 has no IPv6 address: drop -6"},
+		{"::1", "tcp4", "::1 has no IPv4 address: drop -4"},
+	} {
+		cfg := shortConfig(c.server)
+		cfg.Network = c.network
+		_, err := Run(context.Background(), cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s %s: error %v, want it to say %q", c.network, c.server, err, c.want)
 		}
 	}
 }
