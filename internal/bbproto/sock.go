@@ -17,7 +17,11 @@ const NotSentLowat = 16 << 10
 // TuneSender sets NotSentLowat on c, when c is a TCP connection on a kernel
 // that knows the option; elsewhere it does nothing and in-flow latency
 // includes the send buffer.
-func TuneSender(c net.Conn) {
+func TuneSender(c net.Conn) { SetNotSentLowat(c, NotSentLowat) }
+
+// SetNotSentLowat sets TCP_NOTSENT_LOWAT to bytes on c. Failure only costs
+// some self-inflicted latency, so it is ignored.
+func SetNotSentLowat(c net.Conn, bytes int) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
 		return
@@ -27,6 +31,6 @@ func TuneSender(c net.Conn) {
 		return
 	}
 	rc.Control(func(fd uintptr) {
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, NotSentLowat)
+		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, bytes)
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
@@ -131,7 +132,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
-				setNotSentLowat(c) // our own uploads must not bloat our own socket
+				bbproto.SetNotSentLowat(c, notSentLowat) // our own uploads must not bloat our own socket
 				if onDial != nil {
 					onDial(c)
 				}

@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 )
 
 // ServerConfig bounds what one server will do, so it is safe to leave
@@ -311,7 +313,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			l.s.logRefusal(fmt.Sprintf("rpm: connection limit reached (%d total, %d per address), refused %s", l.s.cfg.MaxConns, l.s.cfg.MaxConnsPerIP, ip))
 			continue
 		}
-		setNotSentLowat(c)
+		bbproto.SetNotSentLowat(c, notSentLowat)
 		return &limitConn{Conn: c, l: l, ip: ip}, nil
 	}
 }
