@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -117,7 +118,7 @@ func draw1(c vg.CanvasSizer, r *bbresult.Result) error {
 func titleLines(r *bbresult.Result) []string {
 	return []string{
 		fmt.Sprintf("sqmkit bufferbloat test: %s (%s, %s)", r.Server, r.ServerAddr, familyName(r.Family)),
-		fmt.Sprintf("%s · idle RTT %.1f ms · %d streams/direction · grade %s (DSLReports, %.0f ms added) · %s (p95, %.0f ms added)",
+		fmt.Sprintf("%s · idle RTT %.2f ms · %d streams/direction · grade %s (DSLReports, %.0f ms added) · %s (p95, %.0f ms added)",
 			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.IdleRTT, r.Streams,
 			orDash(r.Grades.DSLReports), r.Grades.DSLReportsAddedMs, orDash(r.Grades.Percentile), r.Grades.PercentileAddedMs),
 	}
@@ -214,6 +215,7 @@ func newPanel(r *bbresult.Result, ylabel string, labels bool) *plot.Plot {
 		s.Font = sans(10)
 	}
 	p.Y.Label.Text = ylabel
+	p.X.Tick.Marker, p.Y.Tick.Marker = compact{}, compact{}
 	p.Y.Min = 0
 	p.X.Min = r.Phases[0].Start
 	p.X.Max = r.Phases[len(r.Phases)-1].End
@@ -327,6 +329,20 @@ func phaseColor(name string) color.RGBA {
 		return c
 	}
 	return otherPhase
+}
+
+// compact labels ticks with as few digits as they need ("50000", "2.5"):
+// the default prints every label with the most decimals any one needs.
+type compact struct{}
+
+func (compact) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i := range ts {
+		if ts[i].Label != "" {
+			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
+		}
+	}
+	return ts
 }
 
 // unlabelled keeps the default tick marks but drops their labels.
