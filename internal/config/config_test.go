@@ -197,7 +197,7 @@ func TestValidate(t *testing.T) {
 		{func(q *Queue) { q.ILimit = -1 }, "sqm.wan.ilimit: -1 packets is negative"},
 		{func(q *Queue) { q.ELimit = -1 }, "sqm.wan.elimit: -1 packets is negative"},
 		{func(q *Queue) { q.Diffserv = "diffserv5" }, `sqm.wan.diffserv: "diffserv5" is not a cake diffserv mode`},
-		{func(q *Queue) { q.RTT = "far" }, `sqm.wan.rtt: "far" is neither a duration like 100ms nor a preset`},
+		{func(q *Queue) { q.RTT = "far" }, `sqm.wan.rtt: "far" is neither a duration like 100ms nor a preset (datacentre, lan, metro, regional, internet, oceanic, satellite, interplanetary)`},
 		{func(q *Queue) { q.IFB = "ifb4averylongname" }, "sqm.wan.ifb: \"ifb4averylongname\" is longer than the 15 bytes"},
 		{func(q *Queue) { q.LinkLayerAdaptation = "magic" }, `sqm.wan.linklayer_adaptation_mechanism: "magic" is unknown`},
 	}

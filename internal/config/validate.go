@@ -1,7 +1,9 @@
 package config
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,11 +15,22 @@ const (
 	maxOverhead = 256
 )
 
-var (
-	diffservModes = []string{"besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"}
-	rttPresets    = []string{"datacentre", "lan", "metro", "regional", "internet", "oceanic", "satellite", "interplanetary"}
-	adaptations   = []string{"default", "cake", "htb_private", "tc_stab", "none"}
-)
+var adaptations = []string{"default", "cake", "htb_private", "tc_stab", "none"}
+
+// CakeDiffservModes are the diffserv keywords cake accepts.
+var CakeDiffservModes = []string{"besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"}
+
+// CakeRTTPresets are cake's rtt keywords and the interval each sets.
+var CakeRTTPresets = map[string]time.Duration{
+	"datacentre":     100 * time.Microsecond,
+	"lan":            time.Millisecond,
+	"metro":          10 * time.Millisecond,
+	"regional":       30 * time.Millisecond,
+	"internet":       100 * time.Millisecond,
+	"oceanic":        300 * time.Millisecond,
+	"satellite":      time.Second,
+	"interplanetary": 1000 * time.Second,
+}
 
 // Validate checks q as a start would use it. Each error names the UCI
 // option and the flag that set it and says how to fix it.
@@ -75,12 +88,12 @@ func (q Queue) Validate() error {
 	if q.LinkLayerAdaptation != "" && !slices.Contains(adaptations, q.LinkLayerAdaptation) {
 		return bad("linklayer_adaptation_mechanism", "%q is unknown (use one of %s)", q.LinkLayerAdaptation, strings.Join(adaptations, ", "))
 	}
-	if q.Diffserv != "" && !slices.Contains(diffservModes, q.Diffserv) {
-		return bad("diffserv", "%q is not a cake diffserv mode (use one of %s)", q.Diffserv, strings.Join(diffservModes, ", "))
+	if q.Diffserv != "" && !slices.Contains(CakeDiffservModes, q.Diffserv) {
+		return bad("diffserv", "%q is not a cake diffserv mode (use one of %s)", q.Diffserv, strings.Join(CakeDiffservModes, ", "))
 	}
-	if q.RTT != "" && !slices.Contains(rttPresets, q.RTT) {
+	if _, preset := CakeRTTPresets[q.RTT]; q.RTT != "" && !preset {
 		if d, err := time.ParseDuration(q.RTT); err != nil || d <= 0 {
-			return bad("rtt", "%q is neither a duration like 100ms nor a preset (%s)", q.RTT, strings.Join(rttPresets, ", "))
+			return bad("rtt", "%q is neither a duration like 100ms nor a preset (%s)", q.RTT, strings.Join(rttPresetNames(), ", "))
 		}
 	}
 	if q.IFB != "" {
@@ -113,4 +126,11 @@ func devName(n string) error {
 		return fmt.Errorf("%q is not a valid Linux device name", n)
 	}
 	return nil
+}
+
+// rttPresetNames lists the presets shortest first, as cake's manual does.
+func rttPresetNames() []string {
+	return slices.SortedFunc(maps.Keys(CakeRTTPresets), func(a, b string) int {
+		return cmp.Compare(CakeRTTPresets[a], CakeRTTPresets[b])
+	})
 }

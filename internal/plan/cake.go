@@ -6,26 +6,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 )
 
-// cakeRTTPresets are cake's RTT keywords and the interval each sets.
-var cakeRTTPresets = map[string]time.Duration{
-	"datacentre":     100 * time.Microsecond,
-	"lan":            time.Millisecond,
-	"metro":          10 * time.Millisecond,
-	"regional":       30 * time.Millisecond,
-	"internet":       100 * time.Millisecond,
-	"oceanic":        300 * time.Millisecond,
-	"satellite":      time.Second,
-	"interplanetary": 1000 * time.Second,
-}
-
-func cakeRTTPresetNames() []string { return slices.Sorted(maps.Keys(cakeRTTPresets)) }
-
-var cakeDiffservModes = []string{"besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"}
+func cakeRTTPresetNames() []string { return slices.Sorted(maps.Keys(config.CakeRTTPresets)) }
 
 func cakeATM(l link) string {
 	if l.atm {
@@ -41,7 +26,7 @@ func cakeRTT(rtt string) (arg, error) {
 	if v == "" {
 		return arg{key: "rtt", val: tcTime(defaultCakeRTT), group: "rtt"}, nil
 	}
-	if _, ok := cakeRTTPresets[v]; ok {
+	if _, ok := config.CakeRTTPresets[v]; ok {
 		return arg{key: v, group: "rtt"}, nil
 	}
 	if _, err := parseTCTime(v); err != nil {
@@ -55,8 +40,8 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	if diffserv == "" {
 		diffserv = "besteffort"
 	}
-	if !slices.Contains(cakeDiffservModes, diffserv) {
-		return fmt.Errorf("diffserv: %q is unknown; use one of %v", diffserv, cakeDiffservModes)
+	if !slices.Contains(config.CakeDiffservModes, diffserv) {
+		return fmt.Errorf("diffserv: %q is unknown; use one of %v", diffserv, config.CakeDiffservModes)
 	}
 	if s.dir == Ingress && q.SquashIngress && diffserv != "besteffort" {
 		diffserv = "besteffort"
@@ -100,7 +85,7 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 			rttArg = a
 		}
 	}
-	d.Interval = cakeRTTPresets[rttArg.key]
+	d.Interval = config.CakeRTTPresets[rttArg.key]
 	if rttArg.key == "rtt" {
 		if d.Interval, err = timeOpt(final, "rtt", s.optsFd); err != nil {
 			return err

@@ -3,6 +3,8 @@ package plan
 import (
 	"fmt"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // arg is one keyword of a leaf qdisc's argument list: a flag (val == "") or
@@ -64,7 +66,7 @@ var (
 		flags: merge(
 			set("bandwidth", "unlimited"),
 			set("autorate-ingress", "autorate-ingress"),
-			set("diffserv", "besteffort", "diffserv3", "diffserv4", "diffserv8", "precedence"),
+			set("diffserv", config.CakeDiffservModes...),
 			set("isolation", "flowblind", "srchost", "dsthost", "hosts", "flows",
 				"dual-srchost", "dual-dsthost", "triple-isolate"),
 			set("nat", "nat", "nonat"),
