@@ -146,3 +146,17 @@ func Grade(addedMs float64) string {
 	}
 	return "F"
 }
+
+// FamilyName is how reports write a Family: "IPv4", "IPv6", or "family X"
+// for a value this version does not know ("family -" when empty).
+func FamilyName(family string) string {
+	switch family {
+	case "ipv4":
+		return "IPv4"
+	case "ipv6":
+		return "IPv6"
+	case "":
+		return "family -"
+	}
+	return "family " + family
+}

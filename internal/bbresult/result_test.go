@@ -15,3 +15,11 @@ func TestGradeBoundaries(t *testing.T) {
 		}
 	}
 }
+
+func TestFamilyName(t *testing.T) {
+	for in, want := range map[string]string{"ipv4": "IPv4", "ipv6": "IPv6", "": "family -", "inet9": "family inet9"} {
+		if got := FamilyName(in); got != want {
+			t.Errorf("FamilyName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

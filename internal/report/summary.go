@@ -79,7 +79,7 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 }
 
 func header(w io.Writer, r *bbresult.Result) {
-	fmt.Fprintf(w, "%s → %s (%s, %s)\n%s, ", r.Tool, r.Server, r.ServerAddr, familyName(r.Family),
+	fmt.Fprintf(w, "%s → %s (%s, %s)\n%s, ", r.Tool, r.Server, r.ServerAddr, bbresult.FamilyName(r.Family),
 		r.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "%d streams/direction, probes every %g ms, idle RTT %s ms\n",
 		r.Streams, r.ProbeInterval, IdleRTT(r.IdleRTT))
@@ -104,16 +104,6 @@ func basis(b string) string {
 		return "an unrecorded latency series"
 	}
 	return b
-}
-
-func familyName(f string) string {
-	switch f {
-	case "ipv4":
-		return "IPv4"
-	case "ipv6":
-		return "IPv6"
-	}
-	return "family " + orDash(f)
 }
 
 func num(v float64) string {

@@ -30,7 +30,7 @@ func TestWriteSummary(t *testing.T) {
 			}
 			out := buf.String()
 			for _, want := range []string{
-				r.ServerAddr, r.Server, familyName(r.Family),
+				r.ServerAddr, r.Server, bbresult.FamilyName(r.Family),
 				"idle RTT " + IdleRTT(r.IdleRTT) + " ms",
 				fmt.Sprintf("Grade %-2s (DSLReports) %6.1f ms", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs), FormulaDSLReports,
 				fmt.Sprintf("Grade %-2s (p95)        %6.1f ms", r.Grades.Percentile, r.Grades.PercentileAddedMs), FormulaPercentile, "idle_before",

@@ -4,6 +4,7 @@
 package plot
 
 import (
+	"cmp"
 	"fmt"
 	"image/color"
 	"io"
@@ -117,10 +118,10 @@ func draw1(c vg.CanvasSizer, r *bbresult.Result) error {
 
 func titleLines(r *bbresult.Result) []string {
 	return []string{
-		fmt.Sprintf("sqmkit bufferbloat test: %s (%s, %s)", r.Server, r.ServerAddr, familyName(r.Family)),
+		fmt.Sprintf("sqmkit bufferbloat test: %s (%s, %s)", r.Server, r.ServerAddr, bbresult.FamilyName(r.Family)),
 		fmt.Sprintf("%s · idle RTT %.2f ms · %d streams/direction · grade %s (DSLReports, %.0f ms added) · %s (p95, %.0f ms added)",
 			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.IdleRTT, r.Streams,
-			orDash(r.Grades.DSLReports), r.Grades.DSLReportsAddedMs, orDash(r.Grades.Percentile), r.Grades.PercentileAddedMs),
+			cmp.Or(r.Grades.DSLReports, "-"), r.Grades.DSLReportsAddedMs, cmp.Or(r.Grades.Percentile, "-"), r.Grades.PercentileAddedMs),
 	}
 }
 
@@ -277,23 +278,6 @@ func sans(size vg.Length) font.Font {
 	f.Variant = "Sans"
 	f.Size = size
 	return f
-}
-
-func familyName(f string) string {
-	switch f {
-	case "ipv4":
-		return "IPv4"
-	case "ipv6":
-		return "IPv6"
-	}
-	return orDash(f)
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
 
 // bands shades each phase across the full height of a panel and, when

@@ -73,8 +73,9 @@ func TestWritePlotSVG(t *testing.T) {
 				}
 			}
 			title := fmt.Sprintf("grade %s (DSLReports, %.0f ms added)", r.Grades.DSLReports, r.Grades.DSLReportsAddedMs)
-			if !hasPrefixKey(texts, "sqmkit bufferbloat test: "+r.Server) || !hasSubstringKey(texts, title) {
-				t.Errorf("title lacks server or %q: %v", title, texts)
+			family := ", " + bbresult.FamilyName(r.Family) + ")"
+			if !hasPrefixKey(texts, "sqmkit bufferbloat test: "+r.Server) || !hasSubstringKey(texts, family) || !hasSubstringKey(texts, title) {
+				t.Errorf("title lacks server, %q or %q: %v", family, title, texts)
 			}
 		})
 	}
