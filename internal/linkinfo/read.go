@@ -2,6 +2,7 @@ package linkinfo
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -128,7 +129,7 @@ func (r reader) sys(f *Facts) error {
 			return fmt.Errorf("%s/type: %q is not an ARPHRD number", dir, strings.TrimSpace(typ))
 		}
 		f.Kind = arphrdKinds[n]
-		f.Notes = append(f.Notes, fmt.Sprintf("%s/type=%d (%s)", dir, n, orDash(f.Kind)))
+		f.Notes = append(f.Notes, fmt.Sprintf("%s/type=%d (%s)", dir, n, cmp.Or(f.Kind, "-")))
 	}
 
 	uevent, _, err := r.file(dir + "/uevent")
@@ -196,7 +197,7 @@ func (r reader) network(f *Facts) error {
 	f.NetworkSection = s.Name
 	f.Proto, _ = s.Get("proto")
 	f.LowerDevice = lowerDevice(s)
-	f.Notes = append(f.Notes, fmt.Sprintf("network.%s: proto=%s device=%s (%s)", s.Name, orDash(f.Proto), orDash(f.LowerDevice), why))
+	f.Notes = append(f.Notes, fmt.Sprintf("network.%s: proto=%s device=%s (%s)", s.Name, cmp.Or(f.Proto, "-"), cmp.Or(f.LowerDevice, "-"), why))
 	return nil
 }
 
@@ -283,11 +284,4 @@ func kernelProto(f *Facts) {
 		f.LowerDevice = f.Device
 		f.Notes = append(f.Notes, fmt.Sprintf("kernel: %s is a VLAN device: counts the 802.1Q tag", f.Device))
 	}
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -92,7 +93,7 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 		return nil, err
 	}
 	p := &Plan{Section: q.Section, Backend: q.Backend, Device: q.Interface}
-	p.note("section %s: interface %s, backend %s", orDash(q.Section), q.Interface, q.Backend)
+	p.note("section %s: interface %s, backend %s", cmp.Or(q.Section, "-"), q.Interface, q.Backend)
 	p.Notes = append(p.Notes, q.Notes...) // how config chose the backend and applied flags
 
 	oh, ohNote := overhead(q, f)

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 
@@ -64,13 +65,6 @@ func overhead(q config.Queue, f linkinfo.Facts) (int, string) {
 		add("vlan", ohVLAN)
 	}
 
-	from := fmt.Sprintf("proto=%s device=%s", orDash(f.Proto), dev)
+	from := fmt.Sprintf("proto=%s device=%s", cmp.Or(f.Proto, "-"), dev)
 	return total, fmt.Sprintf("%s -> overhead %d bytes (%s)", from, total, strings.Join(parts, " + "))
-}
-
-func orDash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }
