@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/report"
+	"github.com/sqmkit/sqmkit/internal/report/reporttest"
 )
 
 func TestTestUsageErrors(t *testing.T) {
@@ -44,12 +45,7 @@ func TestTestCommand(t *testing.T) {
 	if code := runTest(args); code != 0 {
 		t.Fatalf("test %q: exit %d", args, code)
 	}
-	f, err := os.Open(js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	res, err := report.ReadJSON(f)
+	res, err := report.ReadJSON(reporttest.Open(t, js))
 	if err != nil {
 		t.Fatal(err)
 	}

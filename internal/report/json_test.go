@@ -2,7 +2,6 @@ package report
 
 import (
 	"bytes"
-	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -45,12 +44,7 @@ func TestReadJSONFixtures(t *testing.T) {
 		{"text.txt", "not a sqmkit result"},
 	} {
 		t.Run(c.file, func(t *testing.T) {
-			f, err := os.Open("testdata/" + c.file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			r, err := ReadJSON(f)
+			r, err := ReadJSON(reporttest.Open(t, "testdata/"+c.file))
 			if c.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
 					t.Fatalf("err = %v, want one containing %q", err, c.wantErr)

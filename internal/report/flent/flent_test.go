@@ -28,12 +28,7 @@ func specs() map[string]reporttest.Spec {
 // decode reads a file written by WriteFlent back as generic JSON.
 func decode(t *testing.T, path string) *file {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
+	zr, err := gzip.NewReader(reporttest.Open(t, path))
 	if err != nil {
 		t.Fatalf("not gzip: %v", err)
 	}
@@ -259,12 +254,7 @@ func flentReadsExport(t *testing.T, spec reporttest.Spec, perStream bool) {
 
 	pngPath := filepath.Join(dir, "out.png")
 	flent(t, "-i", path, "-p", "all_scaled", "-o", pngPath)
-	pf, err := os.Open(pngPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := png.Decode(pf)
-	pf.Close()
+	img, err := png.Decode(reporttest.Open(t, pngPath))
 	if err != nil || img.Bounds().Dx() < 300 || img.Bounds().Dy() < 200 {
 		t.Fatalf("flent's plot: err %v, image %v", err, img)
 	}

@@ -7,7 +7,6 @@ import (
 	"image/color"
 	"image/png"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -87,13 +86,8 @@ var validFill = regexp.MustCompile(`^(none|#[0-9A-F]{6})$`)
 // and text contents it draws.
 func parseSVG(t *testing.T, path string) (fills, texts map[string]int) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	fills, texts = map[string]int{}, map[string]int{}
-	dec := xml.NewDecoder(f)
+	dec := xml.NewDecoder(reporttest.Open(t, path))
 	inText := false
 	for {
 		tok, err := dec.Token()
@@ -149,12 +143,7 @@ func TestWritePlotPNG(t *testing.T) {
 			if err := WritePlot(path, r); err != nil {
 				t.Fatal(err)
 			}
-			f, err := os.Open(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			img, err := png.Decode(f)
+			img, err := png.Decode(reporttest.Open(t, path))
 			if err != nil {
 				t.Fatalf("not a PNG: %v", err)
 			}

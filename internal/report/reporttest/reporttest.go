@@ -1,12 +1,15 @@
 // Package reporttest builds synthetic bufferbloat results for tests of the
 // report, plot and flent packages, so each test can state the run it expects
-// (idle RTT, bloat per phase, rates) instead of depending on a live network.
+// (idle RTT, bloat per phase, rates) instead of depending on a live network,
+// and opens the files those packages write.
 package reporttest
 
 import (
 	"math"
 	"math/rand/v2"
+	"os"
 	"slices"
+	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -222,4 +225,16 @@ func split(total float64, n int, rng *rand.Rand) []float64 {
 		v[i] *= total / sum
 	}
 	return v
+}
+
+// Open opens path for reading, failing the test when it cannot, and closes
+// it when the test ends.
+func Open(t testing.TB, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
