@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -15,25 +14,16 @@ import (
 	"github.com/sqmkit/sqmkit/internal/plan"
 )
 
-// fixture reads a file from this package's testdata, from tcstats'
-// testdata ("tcstats/NAME") or from the shared fixtures beside the clone
-// ("shared/NAME", skipped when absent). "" means not given.
+// fixture reads a file from this package's testdata or from tcstats'
+// testdata ("tcstats/NAME"). "" means not given.
 func fixture(t *testing.T, name string) []byte {
 	t.Helper()
 	if name == "" {
 		return nil
 	}
 	path := filepath.Join("testdata", name)
-	switch {
-	case strings.HasPrefix(name, "tcstats/"):
-		path = filepath.Join("..", "tcstats", "testdata", strings.TrimPrefix(name, "tcstats/"))
-	case strings.HasPrefix(name, "shared/"):
-		_, file, _, _ := runtime.Caller(0)
-		repo := filepath.Join(filepath.Dir(file), "..", "..")
-		path = filepath.Join(repo, "..", "shared", "fixtures", strings.TrimPrefix(name, "shared/"))
-		if _, err := os.Stat(path); err != nil {
-			t.Skipf("shared fixture absent: %v", err)
-		}
+	if rest, ok := strings.CutPrefix(name, "tcstats/"); ok {
+		path = filepath.Join("..", "tcstats", "testdata", rest)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -81,7 +71,7 @@ func TestFindings(t *testing.T) {
 		status  Severity
 		want    map[string]int // "severity id" → count; absent ids must not appear at warn/fail
 	}{
-		{name: "nss flat shared fixture is healthy", in: sample{qdisc: "shared/nss-flat-tc-s.txt"}, devs: []string{"wan"},
+		{name: "nss flat capture is healthy", in: sample{qdisc: "tcstats/nss-flat-tc-s.txt"}, devs: []string{"wan"},
 			status: OK, want: map[string]int{"ok egress": 1}},
 		{name: "nss 7-qdisc upstream tree", in: sample{qdisc: "tcstats/nss7-tc-s.txt", filter: "nss7-filter.txt"},
 			status: Warn, want: map[string]int{"ok egress": 1, "ok ingress": 1, "warn dead-qdisc": 8, "warn one-band": 2, "warn limit-depth": 2}},
@@ -242,7 +232,7 @@ func telekomPlan(t *testing.T, upload int) Expect {
 }
 
 func TestMismatch(t *testing.T) {
-	now := load(t, sample{qdisc: "shared/nss-flat-tc-s.txt"}, []string{"wan"})
+	now := load(t, sample{qdisc: "tcstats/nss-flat-tc-s.txt"}, []string{"wan"})
 	good := Check(Input{Now: now, Expect: []Expect{telekomPlan(t, 145000)}})
 	if good.Status != OK {
 		t.Errorf("plan at 145000 kbit matches the capture:\n%s", dump(good))

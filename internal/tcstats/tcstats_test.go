@@ -3,7 +3,6 @@ package tcstats
 import (
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -22,19 +21,6 @@ func load(t testing.TB, name string) []Record {
 	return recs
 }
 
-// sharedFixture reads a fixture from the shared/ directory that sits beside
-// the repository clone, skipping when it is absent.
-func sharedFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
-	data, err := os.ReadFile(filepath.Join(root, "..", "shared", "fixtures", name))
-	if err != nil {
-		t.Skipf("shared fixture: %v", err)
-	}
-	return data
-}
-
 func find(recs []Record, typ, dev, handle string) *Record {
 	for i := range recs {
 		r := &recs[i]
@@ -46,10 +32,7 @@ func find(recs []Record, typ, dev, handle string) *Record {
 }
 
 func TestParseNSSFlat(t *testing.T) {
-	recs, err := Parse(sharedFixture(t, "nss-flat-tc-s.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	recs := load(t, "nss-flat-tc-s.txt")
 	if len(recs) != 2 {
 		t.Fatalf("got %d records, want 2", len(recs))
 	}
