@@ -119,8 +119,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	mux.HandleFunc("GET "+pathWellKnown, s.serveConfig)
 	mux.HandleFunc("GET "+pathConfig, s.serveConfig)
 	mux.HandleFunc("GET "+pathSmall, serveSmall)
-	mux.HandleFunc("GET "+pathLarge, s.serveLarge)
-	mux.HandleFunc("POST "+pathUpload, s.serveUpload)
+	mux.HandleFunc("GET "+pathLarge, s.serveLoad("download to", &s.bytesDown, sendLarge))
+	mux.HandleFunc("POST "+pathUpload, s.serveLoad("upload from", &s.bytesUp, receiveUpload))
 	s.handler = mux
 	return s, nil
 }
@@ -208,14 +208,24 @@ func serveSmall(w http.ResponseWriter, _ *http.Request) {
 	w.Write(chunk[:1])
 }
 
-func (s *Server) serveLarge(w http.ResponseWriter, r *http.Request) {
-	if !s.acquire(w, r) {
-		return
+// serveLoad runs one large transfer under a load token and a MaxRequest
+// deadline, then counts and logs the body bytes it moved.
+func (s *Server) serveLoad(what string, moved *atomic.Int64, transfer func(http.ResponseWriter, *http.Request, time.Time) int64) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.acquire(w, r) {
+			return
+		}
+		defer func() { <-s.load }()
+		start := time.Now()
+		n := transfer(w, r, start.Add(s.cfg.MaxRequest))
+		moved.Add(n)
+		s.logLoad(what, r, n, time.Since(start))
 	}
-	defer func() { <-s.load }()
-	start := time.Now()
+}
+
+func sendLarge(w http.ResponseWriter, _ *http.Request, deadline time.Time) int64 {
 	// The deadline also frees a handler whose client stopped reading.
-	http.NewResponseController(w).SetWriteDeadline(start.Add(s.cfg.MaxRequest))
+	http.NewResponseController(w).SetWriteDeadline(deadline)
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set("Content-Length", fmt.Sprint(largeSize))
 	var n int64
@@ -226,25 +236,18 @@ func (s *Server) serveLarge(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	s.bytesDown.Add(n)
-	s.logLoad("download to", r, n, time.Since(start))
+	return n
 }
 
-func (s *Server) serveUpload(w http.ResponseWriter, r *http.Request) {
-	if !s.acquire(w, r) {
-		return
-	}
-	defer func() { <-s.load }()
-	start := time.Now()
-	http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.MaxRequest))
+func receiveUpload(w http.ResponseWriter, r *http.Request, deadline time.Time) int64 {
+	http.NewResponseController(w).SetReadDeadline(deadline)
 	n, err := io.Copy(io.Discard, r.Body)
-	s.bytesUp.Add(n)
-	s.logLoad("upload from", r, n, time.Since(start))
 	if err != nil {
-		return // the client left or hit MaxRequest: nobody to answer
+		return n // the client left or hit MaxRequest: nobody to answer
 	}
 	w.Header().Set("Content-Type", "text/plain")
 	fmt.Fprintf(w, "%d\n", n)
+	return n
 }
 
 // acquire takes a load token or answers 429 with the Retry-After the
