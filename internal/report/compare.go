@@ -11,13 +11,15 @@ import (
 
 // Compare prints run a (before) and run b (after) side by side with the
 // change from a to b, phase by phase, for `sqmkit test --compare A B`.
+// The table fits 80 columns; the server addresses, as long as the user
+// made them, stand above it so they cannot widen it.
 func Compare(w io.Writer, a, b *bbresult.Result) error {
 	ew := &errWriter{w: w}
+	fmt.Fprintf(ew, "A (before): server %s\nB (after):  server %s\n\n", a.ServerAddr, b.ServerAddr)
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	row := func(label, va, vb, change string) { fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", label, va, vb, change) }
 	row("", "A (before)", "B (after)", "change")
-	row("started", a.Started.UTC().Format("2006-01-02 15:04 UTC"), b.Started.UTC().Format("2006-01-02 15:04 UTC"), "")
-	row("server", a.ServerAddr, b.ServerAddr, "")
+	row("started (UTC)", a.Started.UTC().Format("2006-01-02 15:04"), b.Started.UTC().Format("2006-01-02 15:04"), "")
 	row("family", a.Family, b.Family, "")
 	row("streams", fmt.Sprint(a.Streams), fmt.Sprint(b.Streams), "")
 	row("idle RTT ms", num(a.IdleRTT), num(b.IdleRTT), delta(a.IdleRTT, b.IdleRTT, false))
@@ -61,7 +63,7 @@ func Compare(w io.Writer, a, b *bbresult.Result) error {
 	// A different server or family changes the path, and with it the
 	// baseline: the change column would then not be the queue's doing.
 	if a.ServerAddr != b.ServerAddr || a.Family != b.Family {
-		fmt.Fprintln(ew, "Note: the runs used different servers or address families; differences may come from the path, not the queue.")
+		fmt.Fprintln(ew, "Note: the runs used different servers or address families; differences\n      may come from the path, not the queue.")
 	}
 	if a.Streams != b.Streams {
 		fmt.Fprintln(ew, "Note: the runs used different stream counts; more streams fill a queue faster.")

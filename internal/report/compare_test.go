@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
@@ -16,6 +17,12 @@ func TestCompare(t *testing.T) {
 	otherServer.ServerAddr, otherServer.Family = "192.0.2.7:7070", "ipv4"
 	extraPhase := reporttest.Result(reporttest.Shaped())
 	extraPhase.Phases = append(extraPhase.Phases, bbresult.Phase{Name: "rpm", DownloadMbps: 80, ProbesSent: 10})
+	// The widest values a real pair of runs gives: a long IPv6 literal, a
+	// multi-gigabit rate against an idle direction, another stream count.
+	wide := reporttest.Result(reporttest.Shaped())
+	wide.ServerAddr, wide.Streams = "[2001:db8:1234:5678:9abc:def0:1234:5678]:7070", 16
+	wide.Phases[1].UploadMbps, wide.Phases[1].AddedMean = 9400, 1234.5
+	wide.Grades.DSLReports, wide.Grades.DSLReportsAddedMs = "F", 1234.5
 
 	for _, c := range []struct {
 		name   string
@@ -35,6 +42,8 @@ func TestCompare(t *testing.T) {
 		}, []string{"Note:"}},
 		{"different path", otherServer, []string{"Note: the runs used different servers or address families"}, nil},
 		{"phase only in B", extraPhase, []string{"rpm", "down Mbit/s - 80.0"}, nil},
+		{"wide values", wide, []string{"B (after): server " + wide.ServerAddr, "up Mbit/s " + num(before.Phases[1].UploadMbps) + " 9400.0 " +
+			delta(before.Phases[1].UploadMbps, 9400, true), "Note: the runs used different stream counts"}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -44,6 +53,11 @@ func TestCompare(t *testing.T) {
 			var rows []string
 			for _, l := range strings.Split(buf.String(), "\n") {
 				rows = append(rows, strings.Join(strings.Fields(l), " "))
+				// Server addresses are as long as the user made them.
+				free := strings.Contains(l, before.ServerAddr) || strings.Contains(l, c.b.ServerAddr)
+				if n := utf8.RuneCountInString(l); n > 80 && !free {
+					t.Errorf("line of %d columns, want ≤ 80: %q", n, l)
+				}
 			}
 			out := strings.Join(rows, "\n")
 			for _, w := range c.want {
