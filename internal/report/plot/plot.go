@@ -182,7 +182,7 @@ func latencyPanel(r *bbresult.Result) (*plot.Plot, error) {
 		p.Legend.Add("in-flow TCP request", s)
 	}
 	if limit := scaleY(p, true, rtt, inflow, up, down); limit > 0 {
-		p.Y.Label.Text = fmt.Sprintf("Latency (ms, clipped at %.0f)", limit)
+		p.Y.Label.Text = "Latency (ms, clipped at " + strconv.FormatFloat(limit, 'f', -1, 64) + ")"
 	}
 	return p, nil
 }
@@ -190,7 +190,7 @@ func latencyPanel(r *bbresult.Result) (*plot.Plot, error) {
 // scaleY leaves 15% headroom above the data so the phase labels and the
 // legend sit clear of it. For latency it also keeps a few huge outliers (a
 // 3 s stall) from flattening the rest: the axis then ends a little above the
-// 99.5th percentile, and the label says so.
+// 99.5th percentile, at a two-digit value the label can state exactly.
 func scaleY(p *plot.Plot, clipOutliers bool, series ...plotter.XYs) (clippedAt float64) {
 	var ys []float64
 	for _, s := range series {
@@ -204,10 +204,23 @@ func scaleY(p *plot.Plot, clipOutliers bool, series ...plotter.XYs) (clippedAt f
 	slices.Sort(ys)
 	top := ys[len(ys)-1]
 	if limit := 1.2 * ys[int(0.995*float64(len(ys)-1))]; clipOutliers && top > 1.5*limit {
-		top, clippedAt = limit, limit
+		p.Y.Max = ceil2(1.15 * limit)
+		return p.Y.Max
 	}
 	p.Y.Max = 1.15 * top
-	return clippedAt
+	return 0
+}
+
+// ceil2 rounds v > 0 up to two significant digits (12.65 → 13, 1.38 → 1.4),
+// dividing by powers of ten where it can so the result prints exactly.
+func ceil2(v float64) float64 {
+	e := math.Floor(math.Log10(v)) - 1
+	if e >= 0 {
+		m := math.Pow(10, e)
+		return math.Ceil(v/m) * m
+	}
+	m := math.Pow(10, -e)
+	return math.Ceil(v*m) / m
 }
 
 func newPanel(r *bbresult.Result, ylabel string, labels bool) *plot.Plot {

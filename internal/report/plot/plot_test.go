@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -231,5 +232,53 @@ func TestSegments(t *testing.T) {
 				t.Errorf("segment lengths %v, want %v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestLatencyClip: a few stalls clip the latency axis, and the label states
+// exactly where the axis ends.
+func TestLatencyClip(t *testing.T) {
+	stalled := reporttest.Result(reporttest.Shaped())
+	for i := 1; i <= 5; i++ {
+		pr := &stalled.Samples.Probes[i*len(stalled.Samples.Probes)/6]
+		pr.Lost, pr.RTT = "", 3000
+	}
+	for name, c := range map[string]struct {
+		r       *bbresult.Result
+		clipped bool
+	}{
+		"stalls": {stalled, true},
+		"shaped": {reporttest.Result(reporttest.Shaped()), false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p, err := latencyPanel(c.r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, ok := strings.CutPrefix(p.Y.Label.Text, "Latency (ms, clipped at ")
+			if !c.clipped {
+				if ok {
+					t.Errorf("label %q on a run without outliers", p.Y.Label.Text)
+				}
+				return
+			}
+			at, err := strconv.ParseFloat(strings.TrimSuffix(v, ")"), 64)
+			if !ok || err != nil {
+				t.Fatalf("label %q does not state the clip", p.Y.Label.Text)
+			}
+			if at != p.Y.Max || at >= 3000 || at < c.r.Phases[3].Latency.P95 {
+				t.Errorf("label says clipped at %v, axis ends at %v (p95 of the loaded phase %v)", at, p.Y.Max, c.r.Phases[3].Latency.P95)
+			}
+		})
+	}
+}
+
+func TestCeil2(t *testing.T) {
+	for _, c := range []struct{ in, want float64 }{
+		{12.65, 13}, {13, 13}, {1.38, 1.4}, {263.4, 270}, {0.123, 0.13}, {1234, 1300},
+	} {
+		if got := ceil2(c.in); got != c.want {
+			t.Errorf("ceil2(%v) = %v, want %v", c.in, got, c.want)
+		}
 	}
 }
