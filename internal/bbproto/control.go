@@ -65,10 +65,17 @@ type Report struct {
 	Received  []byte `json:"received"`
 	BytesSent int64  `json:"bytes_sent"`
 	BytesRecv int64  `json:"bytes_received"`
-	// Ended is set when the server cut the test short (duration or byte
-	// budget), so the client can say so instead of reporting a slow link.
+	// Ended is set when the server cut the test short (EndedBudget,
+	// EndedDuration), so the client can say so instead of reporting a slow
+	// link.
 	Ended string `json:"ended,omitempty"`
 }
+
+// Why a server cut a test short, as Report.Ended states it.
+const (
+	EndedBudget   = "byte budget used up"
+	EndedDuration = "duration limit reached"
+)
 
 // WriteMsg writes one message: type (1 byte), length (2 bytes), JSON.
 func WriteMsg(w io.Writer, t MsgType, v any) error {

@@ -154,8 +154,8 @@ type session struct {
 }
 
 var (
-	errBudget   = errors.New("byte budget used up")
-	errDuration = errors.New("duration limit reached")
+	errBudget   = errors.New(bbproto.EndedBudget)
+	errDuration = errors.New(bbproto.EndedDuration)
 	errFinished = errors.New("test finished")
 )
 

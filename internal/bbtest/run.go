@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -102,12 +103,11 @@ type tester struct {
 	// The same per stream index, for per-stream goodput.
 	downS, upS []atomic.Int64
 
-	mu       sync.Mutex
-	inflow   []bbresult.InFlow
-	phase    string
-	total    time.Duration // of all phases
-	failed   int
-	firstErr error
+	mu     sync.Mutex
+	inflow []bbresult.InFlow
+	phase  string
+	total  time.Duration // of all phases
+	failed []error       // of streams, in the order they failed
 
 	probes *prober
 }
@@ -228,11 +228,9 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	rec := newRecorder(t)
 	bg.Go(func() { rec.run(pctx) })
 
+	phases = slices.DeleteFunc(phases, func(p span) bool { return p.end <= 0 })
 	var spans []span
 	for _, p := range phases {
-		if p.end <= 0 {
-			continue
-		}
 		if runCtx.Err() != nil {
 			break
 		}
@@ -292,12 +290,18 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	}
 	t.mu.Lock()
 	rw.inflow = slices.Clone(t.inflow)
-	if t.failed > 0 {
-		rw.notes = append(rw.notes, fmt.Sprintf("%d TCP streams failed; the first: %v", t.failed, t.firstErr))
-	}
+	failed := slices.Clone(t.failed)
 	t.mu.Unlock()
 	if report.Ended != "" {
-		rw.notes = append(rw.notes, "the server ended the test early: "+report.Ended)
+		// Ending the test, the server closed every stream: their EOFs and
+		// resets are that end, said once below, not failures.
+		failed = slices.DeleteFunc(failed, closedByPeer)
+	}
+	if len(failed) > 0 {
+		rw.notes = append(rw.notes, fmt.Sprintf("%d TCP streams failed; the first: %v", len(failed), failed[0]))
+	}
+	if report.Ended != "" {
+		rw.notes = append(rw.notes, endedNote(report.Ended, acc.MaxBytes, phases, spans))
 	}
 	analyze(rw, res)
 	return res, nil
@@ -373,8 +377,46 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 func (t *tester) fail(err error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.failed == 0 {
-		t.firstErr = err
+	t.failed = append(t.failed, err)
+}
+
+func closedByPeer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// endedNote says once why the server cut the test short and which of the
+// planned phases that leaves incomplete or not run.
+func endedNote(ended string, budget int64, planned, ran []span) string {
+	why := ended
+	switch ended {
+	case bbproto.EndedBudget:
+		why = "byte budget of " + siBytes(budget) + " reached"
+	case bbproto.EndedDuration:
+		why = "its time limit for this test reached"
 	}
-	t.failed++
+	if len(ran) == 0 {
+		return "server ended the test early: " + why + " before the first phase; nothing was measured"
+	}
+	cut := ran[len(ran)-1].name
+	note := fmt.Sprintf("server ended the test early: %s during %s; %s is incomplete", why, cut, cut)
+	var skipped []string
+	for _, p := range planned[len(ran):] {
+		skipped = append(skipped, p.name)
+	}
+	if len(skipped) > 0 {
+		note += " and " + strings.Join(skipped, ", ") + " did not run"
+	}
+	return note
+}
+
+// siBytes writes n in decimal units, as the server's --max-bytes is given.
+func siBytes(n int64) string {
+	switch {
+	case n >= 1e9:
+		return strconv.FormatFloat(float64(n)/1e9, 'g', 3, 64) + " GB"
+	case n >= 1e6:
+		return strconv.FormatFloat(float64(n)/1e6, 'g', 3, 64) + " MB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
 }

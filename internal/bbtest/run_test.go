@@ -2,12 +2,17 @@ package bbtest
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"math"
 	"net"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 )
@@ -109,6 +114,23 @@ func TestRunBudget(t *testing.T) {
 	if !strings.Contains(strings.Join(res.Notes, "\n"), "ended the test early: byte budget") {
 		t.Fatalf("notes: %q", res.Notes)
 	}
+	// Said once, with the budget and the phase it cut; the streams the
+	// server closed on the way are not failures.
+	var ended int
+	for _, n := range res.Notes {
+		if strings.Contains(n, "ended the test early") {
+			ended++
+			if !strings.Contains(n, "byte budget of 50 MB reached during download; download is incomplete") {
+				t.Errorf("note %q lacks the budget or the phase", n)
+			}
+		}
+		if strings.Contains(n, "streams failed") {
+			t.Errorf("note %q: the server's end counted as stream failures", n)
+		}
+	}
+	if ended != 1 {
+		t.Errorf("%d notes on the early end: %q", ended, res.Notes)
+	}
 	// 50 MB go in well under a second on loopback: the client must stop
 	// there rather than run the remaining phases against a closed session.
 	if n := len(res.Phases); n == 0 || n > 3 {
@@ -176,6 +198,36 @@ func TestRunDialErrors(t *testing.T) {
 		_, err := Run(context.Background(), cfg)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s %s: error %v, want it to say %q", c.network, c.server, err, c.want)
+		}
+	}
+}
+
+func TestEndedNote(t *testing.T) {
+	planned := []span{{name: "idle_before"}, {name: "download"}, {name: "upload"}, {name: "idle_after"}}
+	for _, c := range []struct {
+		ended  string
+		budget int64
+		ran    int
+		want   string
+	}{
+		{bbproto.EndedBudget, 25e9, 2, "server ended the test early: byte budget of 25 GB reached during download; download is incomplete and upload, idle_after did not run"},
+		{bbproto.EndedDuration, 25e9, 4, "server ended the test early: its time limit for this test reached during idle_after; idle_after is incomplete"},
+		{bbproto.EndedBudget, 1500, 0, "server ended the test early: byte budget of 1500 bytes reached before the first phase; nothing was measured"},
+		{"disk on fire", 0, 1, "server ended the test early: disk on fire during idle_before; idle_before is incomplete and download, upload, idle_after did not run"},
+	} {
+		if got := endedNote(c.ended, c.budget, planned, planned[:c.ran]); got != c.want {
+			t.Errorf("endedNote(%q, %d, ran %d) =\n%s\nwant\n%s", c.ended, c.budget, c.ran, got, c.want)
+		}
+	}
+}
+
+func TestClosedByPeer(t *testing.T) {
+	for err, want := range map[error]bool{
+		io.EOF: true, fmt.Errorf("reading: %w", syscall.ECONNRESET): true, syscall.EPIPE: true,
+		syscall.ECONNREFUSED: false, os.ErrDeadlineExceeded: false,
+	} {
+		if got := closedByPeer(err); got != want {
+			t.Errorf("closedByPeer(%v) = %v, want %v", err, got, want)
 		}
 	}
 }
