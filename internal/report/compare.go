@@ -63,10 +63,10 @@ func Compare(w io.Writer, a, b *bbresult.Result) error {
 	// A different server or family changes the path, and with it the
 	// baseline: the change column would then not be the queue's doing.
 	if a.ServerAddr != b.ServerAddr || a.Family != b.Family {
-		fmt.Fprintln(ew, "Note: the runs used different servers or address families; differences\n      may come from the path, not the queue.")
+		writeNote(ew, "the runs used different servers or address families; differences may come from the path, not the queue.")
 	}
 	if a.Streams != b.Streams {
-		fmt.Fprintln(ew, "Note: the runs used different stream counts; more streams fill a queue faster.")
+		writeNote(ew, "the runs used different stream counts; more streams fill a queue faster.")
 	}
 	return ew.err
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strings"
 	"text/tabwriter"
+	"unicode/utf8"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
@@ -73,9 +74,26 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 		fmt.Fprintf(ew, "RPM %.0f: responsiveness against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
 	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(ew, "Note: %s\n", n)
+		writeNote(ew, n)
 	}
 	return ew.err
+}
+
+// writeNote writes "Note: text" word-wrapped to 80 columns, continuation
+// lines indented under the text; a word longer than that (a URL) stands
+// alone on its line.
+func writeNote(w io.Writer, text string) {
+	const width, indent = 80, "      "
+	line := "Note:"
+	for _, word := range strings.Fields(text) {
+		if n := utf8.RuneCountInString(line); n > len(indent) && n+1+utf8.RuneCountInString(word) > width {
+			fmt.Fprintln(w, line)
+			line = indent + word
+			continue
+		}
+		line += " " + word
+	}
+	fmt.Fprintln(w, line)
 }
 
 func header(w io.Writer, r *bbresult.Result) {
