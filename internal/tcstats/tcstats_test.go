@@ -103,6 +103,8 @@ func TestParseFixtures(t *testing.T) {
 		{"wondershaper-class.txt", "class", "", "1:10", "htb", "1:1", 121002, "prio", "1"},
 		{"wondershaper-class.txt", "class", "", "20:2", "prio", "20:", 87301, "leaf", "202:"},
 		{"wondershaper-filter.txt", "filter", "", "800::801", "u32", "1:", 0, "flowid", "1:10"},
+		// live tc prints "*flowid" for a non-terminal u32 key
+		{"wondershaper-filter.txt", "filter", "", "800::800", "u32", "1:", 0, "flowid", "1:10"},
 		{"wondershaper-filter.txt", "filter", "", "800::800", "u32", "ffff:", 0, "protocol", "ip"},
 		{"ingress-filter.txt", "filter", "", "800::800", "u32", "ffff:", 0, "pref", "10"},
 		{"htb-fqcodel-j.json", "qdisc", "eth1", "1:", "htb", "root", 4102288, "stab_overhead", "18"},

@@ -118,7 +118,7 @@ func parseFilterHeader(r *Record, toks []string) []Option {
 	var rest []string
 	var opts []Option
 	for i := 0; i < len(toks); i++ {
-		t := toks[i]
+		t := strings.TrimPrefix(toks[i], "*")
 		has := i+1 < len(toks)
 		switch {
 		case t == "dev" && has:
@@ -301,7 +301,9 @@ var valueKeys = map[string]bool{
 func parseOptions(toks []string, prefix string) []Option {
 	var opts []Option
 	for i := 0; i < len(toks); i++ {
-		t := toks[i]
+		// iproute2 prints "*flowid" for a u32 key whose selector is not
+		// terminal; the target class is the same, so the key must be too.
+		t := strings.TrimPrefix(toks[i], "*")
 		if strings.Trim(t, "-") == "" {
 			continue // the ingress qdisc's "----------------"
 		}
