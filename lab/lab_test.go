@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
@@ -24,6 +25,9 @@ func TestRouterUCI(t *testing.T) {
 		{"vdsl nss", profile.Profile{LinkLayer: "ptm", Encap: profile.Encap{PPPoE: true, VLAN: 7}}, "pppoe-wan", "nss",
 			[]string{"option interface 'pppoe-wan'", "option script 'nss-zk.qos'", "option linklayer 'ethernet'"},
 			[]string{"option device 'wan.7'", "option proto 'pppoe'", "option vid '7'", "option name 'wan.7'"}, []string{"overhead"}},
+		{"vdsl nss on the physical port", profile.Profile{LinkLayer: "ptm", Encap: profile.Encap{PPPoE: true, VLAN: 7}}, "wan", "nss",
+			[]string{"option interface 'wan'", "option script 'nss-zk.qos'"},
+			[]string{"config interface 'wan'\n\toption device 'wan.7'\n\toption proto 'pppoe'"}, []string{"overhead"}},
 		{"adsl fq_codel", profile.Profile{LinkLayer: "atm"}, "wan", "fq_codel",
 			[]string{"option qdisc 'fq_codel'", "option script 'simple.qos'", "option linklayer 'atm'"},
 			nil, []string{"overhead"}},
@@ -49,6 +53,43 @@ func TestRouterUCI(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestShapedDev(t *testing.T) {
+	pppoe := &topo{wanDev: pppIfname}
+	plain := &topo{wanDev: "wan.7"}
+	for _, tt := range []struct {
+		t       *topo
+		backend string
+		want    string
+	}{{pppoe, "nss", "wan"}, {pppoe, "cake", "pppoe-wan"}, {pppoe, "fq_codel", "pppoe-wan"}, {plain, "nss", "wan"}, {plain, "cake", "wan.7"}} {
+		if got := tt.t.shapedDev(tt.backend); got != tt.want {
+			t.Errorf("%s on %s: shapedDev = %s, want %s", tt.backend, tt.t.wanDev, got, tt.want)
+		}
+	}
+}
+
+func TestFirstP95(t *testing.T) {
+	// A 30 s phase at 1 probe/s from t=5: a 100 ms spike in its first
+	// second, steady 20 ms after; sqmkit's baseline is 20 ms.
+	r := &bbresult.Result{}
+	for i := 0; i < 30; i++ {
+		rtt := 20.0
+		if i == 0 {
+			rtt = 120
+		}
+		r.Samples.Probes = append(r.Samples.Probes, bbresult.Probe{T: 5 + float64(i), RTT: rtt})
+	}
+	r.Samples.Probes = append(r.Samples.Probes, bbresult.Probe{T: 6.5, Lost: "down"})
+	long := bbresult.Phase{Start: 5, End: 35, AddedP95: 5, Latency: bbresult.Stats{P95: 25}}
+	got := firstP95(r, long)
+	// First 10 s: one 120 among nine 20s -> p95 = 20 + 0.55*100 = 75 ms, added 55.
+	if got == nil || math.Abs(*got-55) > 1e-9 {
+		t.Errorf("firstP95 = %v, want 55", got)
+	}
+	if got := firstP95(r, bbresult.Phase{Start: 5, End: 15}); got != nil {
+		t.Errorf("10 s phase: firstP95 = %v, want nil (the graded p95 already is the first 10 s)", *got)
 	}
 }
 

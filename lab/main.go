@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/lab/internal/initramfs"
@@ -143,6 +144,25 @@ func fatal(err error) {
 	os.Exit(1)
 }
 
+// hostLock serialises lab runs on one host: two guests on a 2-core machine
+// each measure the other's CPU load as latency.
+const hostLock = "/run/lock/sqmkit-lab.lock"
+
+func lockHost() (unlock func(), err error) {
+	f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lab lock: %w", err)
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		fmt.Printf("sqmkit-lab: another lab run holds %s; waiting for it to finish\n", hostLock)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lab lock %s: %w", hostLock, err)
+		}
+	}
+	return func() { f.Close() }, nil
+}
+
 // repoRoot is the directory with go.mod above the binary (bin/sqmkit-lab)
 // or, for `go run`, above the working directory.
 func repoRoot() (string, error) {
@@ -191,12 +211,17 @@ func runHost(repo, out string, plan []planRun) ([]result, error) {
 	for _, r := range plan {
 		n += len(r.Backends)
 	}
+	unlock, err := lockHost()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	fmt.Printf("sqmkit-lab: booting %s (%d scenarios), results in %s\n", filepath.Base(kernel), n, out)
 	err = vm.Run(context.Background(), vm.Config{
 		Kernel: kernel, Initrd: initrd, Results: out,
 		Cmd:     []string{filepath.Join(bin, "sqmkit-lab"), "guest", planPath},
 		Console: filepath.Join(out, "console.log"),
-		Timeout: 3*time.Minute + time.Duration(n)*4*time.Minute,
+		Timeout: 3*time.Minute + time.Duration(n)*5*time.Minute,
 		Out:     os.Stdout,
 	})
 	var rs []result

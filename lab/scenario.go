@@ -164,7 +164,7 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 	}
 	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
 	root := filepath.Join(t.dir, "root-"+b)
-	if err := writeRouterRoot(root, t.p, t.wanDev, b, r.DownKbit, r.UpKbit); err != nil {
+	if err := writeRouterRoot(root, t.p, t.shapedDev(b), b, r.DownKbit, r.UpKbit); err != nil {
 		return err
 	}
 	env := []string{}
@@ -194,6 +194,12 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 		return err
 	}
 	os.WriteFile(filepath.Join(r.Dir, "tc-started.txt"), []byte(t.tcStats()), 0o644)
+	// A start that waits for hotplug exits 0 and shapes nothing; grading
+	// the bare link then would only blame the backend.
+	if started, err := t.qdiscs(); err != nil || started == before {
+		sq.run(nsRouter, g.tools.sqmkit, "stop", "--root", root)
+		return fmt.Errorf("sqmkit start on %s changed no qdisc: %s", t.shapedDev(b), lastLine(out))
+	}
 	gerr := g.grade(t, r)
 	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
 	if gerr == nil {
@@ -290,7 +296,11 @@ func summaryLine(r *result) string {
 	if r.Test != nil {
 		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)
 		for _, p := range r.Test.Phases {
-			fmt.Fprintf(&b, " | %s +%.1f/+%.1f ms %.1f/%.1f Mbit/s", p.Name, p.AddedMedian, p.AddedP95, p.DownMbps, p.UpMbps)
+			fmt.Fprintf(&b, " | %s +%.1f/+%.1f ms", p.Name, p.AddedMedian, p.AddedP95)
+			if p.AddedP95First != nil {
+				fmt.Fprintf(&b, " (first 10 s p95 +%.1f)", *p.AddedP95First)
+			}
+			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
 		}
 	}
 	for _, c := range r.Checks {
@@ -299,6 +309,11 @@ func summaryLine(r *result) string {
 		}
 	}
 	return b.String()
+}
+
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return lines[len(lines)-1]
 }
 
 func writeJSON(path string, v any) error {

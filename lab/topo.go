@@ -19,6 +19,7 @@ const (
 	nsClient, nsRouter, nsModem, nsServer = "client", "router", "modem", "server"
 	serverIP                              = "10.3.0.2"
 	pppIfname                             = "pppoe-wan" // OpenWrt's name for network.wan's PPP device
+	wanPort                               = "wan"       // the router's physical modem-facing port
 )
 
 // guestModules are what the scenarios load in the guest kernel.
@@ -35,12 +36,25 @@ type topo struct {
 	procs  []*proc
 }
 
+// shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS
+// shapers sit on the physical port, where frames still carry their
+// Ethernet, VLAN and PPPoE headers, so nsstbl's byte count holds most of
+// the framing (the spec's worked example: interface wan, network wan proto
+// pppoe device wan.7). The CPU backends shape the logical WAN device
+// (pppoe-wan), as sqm-scripts users do, and pay the framing through stab.
+func (t *topo) shapedDev(backend string) string {
+	if backend == "nss" {
+		return wanPort
+	}
+	return t.wanDev
+}
+
 // wanLower is the router's Ethernet-level WAN device (VLAN when tagged).
 func (t *topo) wanLower() string {
 	if t.p.Encap.VLAN > 0 {
-		return fmt.Sprintf("wan.%d", t.p.Encap.VLAN)
+		return fmt.Sprintf("%s.%d", wanPort, t.p.Encap.VLAN)
 	}
-	return "wan"
+	return wanPort
 }
 
 func (t *topo) modemLower() string {
@@ -65,7 +79,7 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 			return nil, err
 		}
 	}
-	pairs := [][4]string{{nsClient, "c0", nsRouter, "lan"}, {nsRouter, "wan", nsModem, "m0"}, {nsModem, "m1", nsServer, "s0"}}
+	pairs := [][4]string{{nsClient, "c0", nsRouter, "lan"}, {nsRouter, wanPort, nsModem, "m0"}, {nsModem, "m1", nsServer, "s0"}}
 	for _, pr := range pairs {
 		if _, err := sh.run("", "ip", "link", "add", pr[1], "netns", pr[0], "type", "veth", "peer", "name", pr[3], "netns", pr[2]); err != nil {
 			return nil, err
@@ -102,7 +116,7 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	}
 	if v := t.p.Encap.VLAN; v > 0 {
 		id := fmt.Sprint(v)
-		if err := sh.must(nsRouter, []string{"ip", "link", "add", "link", "wan", "name", t.wanLower(), "type", "vlan", "id", id},
+		if err := sh.must(nsRouter, []string{"ip", "link", "add", "link", wanPort, "name", t.wanLower(), "type", "vlan", "id", id},
 			[]string{"ip", "link", "set", t.wanLower(), "up"}); err != nil {
 			return nil, err
 		}

@@ -35,6 +35,9 @@ type Phase struct {
 	Loss        float64 `json:"loss_pct"`
 	DownMbps    float64 `json:"download_mbps"`
 	UpMbps      float64 `json:"upload_mbps"`
+	// AddedP95First is the added p95 over the phase's first 10 s when the
+	// phase is longer: what a 10 s test would have graded. Diagnostic only.
+	AddedP95First *float64 `json:"added_p95_first_10s_ms,omitempty"`
 }
 
 // Measurement is one graded run of the three load phases.

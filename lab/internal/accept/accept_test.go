@@ -10,6 +10,8 @@ func meas(down, up, bidir Phase) Measurement {
 	return Measurement{Tool: "t", IdleRTT: 20, Phases: []Phase{down, up, bidir}}
 }
 
+func ptr(v float64) *float64 { return &v }
+
 func failed(cs []Check) []string {
 	var out []string
 	for _, c := range cs {
@@ -32,6 +34,9 @@ func TestShaped(t *testing.T) {
 		{"bloated upload", meas(calm, Phase{AddedMedian: 80, AddedP95: 120}, calm),
 			[]string{"upload median added ms", "upload p95 added ms"}},
 		{"spiky bidir", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 16}), []string{"bidirectional p95 added ms"}},
+		// The first-10 s p95 is a diagnostic: it neither fails nor rescues a run.
+		{"start transient alone", meas(Phase{AddedMedian: 1, AddedP95: 4, AddedP95First: ptr(30), DownMbps: 34}, calm, calm), nil},
+		{"spiky steady state", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 20, AddedP95First: ptr(4)}), []string{"bidirectional p95 added ms"}},
 		{"slow download", meas(Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 32.2}, calm, calm), []string{"download goodput Mbit/s"}},
 		{"missing phase", Measurement{Phases: []Phase{{Name: Download, DownMbps: 34}, {Name: Upload}}},
 			[]string{"bidirectional phase present"}},

@@ -71,6 +71,9 @@ func Args(c Config) ([]string, error) {
 	}, nil
 }
 
+// priority is qemu's nice and its autogroup's nice.
+const priority = -10
+
 // Run boots the guest and returns when it powers off, or kills it at the
 // timeout.
 func Run(ctx context.Context, c Config) error {
@@ -87,15 +90,22 @@ func Run(ctx context.Context, c Config) error {
 	defer log.Close()
 	cmd := exec.CommandContext(ctx, "qemu-system-x86_64", args...)
 	cmd.Stdin = nil
+	// Its own session gives qemu its own scheduler autogroup (see below).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("qemu: %w (install qemu-system-x86)", err)
 	}
 	// The emulated CPU is the lab's clock: when other work on the host
-	// preempts it, latency samples grow spikes that no qdisc caused. Best
-	// effort (needs root), so the error is ignored.
-	syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, -10)
+	// preempts it, latency samples grow spikes (both directions at once,
+	// goodput dips) that no qdisc caused. With autogroup scheduling (the
+	// Debian default) a process's nice only ranks it inside its session's
+	// group and every session's group gets an equal share, so `go test` in
+	// another terminal halves qemu whatever qemu's nice; the group's own
+	// nice is what counts. Best effort (needs root), errors ignored.
+	syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, priority)
+	os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", cmd.Process.Pid), []byte(fmt.Sprint(priority)), 0)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
