@@ -6,11 +6,15 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean FORCE
+.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean kerneltests FORCE
 
 all: build
 
-build: $(BIN)/sqmkit $(BIN)/sqmkit-lab $(BIN)/tcshim
+build: $(BIN)/sqmkit $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)/labtests
+
+# Packages with TestLab* tests: they need the guest kernel (sfq, prio,
+# police, fq_codel), skip on the host, and sqmkit-lab runs them in the VM.
+LABTESTS := internal/doctor
 
 $(BIN)/sqmkit: FORCE
 	$(GOBUILD) -o $@ ./cmd/sqmkit
@@ -21,6 +25,10 @@ $(BIN)/sqmkit-lab: FORCE
 
 $(BIN)/tcshim: FORCE
 	$(GOBUILD) -o $@ ./lab/tcshim
+
+$(BIN)/labtests: FORCE
+	@mkdir -p $@
+	set -e; for p in $(LABTESTS); do CGO_ENABLED=0 $(GO) test -c -o $@/$$(basename $$p).test ./$$p; done
 
 deps:
 	scripts/deps.sh
@@ -36,6 +44,10 @@ unit: build
 
 lab-ci: deps build
 	$(BIN)/sqmkit-lab ci
+
+# Only the Go tests that need the guest kernel (TestLab* in bin/labtests).
+kerneltests: deps build
+	$(BIN)/sqmkit-lab kerneltests
 
 # The full matrix: every profile × every backend.
 lab: deps build

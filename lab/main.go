@@ -30,6 +30,8 @@ type labPlan struct {
 	Out    string    `json:"out"`
 	Commit string    `json:"commit"`
 	Runs   []planRun `json:"runs"`
+	// KernelTests runs bin/labtests/*.test (TestLab*) before the scenarios.
+	KernelTests bool `json:"kernel_tests"`
 }
 
 type planRun struct {
@@ -43,6 +45,7 @@ const usageText = `Usage: sqmkit-lab COMMAND
   ci     cable × {none, fq_codel, cake, nss} and vdsl-pppoe-vlan7 × {none, nss} (make lab-ci, make test)
   all    every profile × every backend (make lab)
   run    --profile NAME|PATH [--backends none,cake,...] [--out DIR]
+  kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)
   guest  PLAN.json (inside the VM; started by the others)
 
 Results go to lab/results/<time>-<name>/ (one result.json per scenario, plots,
@@ -62,7 +65,9 @@ func main() {
 	var plan []planRun
 	name := os.Args[1]
 	out := ""
+	kernelTests := name == "ci" || name == "all" || name == "kerneltests"
 	switch name {
+	case "kerneltests": // the kernel tests alone, no scenario
 	case "guest":
 		if len(os.Args) != 3 {
 			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
@@ -123,7 +128,7 @@ func main() {
 	if out == "" {
 		out = filepath.Join(repo, "lab/results", time.Now().Format("20060102-150405")+"-"+filepath.Base(name))
 	}
-	rs, err := runHost(repo, out, plan)
+	rs, err := runHost(repo, out, plan, kernelTests)
 	if err != nil {
 		fatal(err)
 	}
@@ -184,7 +189,7 @@ func repoRoot() (string, error) {
 }
 
 // runHost boots the guest once for the whole plan and collects the results.
-func runHost(repo, out string, plan []planRun) ([]result, error) {
+func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, error) {
 	kernel, modDir, err := vm.FindKernel()
 	if err != nil {
 		return nil, err
@@ -202,7 +207,7 @@ func runHost(repo, out string, plan []planRun) ([]result, error) {
 		return nil, err
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
-	lp := labPlan{Bin: bin, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan}
+	lp := labPlan{Bin: bin, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
 	planPath := filepath.Join(out, "plan.json")
 	if err := writeJSON(planPath, lp); err != nil {
 		return nil, err
@@ -256,6 +261,21 @@ func snapshotBin(from, to string) error {
 			return err
 		}
 	}
+	tests, _ := filepath.Glob(filepath.Join(from, "labtests", "*.test"))
+	if len(tests) > 0 {
+		if err := os.MkdirAll(filepath.Join(to, "labtests"), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, t := range tests {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, "labtests", filepath.Base(t)), b, 0o755); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -285,6 +305,16 @@ func runGuest(planPath string) int {
 	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, say: say}
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result
+	if lp.KernelTests {
+		r := result{Profile: "kernel", Backend: "TestLab", Date: time.Now().UTC().Format(time.RFC3339), Commit: lp.Commit,
+			Status: "pass", Dir: filepath.Join(lp.Out, "kerneltests")}
+		if err := runKernelTests(filepath.Join(lp.Bin, "labtests"), lp.Out); err != nil {
+			r.Status, r.Error = "fail", err.Error()
+		}
+		say("kernel tests: %s %s", r.Status, r.Error)
+		rs = append(rs, r)
+		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+	}
 	for _, run := range lp.Runs {
 		p, err := profile.Load("", run.Profile)
 		if err != nil {
