@@ -311,9 +311,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		l.mu.Unlock()
 		if !ok {
-			c.Close()
+			// Counted and logged before the close, so a client that sees
+			// the close can rely on both.
 			l.s.refusedConns.Add(1)
 			l.s.logRefusal(fmt.Sprintf("rpm: connection limit reached (%d total, %d per address), refused %s", l.s.cfg.MaxConns, l.s.cfg.MaxConnsPerIP, ip))
+			c.Close()
 			continue
 		}
 		bbproto.SetNotSentLowat(c, notSentLowat)
