@@ -28,16 +28,16 @@ func (r *recorder) run(ctx context.Context) {
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	last := time.Now()
-	down, up := r.t.down.Load(), r.t.up.Load()
 	downS, upS := loadAll(r.t.downS), loadAll(r.t.upS)
+	down, up := sum(downS), sum(upS)
 	pLast, pDown, pUp := last, down, up
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			d, u := r.t.down.Load(), r.t.up.Load()
 			ds, us := loadAll(r.t.downS), loadAll(r.t.upS)
+			d, u := sum(ds), sum(us)
 			r.samples = append(r.samples, bbresult.Throughput{
 				T:               now.Sub(r.t.start).Seconds(),
 				Download:        mbps(d-down, now.Sub(last)),
@@ -73,6 +73,14 @@ func loadAll(c []atomic.Int64) []int64 {
 		v[i] = c[i].Load()
 	}
 	return v
+}
+
+func sum(v []int64) int64 {
+	var s int64
+	for _, x := range v {
+		s += x
+	}
+	return s
 }
 
 // perStream is each stream's goodput since the last sample; nil when the

@@ -98,9 +98,9 @@ type tester struct {
 	wall0 int64
 	addr  netip.AddrPort
 	sess  bbproto.SessionID
-	down  atomic.Int64 // payload bytes received on download streams
-	up    atomic.Int64 // payload bytes the server confirmed on upload streams
-	// The same per stream index, for per-stream goodput.
+	// Payload bytes received on each download stream and confirmed by the
+	// server on each upload stream. A direction's total is their sum, so
+	// the per-stream goodput always adds up to it.
 	downS, upS []atomic.Int64
 
 	mu     sync.Mutex
@@ -344,7 +344,7 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	t.mu.Unlock()
 	t.log("phase %s: %v", name, length)
 	sp := span{name: name, start: time.Since(t.start).Seconds(), loaded: loaded}
-	down0, up0 := t.down.Load(), t.up.Load()
+	down0, up0 := sum(loadAll(t.downS)), sum(loadAll(t.upS))
 
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -366,7 +366,7 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	case <-ctx.Done():
 	}
 	sp.end = time.Since(t.start).Seconds()
-	sp.down, sp.up = t.down.Load()-down0, t.up.Load()-up0
+	sp.down, sp.up = sum(loadAll(t.downS))-down0, sum(loadAll(t.upS))-up0
 	stop()
 	wg.Wait()
 	return sp

@@ -89,7 +89,6 @@ func (t *tester) download(ctx context.Context, c net.Conn, own *atomic.Int64) er
 		switch typ {
 		case bbproto.FrameData:
 			m, err := br.Discard(n)
-			t.down.Add(int64(m))
 			own.Add(int64(m))
 			if err != nil {
 				return err
@@ -142,7 +141,6 @@ func (t *tester) upload(ctx context.Context, c net.Conn, own *atomic.Int64) erro
 				continue
 			}
 			if v > last {
-				t.up.Add(int64(v - last))
 				own.Add(int64(v - last))
 				last = v
 			}
