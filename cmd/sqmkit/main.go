@@ -71,13 +71,21 @@ func newFlagSet(name, argsUsage string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses args and maps -h to exit 0 and bad flags to exit 2.
+// parseFlags parses args and maps -h to exit 0 and bad flags to exit 2. A
+// bad flag prints only the flag package's one-line error and a pointer to -h:
+// forty lines of usage would bury the line that says what is wrong.
 func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return false, 0
-		}
-		return false, 2
+	full := fs.Usage
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.Usage = full
+	switch {
+	case err == nil:
+		return true, 0
+	case errors.Is(err, flag.ErrHelp):
+		full()
+		return false, 0
 	}
-	return true, 0
+	fmt.Fprintf(fs.Output(), "run '%s -h' for the flags\n", fs.Name())
+	return false, 2
 }

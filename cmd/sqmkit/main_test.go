@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func TestParseFlagsErrorsAreShort(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		args     []string
+		ok       bool
+		code     int
+		want     []string
+		maxLines int
+	}{
+		{"good", []string{"-n", "3", "x"}, true, 0, nil, 0},
+		{"help prints the usage", []string{"-h"}, false, 0, []string{"Usage: sqmkit demo", "-n"}, 100},
+		{"bad value", []string{"-n", "many"}, false, 2, []string{`invalid value "many" for flag -n`, "run 'sqmkit demo -h'"}, 2},
+		{"unknown flag", []string{"-bogus"}, false, 2, []string{"-bogus", "run 'sqmkit demo -h'"}, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			commands["demo"] = command{name: "demo", summary: "a test command"}
+			defer delete(commands, "demo")
+			fs := newFlagSet("demo", "ARG")
+			var out bytes.Buffer
+			fs.SetOutput(&out)
+			fs.Int("n", 1, "a number")
+			ok, code := parseFlags(fs, c.args)
+			if ok != c.ok || code != c.code {
+				t.Fatalf("parseFlags(%q) = %v, %d; want %v, %d", c.args, ok, code, c.ok, c.code)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("output lacks %q:\n%s", w, out.String())
+				}
+			}
+			if n := strings.Count(out.String(), "\n"); n > c.maxLines {
+				t.Errorf("output has %d lines, want at most %d:\n%s", n, c.maxLines, out.String())
+			}
+		})
+	}
+}
