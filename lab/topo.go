@@ -115,17 +115,12 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 		return nil, err
 	}
 	if v := t.p.Encap.VLAN; v > 0 {
-		// The 802.1Q tag must be in the packet when the port's qdisc counts
-		// it (the modem's stab assumes so, and an NSS port shaper sees it).
-		// With tx VLAN offload on the port, or reorder_hdr on the VLAN
-		// device, the kernel keeps the tag in skb metadata and inserts it
-		// only after the qdisc; txvlan off alone is not enough (measured:
-		// a 1000-byte IP packet over PPPoE+VLAN counts 1022 bytes on wan
-		// with either, 1026 with both off).
+		// Default VLAN devices: the tag stays in skb metadata through the
+		// port's qdisc (see profile.Encap.HeaderBytes), as on any Linux
+		// router; reorder_hdr off would put it in but breaks PPPoE receive.
 		id := fmt.Sprint(v)
 		for _, end := range [][3]string{{nsRouter, wanPort, t.wanLower()}, {nsModem, "m0", t.modemLower()}} {
-			if err := sh.must(end[0], []string{"ethtool", "-K", end[1], "txvlan", "off"},
-				[]string{"ip", "link", "add", "link", end[1], "name", end[2], "type", "vlan", "id", id, "reorder_hdr", "off"},
+			if err := sh.must(end[0], []string{"ip", "link", "add", "link", end[1], "name", end[2], "type", "vlan", "id", id},
 				[]string{"ip", "link", "set", end[2], "up"}); err != nil {
 				return nil, err
 			}

