@@ -147,10 +147,11 @@ func (o *Options) validate(t Target, r *Result) bool {
 		o.log("%s: not started: %v", q.Interface, err)
 		return false
 	}
-	ifi, err := net.InterfaceByName(q.Interface)
+	_, err = net.InterfaceByName(q.Interface)
 	if needsAddress[t.Facts.Proto] {
-		if err != nil || !routable(ifi) {
-			r.State, r.Err = Waiting, fmt.Errorf("%s (proto %s) has no address yet; waiting for the hotplug event", q.Interface, t.Facts.Proto)
+		l3 := addressDevice(q, t.Facts)
+		if l3ifi, l3err := net.InterfaceByName(l3); err != nil || l3err != nil || !routable(l3ifi) {
+			r.State, r.Err = Waiting, fmt.Errorf("%s (proto %s) has no address yet; waiting for the hotplug event", l3, t.Facts.Proto)
 			o.log("%s: %v", q.Interface, r.Err)
 			return false
 		}
@@ -173,6 +174,18 @@ func (o *Options) validate(t Target, r *Result) bool {
 	}
 	r.Plan = p
 	return true
+}
+
+// addressDevice names the device whose address says the link is usable:
+// the queue's own device when it is the protocol's (pppoe-wan, or ppp0 on a
+// plain Linux box), else the one OpenWrt creates for the network section
+// (<proto>-<section>). NSS queues sit on the physical port below it, as in
+// the spec's example (interface wan, network wan proto pppoe device wan.7).
+func addressDevice(q config.Queue, f linkinfo.Facts) string {
+	if f.NetworkSection == "" || strings.HasPrefix(q.Interface, f.Proto+"-") {
+		return q.Interface
+	}
+	return f.Proto + "-" + f.NetworkSection
 }
 
 // routable reports an address other than link-local: a PPP link has its

@@ -300,6 +300,28 @@ func TestWaitsForAddress(t *testing.T) {
 	})
 }
 
+// A queue on the physical port (the NSS way: interface wan, network wan proto
+// pppoe) waits for the address of pppoe-wan, not of the port.
+func TestWaitsForProtocolDevice(t *testing.T) {
+	ns := tctest.NewNetns(t, "waitl3")
+	tg := target(config.NSS)
+	tg.Facts.Proto, tg.Facts.NetworkSection = "pppoe", "wan"
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		ns.Exec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "wan")
+		rs := Start([]Target{tg}, Options{Runner: r})
+		if rs[0].State != Waiting || !strings.Contains(fmt.Sprint(rs[0].Err), "pppoe-wan") || r.Procs() != 0 {
+			t.Fatalf("port addressed, no pppoe-wan: got %s %v after %d processes, want waiting for pppoe-wan", rs[0].State, rs[0].Err, r.Procs())
+		}
+		ns.Exec(t, "ip", "link", "add", "pppoe-wan", "type", "veth", "peer", "name", "pppoe-peer")
+		ns.Exec(t, "ip", "link", "set", "pppoe-wan", "up")
+		ns.Exec(t, "ip", "addr", "add", "198.51.100.1/32", "dev", "pppoe-wan")
+		if rs = Start([]Target{tg}, Options{Runner: r}); rs[0].State == Waiting {
+			t.Errorf("pppoe-wan has an address, start still waits: %v", rs[0].Err)
+		}
+	})
+}
+
 func TestHotplugGuard(t *testing.T) {
 	useShim(t, "")
 	ns := tctest.NewNetns(t, "hotplug")
