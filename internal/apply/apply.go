@@ -85,8 +85,10 @@ func (r Result) Failed() bool {
 }
 
 // needsAddress lists the protocols whose device only becomes usable once
-// the link is up and addressed; until then a start waits for hotplug.
-var needsAddress = map[string]bool{"pppoe": true, "dslite": true, "map": true}
+// the link is up and addressed; until then a start waits for hotplug. The
+// value is the prefix OpenWrt gives the protocol's device (pppoe-wan,
+// ds-wan for DS-Lite, map-wan).
+var needsAddress = map[string]string{"pppoe": "pppoe-", "dslite": "ds-", "map": "map-"}
 
 func (o *Options) log(format string, a ...any) {
 	if o.Log != nil {
@@ -148,7 +150,7 @@ func (o *Options) validate(t Target, r *Result) bool {
 		return false
 	}
 	_, err = net.InterfaceByName(q.Interface)
-	if needsAddress[t.Facts.Proto] {
+	if _, ok := needsAddress[t.Facts.Proto]; ok {
 		l3 := addressDevice(q, t.Facts)
 		if l3ifi, l3err := net.InterfaceByName(l3); err != nil || l3err != nil || !routable(l3ifi) {
 			r.State, r.Err = Waiting, fmt.Errorf("%s (proto %s) has no address yet; waiting for the hotplug event", l3, t.Facts.Proto)
@@ -179,13 +181,14 @@ func (o *Options) validate(t Target, r *Result) bool {
 // addressDevice names the device whose address says the link is usable:
 // the queue's own device when it is the protocol's (pppoe-wan, or ppp0 on a
 // plain Linux box), else the one OpenWrt creates for the network section
-// (<proto>-<section>). NSS queues sit on the physical port below it, as in
-// the spec's example (interface wan, network wan proto pppoe device wan.7).
+// (pppoe-wan, ds-wan, map-wan). NSS queues sit on the physical port below it,
+// as in the spec's example (interface wan, network wan proto pppoe device wan.7).
 func addressDevice(q config.Queue, f linkinfo.Facts) string {
-	if f.NetworkSection == "" || strings.HasPrefix(q.Interface, f.Proto+"-") {
+	prefix := needsAddress[f.Proto]
+	if f.NetworkSection == "" || strings.HasPrefix(q.Interface, prefix) {
 		return q.Interface
 	}
-	return f.Proto + "-" + f.NetworkSection
+	return prefix + f.NetworkSection
 }
 
 // routable reports an address other than link-local: a PPP link has its

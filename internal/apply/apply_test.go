@@ -496,3 +496,23 @@ func TestStartClearsUnshapedDirection(t *testing.T) {
 		})
 	}
 }
+
+func TestAddressDevice(t *testing.T) {
+	for _, c := range []struct {
+		iface, proto, section, want string
+	}{
+		{"pppoe-wan", "pppoe", "wan", "pppoe-wan"},
+		{"wan", "pppoe", "wan", "pppoe-wan"},
+		{"wan.7", "pppoe", "wan", "pppoe-wan"},
+		{"eth1", "dslite", "wan6", "ds-wan6"},
+		{"ds-wan6", "dslite", "wan6", "ds-wan6"},
+		{"eth1", "map", "wan", "map-wan"},
+		{"ppp0", "pppoe", "", "ppp0"},
+	} {
+		q := config.Queue{Interface: c.iface}
+		f := linkinfo.Facts{Proto: c.proto, NetworkSection: c.section}
+		if got := addressDevice(q, f); got != c.want {
+			t.Errorf("addressDevice(%s, proto %s, section %q) = %s, want %s", c.iface, c.proto, c.section, got, c.want)
+		}
+	}
+}
