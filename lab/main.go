@@ -57,6 +57,22 @@ func main() {
 		fmt.Fprint(os.Stderr, usageText)
 		os.Exit(2)
 	}
+	// The guest-side commands come first: in the guest only the run
+	// directory is reachable (a checkout under /tmp sits below the guest's
+	// own tmpfs), so they must not look for the repository.
+	switch os.Args[1] {
+	case "guest":
+		if len(os.Args) != 3 {
+			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
+		}
+		os.Exit(runGuest(os.Args[2]))
+	case pppdKernelName:
+		if len(os.Args) < 3 {
+			fatal(fmt.Errorf("usage: sqmkit-lab %s LOG PPPD-ARGS... (started by pppoe-server -q)", pppdKernelName))
+		}
+		runPPPDWrapper(os.Args[2], os.Args[3:])
+		return
+	}
 	repo, err := repoRoot()
 	if err != nil {
 		fatal(err)
@@ -68,16 +84,6 @@ func main() {
 	kernelTests := name == "ci" || name == "all" || name == "kerneltests"
 	switch name {
 	case "kerneltests": // the kernel tests alone, no scenario
-	case "guest":
-		if len(os.Args) != 3 {
-			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
-		}
-		os.Exit(runGuest(os.Args[2]))
-	case pppdKernelName:
-		if len(os.Args) < 3 {
-			fatal(fmt.Errorf("usage: sqmkit-lab %s LOG PPPD-ARGS... (started by pppoe-server -q)", pppdKernelName))
-		}
-		runPPPDWrapper(os.Args[2], os.Args[3:])
 	case "demo":
 		plan = []planRun{{"cable", []string{unshaped, "cake"}}}
 	case "ci":
@@ -205,6 +211,21 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	bin := filepath.Join(out, "bin")
 	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
 		return nil, err
+	}
+	// Profiles travel with the run for the same reason as bin/.
+	plan = slices.Clone(plan)
+	for i := range plan {
+		b, err := os.ReadFile(plan[i].Profile)
+		if err != nil {
+			return nil, err
+		}
+		plan[i].Profile = filepath.Join(out, "profiles", filepath.Base(plan[i].Profile))
+		if err := os.MkdirAll(filepath.Dir(plan[i].Profile), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(plan[i].Profile, b, 0o644); err != nil {
+			return nil, err
+		}
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
 	lp := labPlan{Bin: bin, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}

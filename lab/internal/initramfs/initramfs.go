@@ -56,6 +56,7 @@ o=trans=virtio,version=9p2000.L,msize=512000
 $B mount -t 9p -o ro,$o ` + TagRoot + ` /mnt || $B poweroff -f
 $B mount -t tmpfs tmp /mnt/tmp
 $B mount -t tmpfs run /mnt/run
+$B mkdir -p "/mnt$labresults" 2>/dev/null
 $B mount -t 9p -o $o ` + TagResults + ` "/mnt$labresults" || $B poweroff -f
 for d in proc sys dev; do $B mount --move /$d /mnt/$d; done
 cmd=$(echo "$labcmd" | $B tr ':' ' ')
