@@ -1,11 +1,13 @@
 package main
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
@@ -56,7 +58,9 @@ func TestLifecycleCLI(t *testing.T) {
 	if out := run(0, "status"); !strings.Contains(out, "shaped as planned") || !strings.Contains(out, "nssfq_codel") {
 		t.Errorf("status output:\n%s", out)
 	}
-	run(0, "restart")
+	if out := run(0, "restart", "-v"); !strings.Contains(out, "sqmkit: exec tc -batch") {
+		t.Errorf("restart -v logs no batch:\n%s", out)
+	}
 	run(0, "stop")
 	if q := qdiscs(); strings.Contains(q, "tbf") || strings.Contains(q, "ingress") {
 		t.Errorf("stop left qdiscs: %s", q)
@@ -65,4 +69,74 @@ func TestLifecycleCLI(t *testing.T) {
 		t.Errorf("status after stop:\n%s", out)
 	}
 	run(0, "stop")
+}
+
+func TestLogDestination(t *testing.T) {
+	cases := []struct {
+		name    string
+		openwrt bool // etc/openwrt_release exists under root
+		logd    bool // something listens on root/dev/log
+		syslog  bool // the line must reach the socket, not stderr
+	}{
+		{"openwrt with logd", true, true, true},
+		{"openwrt without logd", true, false, false},
+		{"not openwrt", false, true, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			// a short path: unix socket names are limited to 108 bytes
+			root, err := os.MkdirTemp("", "sq")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { os.RemoveAll(root) })
+			if c.openwrt {
+				if err := os.MkdirAll(filepath.Join(root, "etc"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, "etc/openwrt_release"), []byte("DISTRIB_ID='OpenWrt'\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var got chan string
+			if c.logd {
+				if err := os.MkdirAll(filepath.Join(root, "dev"), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: filepath.Join(root, "dev/log"), Net: "unixgram"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { conn.Close() })
+				got = make(chan string, 1)
+				go func() {
+					b := make([]byte, 2048)
+					n, err := conn.Read(b)
+					if err == nil {
+						got <- string(b[:n])
+					}
+				}()
+			}
+			var stderr strings.Builder
+			newLog(root, &stderr)("download on ifb4wan: shaped")
+			if !c.syslog {
+				if want := "sqmkit: download on ifb4wan: shaped\n"; stderr.String() != want {
+					t.Errorf("stderr %q, want %q", stderr.String(), want)
+				}
+				return
+			}
+			if stderr.Len() != 0 {
+				t.Errorf("stderr %q, want nothing", stderr.String())
+			}
+			select {
+			case m := <-got:
+				// <30>: facility daemon, severity info
+				if !strings.HasPrefix(m, "<30>") || !strings.Contains(m, " sqmkit[") || !strings.HasSuffix(strings.TrimSpace(m), "download on ifb4wan: shaped") {
+					t.Errorf("syslog got %q", m)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("nothing reached root/dev/log")
+			}
+		})
+	}
 }

@@ -107,10 +107,11 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 }
 
 // newLog sends decisions to syslog on OpenWrt (what `logger -t sqmkit`
-// does, without a process per line) and to stderr elsewhere.
+// does, without a process per line) and to stderr elsewhere. The socket is
+// the one under root, like every other file: logd listens on /dev/log.
 func newLog(root string, stderr io.Writer) func(string) {
 	if _, err := os.Stat(filepath.Join(root, "etc/openwrt_release")); err == nil {
-		if w, err := syslog.New(syslog.LOG_INFO|syslog.LOG_DAEMON, "sqmkit"); err == nil {
+		if w, err := syslog.Dial("unixgram", filepath.Join(root, "dev/log"), syslog.LOG_INFO|syslog.LOG_DAEMON, "sqmkit"); err == nil {
 			return func(s string) { w.Info(s) }
 		}
 	}

@@ -78,9 +78,10 @@ func (c *checker) filters(wan string) {
 		}
 		for _, a := range f.Actions {
 			if a.Kind == "police" {
+				// an action counts every packet it sees, dropped ones included
 				c.add(Warn, "ingress-policer", name,
 					"Shape the download on an IFB (ingress redirect + fq_codel or cake) instead of policing: a policer drops bursts and halves TCP throughput.",
-					a.Line, fmt.Sprintf("policer dropped %d of %d pkt", a.Stats.Dropped, a.Stats.Packets+a.Stats.Dropped))
+					a.Line, fmt.Sprintf("policer dropped %d of %d pkt", a.Stats.Dropped, a.Stats.Packets))
 			}
 		}
 		if to := target(f); to != "" && icmp(f) {

@@ -78,6 +78,19 @@ func TestLabWondershaper(t *testing.T) {
 					t.Errorf("warn %s: %d findings, want present=%v", id, n, tc.wants)
 				}
 			}
+			if tc.wants {
+				// the 500 packets sent into wan's ingress all met the policer
+				// (4 Mbit/s, 10 kB burst: most are dropped), so its evidence must
+				// count them: "0 of 0" means live counters went unread
+				ev := evidence(r, "ingress-policer")
+				var dropped, seen int
+				if i := strings.Index(ev, "policer dropped "); i < 0 {
+					t.Errorf("policer evidence %q has no counts", ev)
+				} else if _, err := fmt.Sscanf(ev[i:], "policer dropped %d of %d pkt", &dropped, &seen); err != nil || seen != 500 || dropped == 0 || dropped > seen {
+					out, _ := exec.Command("ip", "netns", "exec", ns.Name, "tc", "-s", "filter", "show", "dev", "wan", "parent", "ffff:").CombinedOutput()
+					t.Errorf("policer evidence %q, want 500 packets seen and some dropped; live output:\n%s", ev, out)
+				}
+			}
 			if !tc.wants && r.Status != OK {
 				t.Errorf("status %s, want ok", r.Status)
 			}
@@ -143,6 +156,16 @@ func wire(t *testing.T, ns *tctest.Netns) string {
 
 // send writes 500 datagrams of 1000 bytes to addr from inside the
 // namespace; full queues and the policer drop some, the counters move.
+// evidence joins the evidence of the first finding with the given id.
+func evidence(r *Report, id string) string {
+	for _, f := range r.Findings {
+		if f.ID == id {
+			return strings.Join(f.Evidence, "; ")
+		}
+	}
+	return ""
+}
+
 func send(t *testing.T, ns *tctest.Netns, addr string) {
 	t.Helper()
 	ns.Do(t, func() {

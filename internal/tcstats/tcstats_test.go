@@ -168,12 +168,36 @@ func TestParseFilters(t *testing.T) {
 	if m := ack.Matches[2]; m.Value != 0x00100000 || m.Mask != 0x00ff0000 || m.Off != 32 {
 		t.Errorf("ACK flag match = %+v", m)
 	}
-	pol := ws[len(ws)-1]
-	if len(pol.Actions) != 1 || pol.Actions[0].Kind != "police" || pol.Actions[0].Stats.Dropped != 8123 {
-		t.Errorf("policer = %+v", pol.Actions)
-	}
-	if v, _ := pol.Get("flowid"); v != ":1" {
-		t.Errorf("flowid = %q", v)
+}
+
+// TestParsePolicer covers both ways tc prints a u32 policer's counters: as
+// an action with an "Action statistics:" header, and (u32's legacy police,
+// as iproute2 6.1 prints it live, captured in the lab) right after it.
+func TestParsePolicer(t *testing.T) {
+	for _, tt := range []struct {
+		file             string
+		packets, dropped uint64
+	}{
+		{"wondershaper-filter.txt", 61002, 8123},
+		{"police-live.txt", 500, 488},
+	} {
+		t.Run(tt.file, func(t *testing.T) {
+			recs := load(t, tt.file)
+			pol := recs[len(recs)-1]
+			if len(pol.Actions) != 1 || pol.Actions[0].Kind != "police" {
+				t.Fatalf("actions = %+v", pol.Actions)
+			}
+			a := pol.Actions[0]
+			if !a.HasStats || a.Stats.Packets != tt.packets || a.Stats.Dropped != tt.dropped {
+				t.Errorf("policer stats = %+v (has %v), want %d pkt, %d dropped", a.Stats, a.HasStats, tt.packets, tt.dropped)
+			}
+			if pol.Stats.Packets != 0 {
+				t.Errorf("policer counters landed on the filter: %+v", pol.Stats)
+			}
+			if v, _ := pol.Get("flowid"); v != ":1" {
+				t.Errorf("flowid = %q", v)
+			}
+		})
 	}
 }
 

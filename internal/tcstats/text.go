@@ -181,7 +181,10 @@ func (p *textParser) filterLine(trim string, toks []string) {
 	case toks[0] == "action" && len(toks) >= 4 && toks[1] == "order":
 		p.addAction(toks[3], trim)
 	case toks[0] == "police":
+		// u32's legacy "police" prints its counters right after, without
+		// an "Action statistics:" header
 		p.addAction("police", trim)
+		p.actStats = true
 	case trim == "Action statistics:":
 		p.actStats = true
 	case toks[0] == "Sent":
