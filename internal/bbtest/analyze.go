@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
@@ -313,7 +314,42 @@ const (
 	// LTE) and SQM has to be tuned per direction.
 	asymShare = 0.8
 	lossNote  = 0.01
+	// Above this share of a direction's goodput the probes stop being a
+	// sparse flow and queue like a load of their own (lab, ADSL 1 Mbit/s
+	// ATM uplink: 10 ms probes, cake upload p95 +35 ms; 50 ms probes, +15 ms).
+	probeShare = 0.05
 )
+
+// probeLoadNote warns when the probes themselves are a noticeable load on
+// the slowest measured direction.
+func probeLoadNote(res *bbresult.Result) string {
+	if res.ProbeInterval <= 0 {
+		return ""
+	}
+	slowest, dir := math.Inf(1), ""
+	for _, p := range res.Phases {
+		if p.Name == bbresult.PhaseDownload && p.DownloadMbps > 0 && p.DownloadMbps < slowest {
+			slowest, dir = p.DownloadMbps, "download"
+		}
+		if p.Name == bbresult.PhaseUpload && p.UploadMbps > 0 && p.UploadMbps < slowest {
+			slowest, dir = p.UploadMbps, "upload"
+		}
+	}
+	if dir == "" {
+		return ""
+	}
+	ip := bbproto.ProbeDefaultSize + 8 + 20 // UDP + IPv4 headers
+	if res.Family == "ipv6" {
+		ip += 20
+	}
+	kbps := float64(ip*8) / res.ProbeInterval // bits per ms = kbit/s
+	share := kbps / (slowest * 1000)
+	if share < probeShare {
+		return ""
+	}
+	return fmt.Sprintf("probes are %.0f kbit/s each way (%d-byte IP packets every %g ms), %.0f%% of the %s goodput: on a link this slow they queue like a load of their own and add latency; retest with --probe-interval %gms",
+		kbps, ip, res.ProbeInterval, 100*share, dir, math.Ceil(float64(ip*8)/(probeShare/2*slowest*1000)))
+}
 
 func notes(res *bbresult.Result, m offsetModel) []string {
 	var out []string
@@ -342,6 +378,9 @@ func notes(res *bbresult.Result, m offsetModel) []string {
 		if p.InFlow.N > 0 && p.InFlow.Median > 2*p.Latency.Median+10 {
 			out = append(out, fmt.Sprintf("%s: latency inside the TCP streams (median %.1f ms) is far above the probes' (%.1f ms): a flow-isolating qdisc (fq_codel, CAKE) shields sparse flows while bulk flows keep their own queue", p.Name, p.InFlow.Median, p.Latency.Median))
 		}
+	}
+	if n := probeLoadNote(res); n != "" {
+		out = append(out, n)
 	}
 	if ppm := m.slope * 1e6; math.Abs(ppm) > 100 {
 		out = append(out, fmt.Sprintf("client and server clocks drift apart by %.0f ppm; one-way delays were corrected linearly", ppm))

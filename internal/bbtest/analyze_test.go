@@ -183,3 +183,35 @@ func TestOffsetDrift(t *testing.T) {
 		t.Errorf("one estimate must give a constant offset, got %+v", m)
 	}
 }
+
+func TestProbeLoadNote(t *testing.T) {
+	phases := func(down, up float64) []bbresult.Phase {
+		return []bbresult.Phase{
+			{Name: bbresult.PhaseIdleBefore},
+			{Name: bbresult.PhaseDownload, DownloadMbps: down},
+			{Name: bbresult.PhaseUpload, UploadMbps: up},
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		res  bbresult.Result
+		want string // substring; "" means no note
+	}{
+		{"cable 7 Mbit/s up: 1%", bbresult.Result{ProbeInterval: 10, Family: "ipv4", Phases: phases(35, 7)}, ""},
+		{"adsl 0.7 Mbit/s up: 11%", bbresult.Result{ProbeInterval: 10, Family: "ipv4", Phases: phases(6.3, 0.7)},
+			"probes are 74 kbit/s each way (92-byte IP packets every 10 ms), 11% of the upload goodput"},
+		{"adsl, suggested interval keeps them at 2.5%", bbresult.Result{ProbeInterval: 10, Family: "ipv4", Phases: phases(6.3, 0.7)},
+			"--probe-interval 43ms"},
+		{"ipv6 headers count", bbresult.Result{ProbeInterval: 10, Family: "ipv6", Phases: phases(6.3, 0.7)}, "112-byte IP packets"},
+		{"slow download", bbresult.Result{ProbeInterval: 10, Family: "ipv4", Phases: phases(1, 20)}, "of the download goodput"},
+		{"adsl with 50 ms probes: 2%", bbresult.Result{ProbeInterval: 50, Family: "ipv4", Phases: phases(6.3, 0.7)}, ""},
+		{"no load phase", bbresult.Result{ProbeInterval: 10, Phases: []bbresult.Phase{{Name: bbresult.PhaseIdleBefore}}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := probeLoadNote(&tt.res)
+			if (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("note %q, want one containing %q", got, tt.want)
+			}
+		})
+	}
+}
