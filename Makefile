@@ -28,7 +28,8 @@ $(BIN)/tcshim: FORCE
 
 $(BIN)/labtests: FORCE
 	@mkdir -p $@
-	set -e; for p in $(LABTESTS); do CGO_ENABLED=0 $(GO) test -c -o $@/$$(basename $$p).test ./$$p; done
+	rm -f $@/*.test
+	set -e; for p in $(LABTESTS); do CGO_ENABLED=0 $(GO) test -c -o $@/$$(echo $$p | tr / -).test ./$$p; done
 
 deps:
 	scripts/deps.sh
