@@ -174,3 +174,35 @@ func TestKernelModeArgs(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintTable(t *testing.T) {
+	m := &accept.Measurement{Tool: "sqmkit dev", Grade: "A", Phases: []accept.Phase{
+		{Name: accept.Download, AddedMedian: 2.3, AddedP95: 25.1, DownMbps: 6.3},
+		{Name: accept.Upload, AddedMedian: 10.8, AddedP95: 70, UpMbps: 0.7},
+		{Name: accept.Bidir, AddedMedian: 27, AddedP95: 62.5, DownMbps: 6.2, UpMbps: 0.5},
+	}}
+	rs := []result{{
+		Profile: "adsl-atm", Backend: "cake", Status: "limitation", Limitation: "ATM at 1 Mbit/s", Test: m,
+		Checks:      []accept.Check{{Name: "upload median added ms", Got: 10.8, Want: "<= 5"}, {Name: "download goodput", Got: 6.3, Want: ">= 6", OK: true}},
+		CrossChecks: []accept.Check{{Name: "upload Mbit/s", Got: 0.7, Want: "0.8 ± 5% (iperf3+irtt)"}},
+	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"}}
+	var b strings.Builder
+	printTable(&b, rs)
+	out := b.String()
+	for _, want := range []string{
+		"adsl-atm  cake     limitation  A      2.3 / 25.1",
+		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7",
+		"6.3 / 0.7",
+		"adsl-atm/cake: FAIL upload median added ms = 10.8 (want <= 5)",
+		"adsl-atm/cake: expected limitation: ATM at 1 Mbit/s",
+		"adsl-atm/cake: cross-check differs (recorded, not graded): upload Mbit/s = 0.7 vs 0.8 ± 5% (iperf3+irtt)",
+		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "download goodput") {
+		t.Errorf("a passing check was printed:\n%s", out)
+	}
+}
