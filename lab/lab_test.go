@@ -185,7 +185,8 @@ func TestPrintTable(t *testing.T) {
 		Profile: "adsl-atm", Backend: "cake", Status: "limitation", Limitation: "ATM at 1 Mbit/s", Test: m,
 		Checks:      []accept.Check{{Name: "upload median added ms", Got: 10.8, Want: "<= 5"}, {Name: "download goodput", Got: 6.3, Want: ">= 6", OK: true}},
 		CrossChecks: []accept.Check{{Name: "upload Mbit/s", Got: 0.7, Want: "0.8 ± 5% (iperf3+irtt)"}},
-	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"}}
+	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"},
+		{Profile: "vdsl", Backend: "nss", Status: "pass", Test: m, FirstTry: &firstTry{Checks: []accept.Check{{Name: "download median added ms", Got: 6.9}}}}}
 	var b strings.Builder
 	printTable(&b, rs)
 	out := b.String()
@@ -197,6 +198,7 @@ func TestPrintTable(t *testing.T) {
 		"adsl-atm/cake: expected limitation: ATM at 1 Mbit/s",
 		"adsl-atm/cake: cross-check differs (recorded, not graded): upload Mbit/s = 0.7 vs 0.8 ± 5% (iperf3+irtt)",
 		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
+		"vdsl/nss: graded twice; the first try missed download median added ms 6.9",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)
@@ -204,5 +206,36 @@ func TestPrintTable(t *testing.T) {
 	}
 	if strings.Contains(out, "download goodput") {
 		t.Errorf("a passing check was printed:\n%s", out)
+	}
+}
+
+func TestRegrade(t *testing.T) {
+	lat := accept.Check{Name: "download median added ms", Got: 6.9, Want: "<= 5"}
+	p95 := accept.Check{Name: "bidirectional p95 added ms", Got: 15.2, Want: "<= 15"}
+	good := accept.Check{Name: "download goodput Mbit/s", Got: 20, Want: ">= 24"}
+	doc := accept.Check{Name: "doctor fail findings", Got: 1, Want: "0"}
+	ok := accept.Check{Name: "upload median added ms", Got: 1, Want: "<= 5", OK: true}
+	for _, tt := range []struct {
+		name       string
+		checks     []accept.Check
+		limitation string
+		want       bool
+	}{
+		{"all passed", []accept.Check{ok}, "", false},
+		{"latency only", []accept.Check{ok, lat, p95}, "", true},
+		{"goodput too", []accept.Check{lat, good}, "", false},
+		{"doctor", []accept.Check{lat, doc}, "", false},
+		{"known limitation", []accept.Check{lat}, "ATM", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := regrade(tt.checks, tt.limitation); got != tt.want {
+				t.Errorf("regrade = %v, want %v", got, tt.want)
+			}
+		})
+	}
+	r := result{Test: &accept.Measurement{Tool: "sqmkit dev", Grade: "A+"},
+		FirstTry: &firstTry{Checks: []accept.Check{ok, lat}}}
+	if got := summaryLine(&r); !strings.Contains(got, "(second try; first missed download median added ms 6.9)") {
+		t.Errorf("summary %q does not say it is a second try", got)
 	}
 }

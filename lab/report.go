@@ -40,6 +40,9 @@ func printTable(w io.Writer, rs []result) {
 				fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, c)
 			}
 		}
+		if r.FirstTry != nil {
+			fmt.Fprintf(w, "%s/%s: graded twice; the first try missed %s (evidence in first_try of result.json)\n", r.Profile, r.Backend, failedNames(r.FirstTry.Checks))
+		}
 		if r.Limitation != "" && r.Status == "limitation" {
 			fmt.Fprintf(w, "%s/%s: expected limitation: %s\n", r.Profile, r.Backend, r.Limitation)
 		}

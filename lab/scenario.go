@@ -33,12 +33,15 @@ type result struct {
 	DownKbit int `json:"download_kbit,omitempty"`
 	UpKbit   int `json:"upload_kbit,omitempty"`
 
-	Test        *accept.Measurement `json:"test,omitempty"`       // the grade (sqmkit test)
-	Cross       *accept.Measurement `json:"crosscheck,omitempty"` // iperf3 + irtt on the same path
-	Checks      []accept.Check      `json:"checks"`
-	CrossChecks []accept.Check      `json:"crosschecks,omitempty"`
-	Doctor      json.RawMessage     `json:"doctor,omitempty"`
-	Dir         string              `json:"dir"`
+	Test   *accept.Measurement `json:"test,omitempty"`       // the grade (sqmkit test)
+	Cross  *accept.Measurement `json:"crosscheck,omitempty"` // iperf3 + irtt on the same path
+	Checks []accept.Check      `json:"checks"`
+	// FirstTry keeps a shaped grade that failed on latency alone and was
+	// graded again (see regrade); Test and Checks are then the second try.
+	FirstTry    *firstTry       `json:"first_try,omitempty"`
+	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
+	Doctor      json.RawMessage `json:"doctor,omitempty"`
+	Dir         string          `json:"dir"`
 }
 
 // tools says which sqmkit subcommands exist in this build; the lab grades
@@ -201,10 +204,21 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 		return fmt.Errorf("sqmkit start on %s changed no qdisc: %s", t.shapedDev(b), lastLine(out))
 	}
 	gerr := g.grade(t, r)
-	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
 	if gerr == nil {
 		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
+		if regrade(r.Checks, t.p.Limitations[b]) && g.tools.test {
+			g.say("%s/%s: latency bars missed (%s); grading once more with new flows", t.p.Name, b, failedNames(r.Checks))
+			r.FirstTry = &firstTry{Test: r.Test, Checks: r.Checks}
+			m, err := t.sqmkitTest(g.tools.sqmkit, r.Dir, "retry")
+			if err != nil {
+				gerr = fmt.Errorf("sqmkit test (second try): %w", err)
+			} else {
+				r.Test = &m
+				r.Checks = accept.Shaped(m, r.DownKbit)
+			}
+		}
 	}
+	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
 	if g.tools.doc {
 		out, _ := sq.run(nsRouter, g.tools.sqmkit, "doctor", "--json", "--root", root)
 		os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(out), 0o644)
@@ -230,6 +244,32 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 		Want: "0 " + strings.Join(left, "; "), OK: len(left) == 0})
 	r.Status = status(r.Checks)
 	return nil
+}
+
+// firstTry is the evidence of a grade that was repeated.
+type firstTry struct {
+	Test   *accept.Measurement `json:"test"`
+	Checks []accept.Check      `json:"checks"`
+}
+
+// regrade says whether a shaped grade earns one more try: only when every
+// failed check is a latency bar. fq_codel (and nssfq_codel) hash flows into
+// 1024 buckets with a random perturbation, so in roughly 0.4-0.8% of phases
+// the probe flow shares a bucket with one of the 4-8 bulk flows and sees its
+// CoDel-held queue (5-8 ms) and drops: a property of fq_codel, not of the
+// configuration under test, and new flows on a second try get new buckets.
+// Goodput, doctor and leftover failures are never retried, nor backends the
+// profile already records a limitation for.
+func regrade(cs []accept.Check, limitation string) bool {
+	if limitation != "" || accept.Passed(cs) {
+		return false
+	}
+	for _, c := range cs {
+		if !c.OK && !strings.HasSuffix(c.Name, " added ms") {
+			return false
+		}
+	}
+	return true
 }
 
 // doctorCheck fails on any finding of severity fail in `sqmkit doctor
@@ -293,6 +333,9 @@ func summaryLine(r *result) string {
 		return ": " + r.Error
 	}
 	var b strings.Builder
+	if r.FirstTry != nil {
+		fmt.Fprintf(&b, " (second try; first missed %s)", failedNames(r.FirstTry.Checks))
+	}
 	if r.Test != nil {
 		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)
 		for _, p := range r.Test.Phases {
@@ -322,4 +365,14 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func failedNames(cs []accept.Check) string {
+	var out []string
+	for _, c := range cs {
+		if !c.OK {
+			out = append(out, fmt.Sprintf("%s %.1f", c.Name, c.Got))
+		}
+	}
+	return strings.Join(out, ", ")
 }
