@@ -210,11 +210,11 @@ func TestPrintTable(t *testing.T) {
 }
 
 func TestRegrade(t *testing.T) {
-	lat := accept.Check{Name: "download median added ms", Got: 6.9, Want: "<= 5"}
-	p95 := accept.Check{Name: "bidirectional p95 added ms", Got: 15.2, Want: "<= 15"}
+	lat := accept.Check{Name: "download median added ms", Got: 6.9, Want: "<= 5", Latency: true}
+	p95 := accept.Check{Name: "bidirectional p95 added ms", Got: 15.2, Want: "<= 15", Latency: true}
 	good := accept.Check{Name: "download goodput Mbit/s", Got: 20, Want: ">= 24"}
 	doc := accept.Check{Name: "doctor fail findings", Got: 1, Want: "0"}
-	ok := accept.Check{Name: "upload median added ms", Got: 1, Want: "<= 5", OK: true}
+	ok := accept.Check{Name: "upload median added ms", Got: 1, Want: "<= 5", OK: true, Latency: true}
 	for _, tt := range []struct {
 		name       string
 		checks     []accept.Check

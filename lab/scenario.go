@@ -258,14 +258,15 @@ type firstTry struct {
 // the probe flow shares a bucket with one of the 4-8 bulk flows and sees its
 // CoDel-held queue (5-8 ms) and drops: a property of fq_codel, not of the
 // configuration under test, and new flows on a second try get new buckets.
-// Goodput, doctor and leftover failures are never retried, nor backends the
-// profile already records a limitation for.
+// A goodput failure is never retried, nor a backend the profile already
+// records a limitation for; the doctor and leftover checks come after the
+// grade and always count.
 func regrade(cs []accept.Check, limitation string) bool {
 	if limitation != "" || accept.Passed(cs) {
 		return false
 	}
 	for _, c := range cs {
-		if !c.OK && !strings.HasSuffix(c.Name, " added ms") {
+		if !c.OK && !c.Latency {
 			return false
 		}
 	}
