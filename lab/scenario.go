@@ -253,12 +253,11 @@ type firstTry struct {
 }
 
 // regrade says whether a shaped grade earns one more try: only when every
-// failed check is a latency bar. fq_codel (and nssfq_codel) hash flows into
-// 1024 buckets with a random perturbation, so in roughly 0.4-0.8% of phases
-// the probe flow shares a bucket with one of the 4-8 bulk flows and sees its
-// CoDel-held queue (5-8 ms) and drops: a property of fq_codel, not of the
-// configuration under test, and new flows on a second try get new buckets.
-// A goodput failure is never retried, nor a backend the profile already
+// failed check is a latency bar. A flow-queueing qdisc can put the probe flow
+// in a bulk flow's bucket (fq_codel: 1024 perturbed buckets), and a second
+// try with new flows tells such bad luck from a bad configuration. It also
+// covers an unexplained vdsl x nss pattern (lab/README.md); both tries are
+// kept. A goodput failure is never retried, nor a backend the profile already
 // records a limitation for; the doctor and leftover checks come after the
 // grade and always count.
 func regrade(cs []accept.Check, limitation string) bool {
