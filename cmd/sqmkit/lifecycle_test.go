@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,31 @@ func TestLogDestination(t *testing.T) {
 				t.Fatal("nothing reached root/dev/log")
 			}
 		})
+	}
+}
+
+// One value changed on a live tree is the same drift to status and doctor:
+// both read the kernel through one model and compare it the same way.
+func TestStatusAndDoctorAgreeOnDrift(t *testing.T) {
+	ns := tctest.NewNetns(t, "drift")
+	bin := buildSqmkit(t)
+	root := t.TempDir()
+	flags := []string{"--root", root, "--interface", "wan", "--backend", "fq_codel", "--download", "20000", "--upload", "10000"}
+	if _, code, out := sqmkitIn(t, ns, bin, true, append([]string{"start", "--probe-cache", ""}, flags...)...); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	setup(t, ns, "tc class change dev wan parent 1: classid 1:1 htb rate 9mbit ceil 9mbit")
+	const want = "rate: kernel 9 Mbit/s, config 10 Mbit/s"
+	_, code, out := sqmkitIn(t, ns, bin, true, append([]string{"status"}, flags...)...)
+	if code != 1 || !strings.Contains(out, "egress "+want) {
+		t.Errorf("status: exit %d, want 1 and %q:\n%s", code, want, out)
+	}
+	r, code, out := sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, flags...)...)
+	found := false
+	for _, f := range r.Findings {
+		found = found || f.ID == "mismatch" && slices.Contains(f.Evidence, want)
+	}
+	if code != 1 || !found {
+		t.Errorf("doctor: exit %d, want a mismatch with %q:\n%s", code, want, out)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 )
@@ -17,48 +18,52 @@ var version = "dev"
 type command struct {
 	name    string
 	summary string
-	// run gets the arguments after the subcommand name and returns the exit
-	// code; errors it prints itself so each command controls its own codes.
-	run func(args []string) int
+	// run gets the arguments after the subcommand name and the streams to
+	// write to, and returns the exit code; every command has this shape, so
+	// each is tested the same way.
+	run func(args []string, stdout, stderr io.Writer) int
 }
 
 var commands = map[string]command{}
 
 func register(c command) { commands[c.name] = c }
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "sqmkit %s: Smart Queue Management that proves itself\n\nUsage: sqmkit COMMAND [flags] [args]\n\nCommands:\n", version)
+func usage(w io.Writer) {
+	fmt.Fprintf(w, "sqmkit %s: Smart Queue Management that proves itself\n\nUsage: sqmkit COMMAND [flags] [args]\n\nCommands:\n", version)
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-9s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'sqmkit COMMAND -h' for the flags of a command.\n")
+	fmt.Fprintf(w, "\nRun 'sqmkit COMMAND -h' for the flags of a command.\n")
 }
 
-func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// run dispatches args (without the program name) to a command.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) < 1 {
+		usage(stderr)
+		return 2
 	}
-	switch os.Args[1] {
+	switch args[0] {
 	case "-h", "-help", "--help", "help":
-		usage()
-		return
+		usage(stdout)
+		return 0
 	case "version", "-version", "--version":
-		fmt.Println("sqmkit", version)
-		return
+		fmt.Fprintln(stdout, "sqmkit", version)
+		return 0
 	}
-	c, ok := commands[os.Args[1]]
+	c, ok := commands[args[0]]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "sqmkit: unknown command %q\n\n", os.Args[1])
-		usage()
-		os.Exit(2)
+		fmt.Fprintf(stderr, "sqmkit: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
 	}
-	os.Exit(c.run(os.Args[2:]))
+	return c.run(args[1:], stdout, stderr)
 }
 
 // newFlagSet returns a FlagSet whose -h prints the command's summary first.

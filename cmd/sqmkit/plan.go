@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
@@ -15,7 +14,7 @@ func init() {
 	register(command{
 		name:    "plan",
 		summary: "print the ip/tc commands a start would run, with how each number was derived; touches nothing",
-		run:     func(args []string) int { return runPlan(args, os.Stdout, os.Stderr) },
+		run:     runPlan,
 	})
 }
 

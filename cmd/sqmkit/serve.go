@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -47,8 +48,9 @@ func (b *byteFlag) Set(v string) error {
 	return nil
 }
 
-func runServe(args []string) int {
+func runServe(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("serve", "")
+	fs.SetOutput(stderr)
 	var listen listFlag
 	fs.Var(&listen, "listen", fmt.Sprintf("`ADDR` to listen on, TCP and UDP (repeatable; default :%d, which is dual-stack)", bbproto.DefaultPort))
 	var cfg bbserver.Config
@@ -66,21 +68,21 @@ func runServe(args []string) int {
 		return code
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "sqmkit serve: unexpected argument %q (use --listen ADDR)\n", fs.Arg(0))
+		fmt.Fprintf(stderr, "sqmkit serve: unexpected argument %q (use --listen ADDR)\n", fs.Arg(0))
 		return 2
 	}
 	if err := checkServe(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+		fmt.Fprintln(stderr, "sqmkit serve:", err)
 		return 2
 	}
 	if *rpmListen == "" && (*rpmCert != "" || *rpmKey != "") {
-		fmt.Fprintln(os.Stderr, "sqmkit serve: --rpm-cert and --rpm-key need --rpm ADDR")
+		fmt.Fprintln(stderr, "sqmkit serve: --rpm-cert and --rpm-key need --rpm ADDR")
 		return 2
 	}
 	if len(listen) == 0 {
 		listen = listFlag{fmt.Sprintf(":%d", bbproto.DefaultPort)}
 	}
-	cfg.Log = log.New(os.Stderr, "", log.LstdFlags)
+	cfg.Log = log.New(stderr, "", log.LstdFlags)
 	srv := bbserver.New(cfg)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -92,12 +94,12 @@ func runServe(args []string) int {
 		rs, err := rpm.NewServer(rpm.ServerConfig{Names: []string{host}, CertFile: *rpmCert, KeyFile: *rpmKey,
 			Log: func(s string) { cfg.Log.Print(s) }})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+			fmt.Fprintln(stderr, "sqmkit serve:", err)
 			return 1
 		}
 		ln, err := net.Listen("tcp", *rpmListen)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit serve: --rpm:", err)
+			fmt.Fprintln(stderr, "sqmkit serve: --rpm:", err)
 			return 1
 		}
 		cfg.Log.Printf("rpm: config https://%s/config, certificate sha256 %s; test from a Mac: networkQuality -k -C https://%s/config (-k: the certificate is self-signed unless --rpm-cert)",
@@ -109,12 +111,12 @@ func runServe(args []string) int {
 		addr := net.JoinHostPort(host, port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+			fmt.Fprintln(stderr, "sqmkit serve:", err)
 			return 1
 		}
 		pc, err := net.ListenPacket("udp", addr)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+			fmt.Fprintln(stderr, "sqmkit serve:", err)
 			return 1
 		}
 		cfg.Log.Printf("listening on %s (tcp+udp), %d tests at once, %v and %d bytes per test, %d tests per address per minute",
@@ -125,7 +127,7 @@ func runServe(args []string) int {
 	close(errc)
 	for err := range errc {
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit serve:", err)
+			fmt.Fprintln(stderr, "sqmkit serve:", err)
 			return 1
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -44,8 +45,9 @@ func TestServeFlagErrors(t *testing.T) {
 		t.Error(err)
 	}
 	for _, args := range [][]string{{"stray"}, {"--rpm-cert", "c.pem"}, {"--max-bytes", "lots"}} {
-		if code := runServe(args); code != 2 {
-			t.Errorf("serve %q: exit %d, want 2", args, code)
+		var stderr strings.Builder
+		if code := runServe(args, io.Discard, &stderr); code != 2 || stderr.Len() == 0 {
+			t.Errorf("serve %q: exit %d, want 2 and a message; stderr %q", args, code, stderr.String())
 		}
 	}
 }

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 func init() {
@@ -23,8 +25,8 @@ func init() {
 		{"status", "show the qdiscs on each queue's device and IFB next to the plan; exit 1 if they differ"},
 	} {
 		name := c.name
-		register(command{name: name, summary: c.summary, run: func(args []string) int {
-			return runLifecycle(name, args, os.Stdout, os.Stderr)
+		register(command{name: name, summary: c.summary, run: func(args []string, stdout, stderr io.Writer) int {
+			return runLifecycle(name, args, stdout, stderr)
 		}})
 	}
 }
@@ -35,13 +37,14 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
 	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
 	cache := fs.String("probe-cache", tc.DefaultCacheDir, "`DIR` remembering the tc batches this boot accepted (\"\" probes every time)")
+	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	verbose := fs.Bool("v", false, "debug: log every tc/ip batch")
 	var dry, hotplug *bool
 	if name != "status" {
 		dry = fs.Bool("dry-run", false, "print the batches that would run and touch nothing")
 	}
 	if name == "start" || name == "restart" {
-		hotplug = fs.Bool("hotplug", false, "started by an interface hotplug event (also when ACTION=ifup): skip if the IFB is already shaped")
+		hotplug = fs.Bool("hotplug", false, "started by an interface event (also when ACTION=ifup/ifupdate): compare with the live tree and change only what differs")
 	}
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {
@@ -71,9 +74,11 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	if *verbose {
 		r.Debug = logf
 	}
-	opts := apply.Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: *cache, Log: logf}, Log: logf}
+	opts := apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: *cache, Log: logf}, Log: logf,
+		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: *lockWait}}
 	if hotplug != nil {
-		opts.Hotplug = *hotplug || os.Getenv("ACTION") == "ifup"
+		action := os.Getenv("ACTION")
+		opts.Hotplug = *hotplug || action == "ifup" || action == "ifupdate"
 	}
 	if dry != nil && *dry {
 		opts.DryRun = stdout
@@ -118,7 +123,9 @@ func newLog(root string, stderr io.Writer) func(string) {
 	return func(s string) { fmt.Fprintln(stderr, "sqmkit:", s) }
 }
 
-// printResult prints one queue's outcome and says whether it failed.
+// printResult prints one queue's outcome and says whether it failed. Each
+// line says what the kernel holds, read back after a failure, never what
+// was merely attempted.
 func printResult(w io.Writer, r apply.Result) bool {
 	if r.State == apply.DryRun {
 		return false
@@ -126,15 +133,21 @@ func printResult(w io.Writer, r apply.Result) bool {
 	line := fmt.Sprintf("%s (section %s): %s", r.Device, r.Section, r.State)
 	if r.Err != nil {
 		line += ": " + r.Err.Error()
+	} else if r.State == apply.Stopped {
+		line += ": " + removed(r.Done)
 	}
 	fmt.Fprintln(w, line)
 	for _, d := range r.Dirs {
 		status := "shaped"
 		switch {
+		case d.Kept:
+			status = "already as planned, left alone"
 		case d.NotStarted:
 			status = "not started (left as it was): " + d.Err.Error()
+		case d.Err != nil && len(d.Left) == 0:
+			status = "FAILED, no qdisc left: " + d.Err.Error()
 		case d.Err != nil:
-			status = "FAILED, rolled back to no qdisc: " + d.Err.Error()
+			status = "FAILED, and its rollback left " + strings.Join(d.Left, "; ") + ": " + d.Err.Error()
 		}
 		fmt.Fprintf(w, "  %-7s on %s: %s\n", d.Direction, d.Device, status)
 		for _, warn := range d.Warnings {
@@ -144,8 +157,15 @@ func printResult(w io.Writer, r apply.Result) bool {
 	return r.Failed()
 }
 
-// printStatus prints the kernel's qdiscs for one queue and whether they
-// match the plan.
+func removed(done []string) string {
+	if len(done) == 0 {
+		return "nothing of sqmkit's was there"
+	}
+	return "removed " + strings.Join(done, ", ")
+}
+
+// printStatus prints the kernel's qdiscs, classes and filters for one queue
+// and every difference from the plan.
 func printStatus(w io.Writer, s apply.Status) bool {
 	if s.Err != nil {
 		fmt.Fprintf(w, "section %s: %v\n", s.Section, s.Err)
@@ -157,25 +177,34 @@ func printStatus(w io.Writer, s apply.Status) bool {
 	}
 	fmt.Fprintf(w, "%s (section %s, %s): %s\n", s.Plan.Device, s.Section, s.Plan.Backend, verdict)
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	for _, q := range s.State.Qdiscs {
-		parent := q.Parent
-		if q.Root {
-			parent = "root"
+	for _, dev := range s.Devices {
+		for _, r := range s.Live.Of(dev) {
+			switch {
+			case r.Type == "filter" && len(r.Actions) == 0:
+				// u32 hash-table headers: the rule below them says it all
+			case r.Type == "filter":
+				fmt.Fprintf(tw, "  %s\tfilter %s\t%s\t%s\t%d pkts\t\n", dev, r.Kind, r.Parent, actions(r), r.Actions[0].Stats.Packets)
+			case r.Type == "class" && !tcstats.Classful(r.Kind), r.Type == "qdisc" && r.IsDefault():
+			default:
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%d bytes\t%d pkts\t%d dropped\n", dev, r.ID(), r.Parent, r.Stats.Bytes, r.Stats.Packets, r.Stats.Dropped)
+			}
 		}
-		fmt.Fprintf(tw, "  %s\tqdisc %s %s\t%s\t%d bytes\t%d pkts\t%d dropped\n", q.Dev, q.Kind, q.Handle, parent, q.Bytes, q.Packets, q.Drops)
-	}
-	for _, c := range s.State.Classes {
-		fmt.Fprintf(tw, "  %s\tclass %s %s\t%s\t\t\t\n", c.Dev, c.Kind, c.Handle, c.Parent)
-	}
-	for _, f := range s.State.Filters {
-		fmt.Fprintf(tw, "  %s\tfilter %s\t%s\t%s -> %s\t\t\n", f.Dev, f.Kind, f.Parent, strings.Join(f.Actions, ","), f.Target)
 	}
 	tw.Flush()
-	for _, n := range s.Missing {
-		fmt.Fprintf(w, "  missing: %s %s %s on %s (parent %s)\n", n.Type, n.Kind, n.Handle, n.Dev, n.Parent)
-	}
-	for _, n := range s.Extra {
-		fmt.Fprintf(w, "  not planned: %s %s %s on %s (parent %s)\n", n.Type, n.Kind, n.Handle, n.Dev, n.Parent)
+	for _, d := range s.Diffs {
+		fmt.Fprintf(w, "  %s %s\n", d.Direction, d)
 	}
 	return s.Matches()
+}
+
+func actions(r *tcstats.Record) string {
+	var out []string
+	for _, a := range r.Actions {
+		s := a.Kind
+		if a.Redirect != "" {
+			s += " -> " + a.Redirect
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }

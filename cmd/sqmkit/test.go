@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/signal"
@@ -22,8 +23,9 @@ func init() {
 	register(command{name: "test", summary: "measure bufferbloat against an 'sqmkit serve' server (or --compare two runs)", run: runTest})
 }
 
-func runTest(args []string) int {
+func runTest(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("test", "SERVER[:PORT] | --compare A.json B.json")
+	fs.SetOutput(stderr)
 	cfg := bbtest.Config{Tool: "sqmkit " + version}
 	fs.DurationVar(&cfg.Idle, "idle", bbtest.DefaultIdle, "length of each idle phase, before and after the load (0 skips)")
 	fs.DurationVar(&cfg.Download, "download", bbtest.DefaultLoad, "download phase length (0 skips)")
@@ -47,20 +49,20 @@ func runTest(args []string) int {
 		return code
 	}
 	if *compare {
-		return runCompare(pos)
+		return runCompare(pos, stdout, stderr)
 	}
 	rpmOpts := rpm.Options{Insecure: *rpmInsecure}
 	if len(pos) == 0 && *rpmURL != "" {
-		return runRPMOnly(*rpmURL, rpmOpts)
+		return runRPMOnly(*rpmURL, rpmOpts, stdout, stderr)
 	}
 	if len(pos) != 1 {
-		fmt.Fprintln(os.Stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
+		fmt.Fprintln(stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
 		return 2
 	}
 	cfg.Server = pos[0]
 	switch {
 	case *v4 && *v6:
-		fmt.Fprintln(os.Stderr, "sqmkit test: -4 and -6 exclude each other")
+		fmt.Fprintln(stderr, "sqmkit test: -4 and -6 exclude each other")
 		return 2
 	case *v4:
 		cfg.Network = "tcp4"
@@ -69,19 +71,19 @@ func runTest(args []string) int {
 	}
 	if *port != 0 {
 		if *port < 1 || *port > 65535 {
-			fmt.Fprintf(os.Stderr, "sqmkit test: --port %d out of range 1..65535\n", *port)
+			fmt.Fprintf(stderr, "sqmkit test: --port %d out of range 1..65535\n", *port)
 			return 2
 		}
 		host, _ := bbtest.SplitHostPort(cfg.Server)
 		cfg.Server = net.JoinHostPort(host, strconv.Itoa(*port))
 	}
 	if err := cfg.Check(); err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2
 	}
 	var pr *report.Progress
 	if !*quiet {
-		pr = report.NewProgress(os.Stderr, report.IsTerminal(os.Stderr))
+		pr = report.NewProgress(stderr, isTerminal(stderr))
 		cfg.Progress = func(p bbtest.Progress) {
 			pr.Update(p.Phase, p.Elapsed, p.Total, p.DownMbps, p.UpMbps, p.RTT)
 		}
@@ -94,7 +96,7 @@ func runTest(args []string) int {
 		pr.Done() // the summary must not share a line with the display
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 1
 	}
 	if *rpmURL != "" {
@@ -109,47 +111,47 @@ func runTest(args []string) int {
 			}
 		}
 	}
-	return writeOutputs(res, *jsonFile, *plotFile, *flentFile)
+	return writeOutputs(res, *jsonFile, *plotFile, *flentFile, stdout, stderr)
 }
 
 // runRPMOnly runs just the responsiveness test, for servers that speak
 // only that protocol (Apple's, goresponsiveness').
-func runRPMOnly(url string, opts rpm.Options) int {
+func runRPMOnly(url string, opts rpm.Options, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	r, err := rpm.Measure(ctx, url, opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit test --rpm:", err)
+		fmt.Fprintln(stderr, "sqmkit test --rpm:", err)
 		return 1
 	}
-	fmt.Printf("%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps)
+	fmt.Fprintf(stdout, "%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps)
 	for _, n := range r.Notes {
-		fmt.Println("Note:", n)
+		fmt.Fprintln(stdout, "Note:", n)
 	}
 	return 0
 }
 
-func writeOutputs(res *bbresult.Result, jsonFile, plotFile, flentFile string) int {
+func writeOutputs(res *bbresult.Result, jsonFile, plotFile, flentFile string, stdout, stderr io.Writer) int {
 	rc := 0
-	if err := report.WriteSummary(os.Stdout, res); err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit test:", err)
+	if err := report.WriteSummary(stdout, res); err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
 		rc = 1
 	}
 	if jsonFile != "" {
 		if err := writeFile(jsonFile, func(f *os.File) error { return report.WriteJSON(f, res) }); err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit test: --json:", err)
+			fmt.Fprintln(stderr, "sqmkit test: --json:", err)
 			rc = 1
 		}
 	}
 	if plotFile != "" {
 		if err := plot.WritePlot(plotFile, res); err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit test: --plot:", err)
+			fmt.Fprintln(stderr, "sqmkit test: --plot:", err)
 			rc = 1
 		}
 	}
 	if flentFile != "" {
 		if err := flent.WriteFlent(flentFile, res); err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit test: --flent:", err)
+			fmt.Fprintln(stderr, "sqmkit test: --flent:", err)
 			rc = 1
 		}
 	}
@@ -168,27 +170,27 @@ func writeFile(name string, write func(*os.File) error) error {
 	return f.Close()
 }
 
-func runCompare(files []string) int {
+func runCompare(files []string, stdout, stderr io.Writer) int {
 	if len(files) != 2 {
-		fmt.Fprintln(os.Stderr, "sqmkit test --compare: want two files: BEFORE.json AFTER.json")
+		fmt.Fprintln(stderr, "sqmkit test --compare: want two files: BEFORE.json AFTER.json")
 		return 2
 	}
 	var runs [2]*bbresult.Result
 	for i, name := range files {
 		f, err := os.Open(name)
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "sqmkit test --compare:", err)
+			fmt.Fprintln(stderr, "sqmkit test --compare:", err)
 			return 1
 		}
 		runs[i], err = report.ReadJSON(f)
 		f.Close()
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "sqmkit test --compare: %s: %v\n", name, err)
+			fmt.Fprintf(stderr, "sqmkit test --compare: %s: %v\n", name, err)
 			return 1
 		}
 	}
-	if err := report.Compare(os.Stdout, runs[0], runs[1]); err != nil {
-		fmt.Fprintln(os.Stderr, "sqmkit test --compare:", err)
+	if err := report.Compare(stdout, runs[0], runs[1]); err != nil {
+		fmt.Fprintln(stderr, "sqmkit test --compare:", err)
 		return 1
 	}
 	return 0
@@ -207,4 +209,10 @@ func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int,
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// isTerminal says whether w is a terminal, for the live progress line.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && report.IsTerminal(f)
 }

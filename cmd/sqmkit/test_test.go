@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
+	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/bbserver"
@@ -24,11 +25,12 @@ func TestTestUsageErrors(t *testing.T) {
 		{"host", "--bogus"},
 		{"--compare", "only-one.json"},
 	} {
-		if code := runTest(args); code != 2 {
-			t.Errorf("test %q: exit %d, want 2", args, code)
+		var stderr strings.Builder
+		if code := runTest(args, io.Discard, &stderr); code != 2 || stderr.Len() == 0 {
+			t.Errorf("test %q: exit %d, want 2 and a message; stderr %q", args, code, stderr.String())
 		}
 	}
-	if code := runTest([]string{"--compare", "missing-a.json", "missing-b.json"}); code != 1 {
+	if code := runTest([]string{"--compare", "missing-a.json", "missing-b.json"}, io.Discard, io.Discard); code != 1 {
 		t.Errorf("--compare of missing files: exit %d, want 1", code)
 	}
 }
@@ -40,10 +42,10 @@ func TestTestCommand(t *testing.T) {
 	host, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()
 	js := filepath.Join(dir, "run.json")
-	quietStdout(t)
 	args := []string{host, "--port", port, "--quiet", "--idle", "200ms", "--download", "300ms", "--upload", "0", "--bidir", "0", "--streams", "1", "--json", js}
-	if code := runTest(args); code != 0 {
-		t.Fatalf("test %q: exit %d", args, code)
+	var stdout strings.Builder
+	if code := runTest(args, &stdout, io.Discard); code != 0 || !strings.Contains(stdout.String(), "Grade") {
+		t.Fatalf("test %q: exit %d, summary:\n%s", args, code, &stdout)
 	}
 	res, err := report.ReadJSON(reporttest.Open(t, js))
 	if err != nil {
@@ -52,7 +54,7 @@ func TestTestCommand(t *testing.T) {
 	if res.ServerAddr != addr || len(res.Phases) != 3 || res.Streams != 1 {
 		t.Errorf("result: addr %s, %d phases, %d streams", res.ServerAddr, len(res.Phases), res.Streams)
 	}
-	if code := runTest([]string{"--compare", js, js}); code != 0 {
+	if code := runTest([]string{"--compare", js, js}, io.Discard, io.Discard); code != 0 {
 		t.Errorf("--compare: exit %d", code)
 	}
 }
@@ -78,15 +80,4 @@ func loopbackServer(t *testing.T) string {
 	}
 	t.Fatal("no port free for both TCP and UDP")
 	return ""
-}
-
-// quietStdout sends the command's summary to a file for the test's length.
-func quietStdout(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "stdout"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	old := os.Stdout
-	os.Stdout = f
-	t.Cleanup(func() { os.Stdout = old; f.Close() })
 }

@@ -5,14 +5,17 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 // shimDir holds the lab tc shim built as "tc"; kernel tests put it first on
@@ -68,58 +71,90 @@ func target(b config.Backend) Target {
 }
 
 func options(t testing.TB, r *tc.Runner, cache string) Options {
-	return Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: cache}, Log: func(s string) { t.Log(s) }}
+	return Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache}, Log: func(s string) { t.Log(s) }}
 }
 
-// norm maps kinds to what the host kernel holds behind the shim, so a plan
-// and a readback (mapped back by the shim or not) compare equal.
-func norm(ns []plan.Node) []plan.Node {
-	out := make([]plan.Node, len(ns))
-	for i, n := range ns {
-		switch n.Kind {
-		case "nsstbl":
-			n.Kind = "tbf"
-		case "nssfq_codel", "fq_codel":
-			n.Kind = "pfifo"
+// norm maps a plan's kinds to what the host kernel shows behind the shim
+// (which maps tbf back to nsstbl and its leaf to nssfq_codel, but turns a
+// plain fq_codel into pfifo), so plan and kernel compare directly.
+func norm(p *plan.Plan) *plan.Plan {
+	c := *p
+	c.Dirs = nil
+	for _, d := range p.Dirs {
+		nd := *d
+		nd.Tree = slices.Clone(d.Tree)
+		for i := range nd.Tree {
+			if nd.Tree[i].Kind == "fq_codel" {
+				nd.Tree[i].Kind = "pfifo"
+			}
 		}
-		out[i] = n
+		c.Dirs = append(c.Dirs, &nd)
 	}
-	return out
+	return &c
 }
 
-// kernel reads back every node on the queue's devices.
-func kernel(t testing.TB, p *plan.Plan) (*tc.State, []plan.Node) {
+// kernel reads the queue's devices back.
+func kernel(t testing.TB, p *plan.Plan) *tcstats.Snapshot {
 	t.Helper()
 	devs := []string{p.Device}
 	if p.IFB != "" && exec.Command("ip", "link", "show", "dev", p.IFB).Run() == nil {
 		devs = append(devs, p.IFB)
 	}
-	st, err := (&tc.Runner{}).Show(devs...)
+	s, err := (&tc.Runner{}).Read(devs...)
 	if err != nil {
 		t.Fatalf("readback: %v", err)
 	}
-	return st, norm(Readback(st))
+	return s
+}
+
+// shape lists the node differences between p and the kernel.
+func shape(t testing.TB, p *plan.Plan) (missing, extra []plan.Node) {
+	for _, d := range drift.Compare(norm(p), kernel(t, p)) {
+		switch d.Kind {
+		case drift.Missing:
+			missing = append(missing, d.Node)
+		case drift.Extra:
+			extra = append(extra, d.Node)
+		}
+	}
+	return missing, extra
 }
 
 // checkDir asserts that direction d is either fully shaped (want) or leaves
 // none of its nodes behind, and that no redirect exists without the IFB tree.
 func checkDir(t testing.TB, p *plan.Plan, d *plan.Dir, want bool) {
 	t.Helper()
-	st, got := kernel(t, p)
-	missing, _ := Compare(norm(d.Tree), got)
+	s := kernel(t, p)
+	np := norm(p)
+	var missing []plan.Node
+	for _, df := range drift.Dir(np, np.Dirs[slices.Index(p.Dirs, d)], s) {
+		if df.Kind == drift.Missing {
+			missing = append(missing, df.Node)
+		}
+	}
 	if want && len(missing) > 0 {
-		t.Errorf("%s: shaped direction lacks %+v (kernel: %+v)", d.Direction, missing, got)
+		t.Errorf("%s: shaped direction lacks %+v (kernel: %s)", d.Direction, missing, ids(s))
 	}
 	if !want && len(missing) != len(d.Tree) {
 		t.Errorf("%s: failed direction left part of its tree: missing only %+v of %+v", d.Direction, missing, d.Tree)
 	}
-	for _, f := range st.Filters {
-		ifbShaped := false
-		for _, q := range st.Qdiscs {
-			ifbShaped = ifbShaped || (q.Dev == f.Target && q.Root && !q.Default())
-		}
-		if !ifbShaped {
-			t.Errorf("redirect to %s exists while %s has no shaper", f.Target, f.Target)
+	noBlackHole(t, s, p.Device)
+}
+
+func ids(s *tcstats.Snapshot) string {
+	var out []string
+	for _, r := range s.Records {
+		out = append(out, r.Dev+" "+r.ID()+" parent "+r.Parent)
+	}
+	return strings.Join(out, "; ")
+}
+
+// noBlackHole fails when a redirect on wan points at a device with no shaper.
+func noBlackHole(t testing.TB, s *tcstats.Snapshot, wan string) {
+	t.Helper()
+	for _, to := range s.Redirects(wan) {
+		if !s.Shaped(to) {
+			t.Errorf("redirect to %s exists while %s has no shaper", to, to)
 		}
 	}
 }
@@ -136,8 +171,8 @@ func mustStart(t testing.TB, ts []Target, o Options) Result {
 // clean asserts only kernel-default qdiscs remain on the device and IFB.
 func clean(t testing.TB, p *plan.Plan) {
 	t.Helper()
-	if _, got := kernel(t, p); len(got) > 0 {
-		t.Errorf("after stop the kernel still holds %+v", got)
+	if _, extra := shape(t, &plan.Plan{Device: p.Device, IFB: p.IFB}); len(extra) > 0 {
+		t.Errorf("after stop the kernel still holds %+v", extra)
 	}
 }
 
@@ -154,16 +189,12 @@ func TestLifecycle(t *testing.T) {
 				}
 				for round := range 2 { // the second start replaces the first
 					r := mustStart(t, []Target{tg}, o)
-					var tree []plan.Node
-					for _, d := range r.Plan.Dirs {
-						tree = append(tree, d.Tree...)
-					}
-					if missing, extra := Compare(norm(tree), func() []plan.Node { _, g := kernel(t, r.Plan); return g }()); len(missing)+len(extra) > 0 {
+					if missing, extra := shape(t, r.Plan); len(missing)+len(extra) > 0 {
 						t.Errorf("round %d: missing %+v extra %+v", round, missing, extra)
 					}
 					st := Inspect([]Target{tg}, o)
-					if st[0].Err != nil || len(st[0].Missing) > 0 && b == config.NSS {
-						t.Errorf("status: %v missing %+v", st[0].Err, st[0].Missing)
+					if st[0].Err != nil || !st[0].Matches() && b == config.NSS {
+						t.Errorf("status: %v diffs %v", st[0].Err, st[0].Diffs)
 					}
 				}
 				p, _ := plan.Build(tg.Queue, tg.Facts)
@@ -289,12 +320,12 @@ func TestWaitsForAddress(t *testing.T) {
 	tg.Facts.Proto = "pppoe"
 	ns.Do(t, func() {
 		r := &tc.Runner{}
-		rs := Start([]Target{tg}, Options{Runner: r})
+		rs := Start([]Target{tg}, Options{Kernel: System{Runner: r}})
 		if rs[0].State != Waiting || rs[0].Failed() || r.Procs() != 0 {
 			t.Errorf("pppoe without address: got %s %v after %d processes, want waiting and untouched", rs[0].State, rs[0].Err, r.Procs())
 		}
 		ns.Exec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "wan")
-		if rs = Start([]Target{tg}, Options{Runner: r}); rs[0].State == Waiting {
+		if rs = Start([]Target{tg}, Options{Kernel: System{Runner: r}}); rs[0].State == Waiting {
 			t.Errorf("pppoe with an address still waits")
 		}
 	})
@@ -309,14 +340,14 @@ func TestWaitsForProtocolDevice(t *testing.T) {
 	ns.Do(t, func() {
 		r := &tc.Runner{}
 		ns.Exec(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "wan")
-		rs := Start([]Target{tg}, Options{Runner: r})
+		rs := Start([]Target{tg}, Options{Kernel: System{Runner: r}})
 		if rs[0].State != Waiting || !strings.Contains(fmt.Sprint(rs[0].Err), "pppoe-wan") || r.Procs() != 0 {
 			t.Fatalf("port addressed, no pppoe-wan: got %s %v after %d processes, want waiting for pppoe-wan", rs[0].State, rs[0].Err, r.Procs())
 		}
 		ns.Exec(t, "ip", "link", "add", "pppoe-wan", "type", "veth", "peer", "name", "pppoe-peer")
 		ns.Exec(t, "ip", "link", "set", "pppoe-wan", "up")
 		ns.Exec(t, "ip", "addr", "add", "198.51.100.1/32", "dev", "pppoe-wan")
-		if rs = Start([]Target{tg}, Options{Runner: r}); rs[0].State == Waiting {
+		if rs = Start([]Target{tg}, Options{Kernel: System{Runner: r}}); rs[0].State == Waiting {
 			t.Errorf("pppoe-wan has an address, start still waits: %v", rs[0].Err)
 		}
 	})
@@ -363,8 +394,8 @@ func TestIFBFailureSkipsIngress(t *testing.T) {
 			t.Fatalf("want egress shaped and ingress failed, got %s %+v", r.State, r.Dirs)
 		}
 		checkDir(t, r.Plan, r.Plan.Dirs[0], true)
-		if st, _ := kernel(t, r.Plan); len(st.Filters) > 0 || len(st.Qdiscs) != 2 {
-			t.Errorf("ingress left behind: %+v", st)
+		if s := kernel(t, r.Plan); s.IngressQdisc("wan") != nil || len(s.Redirects("wan")) > 0 {
+			t.Errorf("ingress left behind: %s", ids(s))
 		}
 	})
 }
@@ -377,8 +408,8 @@ func TestDryRunTouchesNothing(t *testing.T) {
 	ns.Do(t, func() {
 		var out strings.Builder
 		r := &tc.Runner{}
-		rs := Start([]Target{tg, missing}, Options{Runner: r, Prober: &tc.Prober{Runner: r}, DryRun: &out})
-		Stop([]Target{tg}, Options{Runner: r, DryRun: &out})
+		rs := Start([]Target{tg, missing}, Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r}, DryRun: &out})
+		Stop([]Target{tg}, Options{Kernel: System{Runner: r}, DryRun: &out})
 		if r.Procs() != 0 {
 			t.Errorf("dry run started %d processes", r.Procs())
 		}
@@ -399,16 +430,14 @@ func TestDryRunTouchesNothing(t *testing.T) {
 // rootOf returns the handle of dev's non-default root qdisc ("" when none).
 func rootOf(t testing.TB, dev string) string {
 	t.Helper()
-	st, err := (&tc.Runner{}).Show(dev)
+	s, err := (&tc.Runner{}).Read(dev)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range st.Qdiscs {
-		if q.Dev == dev && q.Root && !q.Default() {
-			return q.Handle
-		}
+	if !s.Shaped(dev) {
+		return ""
 	}
-	return ""
+	return s.Root(dev).Handle
 }
 
 // refuseWord is a fake tc that refuses every batch line holding $REFUSE,
@@ -458,8 +487,8 @@ func TestRefusedDirectionUntouched(t *testing.T) {
 					checkDir(t, res.Plan, res.Plan.Dirs[1], true)
 					return
 				}
-				if st, _ := kernel(t, res.Plan); len(st.Qdiscs) != 2 || res.State != Failed {
-					t.Errorf("nothing passed validation (state %s), yet the kernel changed: %+v", res.State, st.Qdiscs)
+				if s := kernel(t, res.Plan); s.IngressQdisc("wan") == nil || rootOf(t, "wan") != "5:" || res.State != Failed {
+					t.Errorf("nothing passed validation (state %s), yet the kernel changed: %s", res.State, ids(s))
 				}
 			})
 		})
@@ -484,12 +513,9 @@ func TestStartClearsUnshapedDirection(t *testing.T) {
 				}
 				r := mustStart(t, []Target{tg}, o)
 				full, _ := plan.Build(target(config.FQCodel).Queue, tg.Facts)
-				_, got := kernel(t, full)
-				var want []plan.Node
-				for _, d := range r.Plan.Dirs {
-					want = append(want, d.Tree...)
-				}
-				if missing, extra := Compare(norm(want), got); len(missing)+len(extra) > 0 {
+				want := *r.Plan
+				want.IFB = full.IFB // read the IFB even when the plan no longer uses it
+				if missing, extra := shape(t, &want); len(missing)+len(extra) > 0 {
 					t.Errorf("upload/download %d/%d: missing %+v, stale %+v", tg.Queue.Upload, tg.Queue.Download, missing, extra)
 				}
 			})

@@ -32,7 +32,7 @@ func BenchmarkStartStop(b *testing.B) {
 			})
 		})
 		b.Run(string(be)+"/one-per-call", func(b *testing.B) {
-			benchStart(b, tg, func(o Options) { oneByOne(b, o.Runner, p) })
+			benchStart(b, tg, func(o Options) { oneByOne(b, o.Kernel.(System).Runner, p) })
 		})
 	}
 }
@@ -42,7 +42,7 @@ func benchStart(b *testing.B, tg Target, start func(Options)) {
 	ns := tctest.NewNetns(b, "bench")
 	ns.Do(b, func() {
 		r := &tc.Runner{}
-		o := Options{Runner: r, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
+		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
 		mustStart(b, []Target{tg}, o) // fills the probe cache
 		Stop([]Target{tg}, o)
 		var startTime time.Duration

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -185,6 +186,46 @@ func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
 		if err := qs[i].Validate(); err != nil {
 			return nil, err
 		}
+	}
+	return qs, nil
+}
+
+// Expected returns the queues that say what the devices in args should
+// hold, for a reader such as the doctor that also judges devices no queue
+// names. Each arg selects as Select does (section, interface, @queue[N]);
+// an arg that selects nothing is a bare device and expects nothing. With
+// no args, the enabled queues. Without the default SQM file, the flags
+// alone describe one queue (--interface ...), or nothing. The flags are
+// applied; validation is left to the caller, which still judges the
+// devices of a queue it cannot plan.
+func Expected(root, file string, o *Overrides, args []string) ([]Queue, error) {
+	all, err := Load(root, file)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && file == "":
+		qs, err := Resolve(root, "", o, "")
+		if err != nil {
+			return nil, nil // no config and no usable --interface: judge what the kernel holds
+		}
+		return qs, nil
+	case err != nil:
+		return nil, err
+	}
+	var qs []Queue
+	if len(args) == 0 {
+		if qs, err = Select(all, ""); errors.Is(err, ErrNoneEnabled) {
+			return nil, nil
+		}
+	}
+	for _, a := range args {
+		sel, _ := Select(all, a)
+		for _, q := range sel {
+			if !slices.ContainsFunc(qs, func(x Queue) bool { return x.Section == q.Section }) {
+				qs = append(qs, q)
+			}
+		}
+	}
+	for i := range qs {
+		o.Apply(&qs[i])
 	}
 	return qs, nil
 }

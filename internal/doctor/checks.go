@@ -38,7 +38,7 @@ func newChecker(in Input) *checker {
 			}
 		}
 		for dev, t := range c.trees {
-			if !targets[dev] && (t.root != nil && !isDefault(t.root.rec) || len(t.redirects()) > 0) {
+			if !targets[dev] && (t.root != nil && !t.root.rec.IsDefault() || len(t.redirects()) > 0) {
 				c.wans = append(c.wans, dev)
 			}
 		}
@@ -121,9 +121,9 @@ func (c *checker) directions(wan string) string {
 		upload, download = e.Queue.Upload, e.Queue.Download
 	}
 	switch {
-	case t.root != nil && !isDefault(t.root.rec):
+	case t.root != nil && !t.root.rec.IsDefault():
 		rate, _ := t.rootRate()
-		c.add(OK, "egress", wan, "", fmt.Sprintf("root %s shapes egress at %s (%d pkt %s)", t.root.name(), fmtRate(rate), t.root.packets, c.span()))
+		c.add(OK, "egress", wan, "", fmt.Sprintf("root %s shapes egress at %s (%d pkt %s)", t.root.name(), tcstats.FormatRate(rate), t.root.packets, c.span()))
 	case upload != 0:
 		sev, why := Warn, "no upload rate is known"
 		if upload > 0 {
@@ -174,9 +174,9 @@ func (c *checker) directions(wan string) string {
 	}
 	it := c.tree(ifb)
 	switch {
-	case it.root != nil && !isDefault(it.root.rec):
+	case it.root != nil && !it.root.rec.IsDefault():
 		rate, _ := it.rootRate()
-		c.add(OK, "ingress", wan, "", append(ev, fmt.Sprintf("%s root %s shapes ingress at %s (%d pkt %s)", ifb, it.root.name(), fmtRate(rate), it.root.packets, c.span()))...)
+		c.add(OK, "ingress", wan, "", append(ev, fmt.Sprintf("%s root %s shapes ingress at %s (%d pkt %s)", ifb, it.root.name(), tcstats.FormatRate(rate), it.root.packets, c.span()))...)
 		return ifb
 	case it.root != nil || c.in.Now.Complete || known:
 		c.add(Fail, "ifb-no-shaper", ifb, "Add the IFB's shaper (`sqmkit start`): the download is redirected but nothing shapes it.",
@@ -314,9 +314,9 @@ func (c *checker) subclassCeil(t *tree) {
 			continue
 		}
 		c.add(Warn, "subclass-ceil", t.dev+" "+n.name(),
-			fmt.Sprintf("Set the ceil of %s to its parent's %s (htb lends what other classes leave unused), or use one class with an fq_codel leaf.", n.name(), fmtRate(pceil)),
+			fmt.Sprintf("Set the ceil of %s to its parent's %s (htb lends what other classes leave unused), or use one class with an fq_codel leaf.", n.name(), tcstats.FormatRate(pceil)),
 			fmt.Sprintf("%s %s ceil %s = %d%% of parent %s %s: alone, it leaves %d%% of the link unused",
-				t.dev, n.name(), fmtRate(ceil), 100*ceil/pceil, p.name(), fmtRate(pceil), 100-100*ceil/pceil))
+				t.dev, n.name(), tcstats.FormatRate(ceil), 100*ceil/pceil, p.name(), tcstats.FormatRate(pceil), 100-100*ceil/pceil))
 	}
 }
 
@@ -341,18 +341,6 @@ func (c *checker) sfq(t *tree) {
 				fmt.Sprintf("%s %s perturb %s", t.dev, n.name(), p))
 		}
 	}
-}
-
-func fmtRate(bits uint64) string {
-	switch {
-	case bits == 0:
-		return "an unknown rate"
-	case bits >= 1e9:
-		return fmt.Sprintf("%.3g Gbit/s", float64(bits)/1e9)
-	case bits >= 1e6:
-		return fmt.Sprintf("%.4g Mbit/s", float64(bits)/1e6)
-	}
-	return fmt.Sprintf("%.4g kbit/s", float64(bits)/1e3)
 }
 
 func fmtMS(d time.Duration) string {

@@ -71,16 +71,11 @@ type Device struct {
 	HasCounters      bool
 }
 
-// Sample is one reading of tc and /sys. Every record has its Dev set.
+// Sample is one reading of tc (the live tree, every record with its Dev
+// set) and of /sys.
 type Sample struct {
-	Records []tcstats.Record
+	tcstats.Snapshot
 	Devices map[string]Device
-	// Complete means Records hold every device's qdiscs (`tc -s qdisc show`
-	// without dev), so a device without records has only its default qdisc.
-	Complete bool
-	// NoFilters means the filters were not read (offline without
-	// --tc-filter): an ingress qdisc's redirect is then unknown, not absent.
-	NoFilters bool
 }
 
 // Expect is what the configuration says one WAN device should have.

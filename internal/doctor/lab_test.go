@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
@@ -203,10 +204,9 @@ func collectIn(t *testing.T, ns *tctest.Netns, mac string) Sample {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	run := func(args ...string) ([]byte, error) {
-		return exec.Command("ip", append([]string{"netns", "exec", ns.Name, "tc"}, args...)...).Output()
-	}
-	s, err := Collect(root, run, []string{"wan"})
+	var s Sample
+	var err error
+	ns.Do(t, func() { s, err = Collect(root, (&tc.Runner{}).Read, []string{"wan"}) })
 	if err != nil {
 		t.Fatal(err)
 	}

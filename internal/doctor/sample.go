@@ -72,67 +72,25 @@ func ReadOffload(root string) (Offload, error) {
 	return o, nil
 }
 
-// Runner runs tc with args and returns what it printed on stdout.
-type Runner func(args ...string) ([]byte, error)
-
-// Collect reads the live state, read-only: every device's qdiscs, then the
-// classes and filters (root and ingress) of devs — all devices with a
-// configured root or an ingress qdisc when devs is empty — and of the IFBs
-// their ingress redirects to, plus /sys for each of them under root.
-func Collect(root string, run Runner, devs []string) (Sample, error) {
-	out, err := run("-s", "-d", "qdisc", "show")
+// Collect reads the live state, read-only: the tree through read (which is
+// tc.Runner.Read: every device's qdiscs, the classes and filters of devs, or
+// of every configured device when devs is empty, and of the IFBs they
+// redirect to), plus /sys under root for each of those devices.
+func Collect(root string, read func(devs ...string) (*tcstats.Snapshot, error), devs []string) (Sample, error) {
+	snap, err := read(devs...)
 	if err != nil {
-		return Sample{}, fmt.Errorf("tc -s -d qdisc show: %w", err)
-	}
-	s := Sample{Complete: true, Devices: map[string]Device{}}
-	if s.Records, err = tcstats.Parse(out); err != nil && !errors.Is(err, tcstats.ErrEmpty) {
 		return Sample{}, err
 	}
+	s := Sample{Snapshot: *snap, Devices: map[string]Device{}}
 	want := slices.Clone(devs)
 	if len(want) == 0 {
-		for _, r := range s.Records {
-			if !slices.Contains(want, r.Dev) && r.Type == "qdisc" && (r.Parent == "root" && !isDefault(&r) || r.Parent == "ingress") {
-				want = append(want, r.Dev)
-			}
-		}
+		want = snap.Configured()
 	}
 	for i := 0; i < len(want); i++ {
-		dev := want[i]
-		s.Devices[dev] = ReadDevice(root, dev)
-		if !s.Devices[dev].Exists {
-			continue
-		}
-		for _, q := range [][]string{
-			{"-s", "-d", "class", "show", "dev", dev},
-			{"-s", "filter", "show", "dev", dev},
-			{"-s", "filter", "show", "dev", dev, "parent", "ffff:"},
-		} {
-			out, err := run(q...)
-			if err != nil {
-				return Sample{}, fmt.Errorf("tc %s: %w", strings.Join(q, " "), err)
-			}
-			recs, err := tcstats.Parse(out)
-			if errors.Is(err, tcstats.ErrEmpty) {
-				continue
-			}
-			if err != nil {
-				return Sample{}, fmt.Errorf("tc %s: %w", strings.Join(q, " "), err)
-			}
-			parent := ""
-			if len(q) == 7 {
-				parent = "ffff:"
-			}
-			for _, r := range recs {
-				r.Dev = dev
-				if r.Parent == "" {
-					r.Parent = parent
-				}
-				s.Records = append(s.Records, r)
-				for _, a := range r.Actions {
-					if a.Redirect != "" && !slices.Contains(want, a.Redirect) {
-						want = append(want, a.Redirect)
-					}
-				}
+		s.Devices[want[i]] = ReadDevice(root, want[i])
+		for _, to := range snap.Redirects(want[i]) {
+			if !slices.Contains(want, to) {
+				want = append(want, to)
 			}
 		}
 	}
@@ -145,7 +103,8 @@ func Collect(root string, run Runner, devs []string) (Sample, error) {
 // printed without a device (`tc -s qdisc show dev wan`, class and filter
 // output).
 func Offline(qdiscs, classes, filters []byte, root string, devs []string) (Sample, error) {
-	s := Sample{Devices: map[string]Device{}, Complete: true, NoFilters: filters == nil}
+	s := Sample{Devices: map[string]Device{}}
+	s.Complete, s.NoFilters, s.NoClasses = true, filters == nil, classes == nil
 	recs, err := tcstats.Parse(qdiscs)
 	if err != nil {
 		return Sample{}, fmt.Errorf("qdisc output: %w", err)
@@ -179,7 +138,7 @@ func Offline(qdiscs, classes, filters []byte, root string, devs []string) (Sampl
 				r.Dev = owner(s.Records, &r, def)
 			}
 			if r.Type == "filter" && r.Parent == "" {
-				r.Parent = "ffff:" // `tc filter show dev X parent ffff:` omits it
+				r.Parent = tcstats.Ingress // `tc filter show dev X parent ffff:` omits it
 			}
 			s.Records = append(s.Records, r)
 		}
@@ -210,7 +169,7 @@ func owner(qdiscs []tcstats.Record, r *tcstats.Record, def string) string {
 	var devs []string
 	for _, q := range qdiscs {
 		holds := r.Type == "class" && q.Handle == tcstats.Major(r.Handle) ||
-			r.Type == "filter" && (q.Parent == "ingress" && (r.Parent == "" || r.Parent == "ffff:") || q.Handle == r.Parent)
+			r.Type == "filter" && (q.Parent == tcstats.Ingress && (r.Parent == "" || r.Parent == tcstats.Ingress) || q.Handle == r.Parent)
 		if holds && !slices.Contains(devs, q.Dev) {
 			devs = append(devs, q.Dev)
 		}

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 // aqmKinds keep their queue short by themselves; their limit only caps
@@ -52,7 +54,7 @@ func (c *checker) sizing(t *tree, wan string) {
 				want := max(aqmFloor, int(float64(rate)*0.030/8/float64(size)))
 				c.add(Warn, "limit-depth", t.dev+" "+n.name(),
 					fmt.Sprintf("Lower the limit to about %d packets (30 ms at the shaped rate, at least %d): a deeper queue lets bloat through before CoDel reacts.", want, aqmFloor),
-					fmt.Sprintf("%s %s %s = %s at %s", t.dev, n.name(), how, fmtMS(d), fmtRate(rate)))
+					fmt.Sprintf("%s %s %s = %s at %s", t.dev, n.name(), how, fmtMS(d), tcstats.FormatRate(rate)))
 			}
 		case fifoKinds[r.Kind] && rate > 0:
 			if _, seen := fifos[shaper]; !seen {
@@ -93,7 +95,7 @@ func (c *checker) fifoDepth(t *tree, shaper *node, leaves []*node) {
 		}
 		d := transmitTime(lb, rate)
 		total += d
-		ev = append(ev, fmt.Sprintf("%s %s %s = %s at %s", t.dev, n.name(), how, fmtMS(d), fmtRate(rate)))
+		ev = append(ev, fmt.Sprintf("%s %s %s = %s at %s", t.dev, n.name(), how, fmtMS(d), tcstats.FormatRate(rate)))
 	}
 	if total <= maxQueueDelay {
 		return
@@ -115,7 +117,7 @@ func (c *checker) burst(t *tree, n *node, size uint64) {
 			continue
 		}
 		hi := max(uint64(float64(rate)*maxBurstTime.Seconds()/8), 2*size)
-		ev := fmt.Sprintf("%s %s %s %d bytes = %s at %s", t.dev, n.name(), k[0], b, transmitTime(b, rate).Round(10*time.Microsecond), fmtRate(rate))
+		ev := fmt.Sprintf("%s %s %s %d bytes = %s at %s", t.dev, n.name(), k[0], b, transmitTime(b, rate).Round(10*time.Microsecond), tcstats.FormatRate(rate))
 		want := fmt.Sprintf("Set %s to about 1 ms at the rate (%d bytes), never below one packet (%d bytes).", k[0], max(rate/8000, size), size)
 		switch {
 		case b < size:
@@ -139,7 +141,7 @@ func (c *checker) linkSpeed(t *tree, wan string) {
 	}
 	c.add(Warn, "rate-above-link", t.dev+" "+at.name(),
 		"Shape below the real bottleneck (about 95% of the measured line rate); above the link speed the queue stays in the NIC or modem.",
-		fmt.Sprintf("%s %s rate %s", t.dev, at.name(), fmtRate(rate)),
+		fmt.Sprintf("%s %s rate %s", t.dev, at.name(), tcstats.FormatRate(rate)),
 		fmt.Sprintf("%s link speed %d Mbit/s (/sys/class/net/%s/speed)", wan, d.SpeedMbit, wan))
 }
 
@@ -158,7 +160,7 @@ func (c *checker) overhead(wan string) {
 	}
 	for _, dev := range append([]string{wan}, c.tree(wan).redirects()...) {
 		t := c.tree(dev)
-		if t.root == nil || isDefault(t.root.rec) || c.compensated(t) {
+		if t.root == nil || t.root.rec.IsDefault() || c.compensated(t) {
 			continue
 		}
 		c.add(Warn, "no-overhead", dev+" "+t.root.name(),

@@ -32,15 +32,7 @@ var flowKinds = map[string]bool{
 	"nssfq_codel": true, "mq": true, "mqprio": true, "tbf": true,
 }
 
-// defaultKinds are what the kernel attaches when nobody configured a root.
-var defaultKinds = map[string]bool{"noqueue": true, "pfifo_fast": true, "mq": true}
-
 func (n *node) name() string { return n.rec.ID() }
-
-// isDefault reports a root qdisc the kernel attached by itself.
-func isDefault(r *tcstats.Record) bool {
-	return r.Handle == "0:" || r.Handle == "" || defaultKinds[r.Kind] && r.Parent == "root"
-}
 
 func buildTrees(now, prev *Sample) map[string]*tree {
 	prevStats := map[string]tcstats.Stats{}
@@ -189,7 +181,7 @@ func (t *tree) rootRate() (uint64, *node) {
 func (t *tree) redirects() []string {
 	var out []string
 	for _, f := range t.filters {
-		if f.Parent != "ingress" && f.Parent != "ffff:" {
+		if f.Parent != tcstats.Ingress {
 			continue
 		}
 		for _, a := range f.Actions {

@@ -2,10 +2,9 @@ package doctor
 
 import (
 	"fmt"
-	"math"
 	"strings"
-	"time"
 
+	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/plan"
 )
 
@@ -23,7 +22,7 @@ func (c *checker) bypass(wan, ifb string) {
 	}
 	check := func(dev, dir string, moved uint64) {
 		t := c.tree(dev)
-		if t.root == nil || isDefault(t.root.rec) || moved < minBypassBytes {
+		if t.root == nil || t.root.rec.IsDefault() || moved < minBypassBytes {
 			return
 		}
 		got := t.root.bytes
@@ -57,7 +56,10 @@ func (c *checker) bypassFix() string {
 	return "Turn off the fast path that skips the qdiscs (flow offloading, FastTrack, NSS ECM for unshaped devices), or shape a device every packet passes."
 }
 
-// mismatch compares the kernel's trees with the plan the config produces.
+// mismatch reports where the kernel's trees differ from the plan the
+// config produces, with the comparison `sqmkit status` uses (drift), for
+// each direction whose shaper is in place (a missing one has its own
+// finding).
 func (c *checker) mismatch(wan, ifb string) {
 	e := c.expect[wan]
 	if e == nil || e.Plan == nil {
@@ -70,67 +72,15 @@ func (c *checker) mismatch(wan, ifb string) {
 			ev = append(ev, fmt.Sprintf("download redirected to %s, config expects %s", ifb, dev))
 			dev = ifb
 		}
-		t := c.tree(dev)
-		if t.root == nil || isDefault(t.root.rec) {
+		if !c.in.Now.Shaped(dev) {
 			continue // reported as a missing direction
 		}
-		ev = append(ev, c.compare(t, d)...)
+		for _, df := range drift.Dir(e.Plan, d, &c.in.Now.Snapshot) {
+			ev = append(ev, df.String())
+		}
 		if len(ev) > 0 {
 			c.add(Warn, "mismatch", fmt.Sprintf("%s %s", dev, d.Direction),
 				"Re-apply the config (`sqmkit start`), or change /etc/config/sqm if the kernel holds what you want.", ev...)
 		}
 	}
-}
-
-func (c *checker) compare(t *tree, d *plan.Dir) []string {
-	var ev []string
-	diff := func(what, kernel, config string) {
-		ev = append(ev, fmt.Sprintf("%s: kernel %s, config %s", what, kernel, config))
-	}
-	if len(d.Tree) > 0 && t.root.rec.Kind != d.Tree[0].Kind {
-		diff("root qdisc", t.root.rec.Kind, d.Tree[0].Kind)
-		return ev
-	}
-	if rate, _ := t.rootRate(); d.RateKbit > 0 && rate > 0 && !near(float64(rate), float64(d.RateKbit)*1000, 0.01) {
-		diff("rate", fmtRate(rate), fmtRate(uint64(d.RateKbit)*1000))
-	}
-	var leaf *node
-	for _, n := range t.rootTree() {
-		if aqmKinds[n.rec.Kind] && n.rec.Type == "qdisc" {
-			leaf = n
-		}
-	}
-	if leaf != nil {
-		if l, ok := leaf.rec.Packets("limit"); ok && d.Limit > 0 && l != uint64(d.Limit) {
-			diff("limit", fmt.Sprintf("%dp", l), fmt.Sprintf("%dp", d.Limit))
-		}
-		for _, k := range []struct {
-			key  string
-			want time.Duration
-		}{{"target", d.Target}, {"interval", d.Interval}} {
-			if got, ok := leaf.rec.Duration(k.key); ok && k.want > 0 && !near(float64(got), float64(k.want), 0.01) {
-				diff(k.key, got.String(), k.want.String())
-			}
-		}
-	}
-	r := t.root.rec
-	switch {
-	case r.Kind == "cake":
-		if o, ok := r.Get("overhead"); ok && o != fmt.Sprint(d.Overhead) {
-			diff("overhead", o, fmt.Sprint(d.Overhead))
-		}
-	case isNSS(r.Kind):
-		if m, ok := r.Size("mtu"); ok && d.MTU > 0 && m != uint64(d.MTU) {
-			diff("mtu (MTU + overhead)", fmt.Sprint(m), fmt.Sprint(d.MTU))
-		}
-	default:
-		if o, ok := r.Get("stab_overhead"); ok && o != fmt.Sprint(d.Overhead) {
-			diff("overhead", o, fmt.Sprint(d.Overhead))
-		}
-	}
-	return ev
-}
-
-func near(got, want, tol float64) bool {
-	return math.Abs(got-want) <= tol*want
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 // The numbers of spec §3.
@@ -126,10 +127,7 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 	} else {
 		p.note("upload 0: egress not shaped")
 	}
-	ifb := q.IFB
-	if ifb == "" {
-		ifb = IFBName(q.Interface, q.Backend)
-	}
+	ifb := IFBOf(q)
 	if q.Download > 0 {
 		p.IFB, down.dev = ifb, ifb
 		if q.IFB != "" {
@@ -281,9 +279,29 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 		append([]string{"filter", "add", "dev", wan, "parent", "ffff:", "protocol", "all", "prio", "10",
 			"u32", "match", "u32", "0", "0"}, action...))
 	d.Tree = append(d.Tree,
-		Node{Dev: wan, Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: "ffff:fff1"},
-		Node{Dev: wan, Type: "filter", Kind: "u32", Parent: "ffff:"})
+		Node{Dev: wan, Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: tcstats.Ingress},
+		Node{Dev: wan, Type: "filter", Kind: "u32", Parent: tcstats.Ingress, Redirect: ifb})
+	d.Redirect = d.TC[len(d.TC)-2:]
 	return d, nil
+}
+
+// Teardown removes every tree a start of a queue on wan can leave, in the
+// one safe order: the redirect first, so no packet is ever sent to an IFB
+// without its shaper, then the IFB's root, then wan's root. Start runs the
+// per-direction parts (Dir.Teardown, Plan.Clear); stop runs it whole.
+func Teardown(wan, ifb string) [][]string {
+	return append(teardown(Ingress, wan, ifb), teardown(Egress, wan, ifb)...)
+}
+
+// RemoveIFB is the ip batch that deletes an IFB a stop no longer needs.
+func RemoveIFB(ifb string) [][]string { return [][]string{{"link", "del", "dev", ifb}} }
+
+// IFBOf is the IFB a queue's download uses: the ifb option, else IFBName.
+func IFBOf(q config.Queue) string {
+	if q.IFB != "" {
+		return q.IFB
+	}
+	return IFBName(q.Interface, q.Backend)
 }
 
 // teardown removes direction dir's tree from wan (and its IFB); each line
@@ -357,7 +375,7 @@ func htbTree(d *Dir, q config.Queue, l link, s side) error {
 	}
 	d.Tree = []Node{
 		{Dev: s.dev, Type: "qdisc", Kind: "htb", Handle: "1:", Parent: "root"},
-		{Dev: s.dev, Type: "class", Kind: "htb", Handle: "1:1", Parent: "1:"},
+		{Dev: s.dev, Type: "class", Kind: "htb", Handle: "1:1", Parent: "root"},
 		{Dev: s.dev, Type: "qdisc", Kind: "fq_codel", Handle: "10:", Parent: "1:1"},
 	}
 	return nil

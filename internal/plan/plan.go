@@ -59,20 +59,27 @@ type Dir struct {
 
 	Setup    [][]string // ip: create and raise the IFB (ingress only)
 	TC       [][]string // tc batch that builds the tree; the redirect comes last
+	// Redirect is the tail of TC that attaches the ingress qdisc and the
+	// redirect to the IFB (ingress only): what a re-created WAN device
+	// needs when its IFB is still shaped.
+	Redirect [][]string
 	Teardown [][]string // tc batch that removes what TC adds; each line may fail harmlessly
 	Tree     []Node     // qdiscs and classes TC leaves behind, for read-back and doctor
 
 	Notes []string // derivations for this direction, as `#` lines
 }
 
-// Node is one qdisc, class or filter that a Dir leaves in the kernel.
+// Node is one qdisc, class or filter that a Dir leaves in the kernel, in
+// the live tree's terms (tcstats.Record) so the two compare directly.
 type Node struct {
 	Dev    string
 	Type   string // "qdisc", "class" or "filter"
 	Kind   string // e.g. "htb", "fq_codel", "nsstbl", "ingress", "u32"
 	Handle string // "1:", "1:1", "ffff:" ("" for filters)
-	// Parent is "root" for root qdiscs, "ffff:fff1" for the ingress qdisc
-	// (what tc reports), else the parent given to tc, such as "1:" or
-	// "ffff:" (tc shows an htb class whose parent is its qdisc as "root").
+	// Parent is "root" for a root qdisc and for a class attached to its
+	// qdisc (as tc prints it), tcstats.Ingress for the ingress qdisc and its
+	// filter, else the parent handle, such as "1:" or "1:1".
 	Parent string
+	// Redirect is the device a filter's redirect action points at.
+	Redirect string
 }

@@ -66,7 +66,7 @@ func TestTreeShape(t *testing.T) {
 	}{
 		{config.NSS, []string{"qdisc nsstbl 1: root", "qdisc nssfq_codel 10: 1:"}, "action nssmirred redirect dev ifb@wan fromdev wan", 2},
 		{config.Cake, []string{"qdisc cake 1: root"}, "action mirred egress redirect dev ifb4wan", 1},
-		{config.FQCodel, []string{"qdisc htb 1: root", "class htb 1:1 1:", "qdisc fq_codel 10: 1:1"}, "action mirred egress redirect dev ifb4wan", 3},
+		{config.FQCodel, []string{"qdisc htb 1: root", "class htb 1:1 root", "qdisc fq_codel 10: 1:1"}, "action mirred egress redirect dev ifb4wan", 3},
 	} {
 		b := string(tc.b)
 		p := mustBuild(t, baseQueue(tc.b, "wan", 50000), linkinfo.Facts{MTU: 1500})
@@ -105,8 +105,9 @@ func TestTreeShape(t *testing.T) {
 			t.Errorf("%s ingress: redirect is not last: %q", b, in.TC)
 		}
 		wan := in.Tree[len(in.Tree)-2:]
-		if wan[0] != (Node{Dev: "wan", Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: "ffff:fff1"}) ||
-			wan[1] != (Node{Dev: "wan", Type: "filter", Kind: "u32", Parent: "ffff:"}) {
+		if wan[0] != (Node{Dev: "wan", Type: "qdisc", Kind: "ingress", Handle: "ffff:", Parent: "ingress"}) ||
+			wan[1] != (Node{Dev: "wan", Type: "filter", Kind: "u32", Parent: "ingress", Redirect: ifb}) ||
+			!slices.EqualFunc(in.Redirect, in.TC[n-2:], slices.Equal) {
 			t.Errorf("%s ingress: wan nodes %+v", b, wan)
 		}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 func lines(s string) [][]string {
@@ -68,7 +69,7 @@ func TestShow(t *testing.T) {
 	ns := tctest.NewNetns(t, "show")
 	ns.Exec(t, "ip", "link", "add", "ifb4wan", "type", "ifb")
 	ns.Exec(t, "ip", "link", "set", "ifb4wan", "up")
-	var st *State
+	var st *tcstats.Snapshot
 	ns.Do(t, func() {
 		r := &Runner{}
 		if _, err := r.Batch("tc", false, append(append([][]string{}, htbBatch...), ingressBatch...)); err != nil {
@@ -76,29 +77,38 @@ func TestShow(t *testing.T) {
 			return
 		}
 		var err error
-		if st, err = r.Show("wan", "ifb4wan"); err != nil {
+		if st, err = r.Read("wan", "ifb4wan"); err != nil {
 			t.Error(err)
 		}
-		if r.Procs() != 3 {
-			t.Errorf("show used %d processes, want 2 (+1 batch)", r.Procs()-1)
+		// qdisc show, then class, root filters and ingress filters of wan
+		if r.Procs() != 5 {
+			t.Errorf("read used %d processes, want 4 (+1 batch)", r.Procs()-1)
 		}
 	})
 	if st == nil {
 		return
 	}
 	var qs []string
-	for _, q := range st.Qdiscs {
-		qs = append(qs, q.Dev+" "+q.Kind+" "+q.Handle+" "+q.Parent)
+	for _, q := range st.Records {
+		if q.Type == "qdisc" && (q.Dev == "wan" || q.Dev == "ifb4wan") {
+			qs = append(qs, q.Dev+" "+q.Kind+" "+q.Handle+" "+q.Parent)
+		}
 	}
-	want := "wan htb 1: |wan pfifo 10: 1:1|wan ingress ffff: ffff:fff1|ifb4wan tbf 1: "
+	want := "wan htb 1: root|wan pfifo 10: 1:1|wan ingress ffff: ingress|ifb4wan tbf 1: root"
 	if got := strings.Join(qs, "|"); got != want {
 		t.Errorf("qdiscs = %q, want %q", got, want)
 	}
-	if len(st.Classes) != 1 || st.Classes[0] != (Class{Dev: "wan", Kind: "htb", Handle: "1:1", Parent: "root"}) {
-		t.Errorf("classes = %+v", st.Classes)
+	if c := st.Find("wan", "class", "1:1"); c == nil || c.Kind != "htb" || c.Parent != "root" {
+		t.Errorf("class 1:1 = %+v", c)
 	}
-	if len(st.Filters) != 1 || st.Filters[0].Target != "ifb4wan" || st.Filters[0].Kind != "u32" || st.Filters[0].Actions[0] != "mirred" {
-		t.Errorf("filters = %+v", st.Filters)
+	var filters []*tcstats.Record
+	for _, r := range st.Of("wan") {
+		if r.Type == "filter" && len(r.Actions) > 0 {
+			filters = append(filters, r)
+		}
+	}
+	if len(filters) != 1 || filters[0].Kind != "u32" || filters[0].Actions[0].Kind != "mirred" || filters[0].Actions[0].Redirect != "ifb4wan" {
+		t.Errorf("filters = %+v", filters)
 	}
 }
 

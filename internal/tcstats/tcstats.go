@@ -39,8 +39,9 @@ type Record struct {
 	Type   string // "qdisc", "class" or "filter"
 	Kind   string // "htb", "nssfq_codel", "u32", ...
 	Handle string // "1:", "1:1"; a filter's fh
-	// Parent is "root" for a device's root qdisc or a root class,
-	// "ingress" for qdiscs on the ingress hook (ffff:fff1), else a handle.
+	// Parent is "root" for a device's root qdisc or a root class, Ingress
+	// for the ingress hook's qdisc (ffff:fff1) and filters (ffff:), else a
+	// handle.
 	Parent string
 	Dev    string // "" when tc did not print it (show dev X)
 

@@ -105,8 +105,8 @@ func TestParseFixtures(t *testing.T) {
 		{"wondershaper-filter.txt", "filter", "", "800::801", "u32", "1:", 0, "flowid", "1:10"},
 		// live tc prints "*flowid" for a non-terminal u32 key
 		{"wondershaper-filter.txt", "filter", "", "800::800", "u32", "1:", 0, "flowid", "1:10"},
-		{"wondershaper-filter.txt", "filter", "", "800::800", "u32", "ffff:", 0, "protocol", "ip"},
-		{"ingress-filter.txt", "filter", "", "800::800", "u32", "ffff:", 0, "pref", "10"},
+		{"wondershaper-filter.txt", "filter", "", "800::800", "u32", "ingress", 0, "protocol", "ip"},
+		{"ingress-filter.txt", "filter", "", "800::800", "u32", "ingress", 0, "pref", "10"},
 		{"htb-fqcodel-j.json", "qdisc", "eth1", "1:", "htb", "root", 4102288, "stab_overhead", "18"},
 		{"htb-fqcodel-j.json", "qdisc", "eth1", "10:", "fq_codel", "1:1", 4102288, "target", "4999us"},
 		{"htb-fqcodel-j.json", "qdisc", "eth1", "ffff:", "ingress", "ingress", 21220041, "", ""},

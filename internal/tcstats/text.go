@@ -106,14 +106,6 @@ loop:
 	r.Options = parseOptions(toks[min(i, len(toks)):], "")
 }
 
-// parentName maps the ingress/clsact hook to "ingress".
-func parentName(p string) string {
-	if p == "ffff:fff1" || p == "ffff:fff2" {
-		return "ingress"
-	}
-	return p
-}
-
 func parseFilterHeader(r *Record, toks []string) []Option {
 	var rest []string
 	var opts []Option
