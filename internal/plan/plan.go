@@ -57,8 +57,8 @@ type Dir struct {
 	Flows     int           // 0 for cake (fixed 1024 queues per tin)
 	ECN       bool          // always true for cake, which has no switch
 
-	Setup    [][]string // ip: create and raise the IFB (ingress only)
-	TC       [][]string // tc batch that builds the tree; the redirect comes last
+	Setup [][]string // ip: create and raise the IFB (ingress only)
+	TC    [][]string // tc batch that builds the tree; the redirect comes last
 	// Redirect is the tail of TC that attaches the ingress qdisc and the
 	// redirect to the IFB (ingress only): what a re-created WAN device
 	// needs when its IFB is still shaped.
