@@ -73,9 +73,19 @@ type Queue struct {
 }
 
 // Origin says where option opt was last set: "FILE:LINE" in the SQM file,
-// "--flag" on the command line, "" when it kept its default. Errors about an
-// option start with it, so the user knows which line or flag to fix.
-func (q Queue) Origin(opt string) string { return q.origin[opt] }
+// "--flag" on the command line. An option that kept its default is placed
+// at its section's `config queue` line, where it belongs; "" without a
+// file. Errors about an option start with it, so the user knows which line
+// or flag to fix.
+func (q Queue) Origin(opt string) string {
+	if o, ok := q.origin[opt]; ok {
+		return o
+	}
+	return q.origin[sectionOrigin]
+}
+
+// sectionOrigin keys the origin of the section itself.
+const sectionOrigin = ""
 
 func (q *Queue) setOrigin(opt, where string) {
 	if q.origin == nil {

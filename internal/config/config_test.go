@@ -337,3 +337,16 @@ func TestResolve(t *testing.T) {
 		t.Errorf("missing --config file: %v", err)
 	}
 }
+
+// An option missing from its section is blamed on the section's line.
+func TestMissingOptionNamesSection(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sqm")
+	if err := os.WriteFile(p, []byte("# sqm\n\nconfig queue 'wan'\n\toption enabled '1'\n\toption download '1000'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Resolve("", p, nil, "")
+	var fe *FieldError
+	if !errors.As(err, &fe) || fe.Option != "interface" || !strings.HasPrefix(err.Error(), p+":3: sqm.wan.interface: no interface to shape") {
+		t.Errorf("error %v, want it at %s:3 naming interface", err, p)
+	}
+}

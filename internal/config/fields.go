@@ -78,23 +78,6 @@ func fieldFor(opt string) *field {
 	return nil
 }
 
-// fix says how to set a valid value for the option.
-func (f *field) fix() string {
-	if f.flag == "" {
-		return fmt.Sprintf("set option %s '%s'", f.opt, f.example)
-	}
-	return fmt.Sprintf("set option %s '%s' or --%s %s", f.opt, f.example, f.flag, f.example)
-}
-
-// errorf builds the error for a bad value of opt in the given section.
-func fieldError(section, opt, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if f := fieldFor(opt); f != nil {
-		return fmt.Errorf("sqm.%s.%s: %s (%s)", section, opt, msg, f.fix())
-	}
-	return fmt.Errorf("sqm.%s.%s: %s", section, opt, msg)
-}
-
 func kbit(p func(*Queue) *int) func(*Queue, string) error {
 	return func(q *Queue, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))

@@ -66,18 +66,19 @@ func newQueue(section string) Queue {
 
 func fromSection(path string, s *uci.Section) (Queue, error) {
 	q := newQueue(s.Name)
+	q.setOrigin(sectionOrigin, fmt.Sprintf("%s:%d", path, s.Line))
 	for _, o := range s.Options {
 		f := fieldFor(o.Name)
 		if f == nil {
 			continue // LuCI and other tools keep their own options here
 		}
-		if o.List {
-			return q, fmt.Errorf("%s:%d: sqm.%s.%s: is a list (fix: write option %s '%s', not list)",
-				path, o.Line, s.Name, o.Name, o.Name, f.example)
-		}
 		where := fmt.Sprintf("%s:%d", path, o.Line)
+		if o.List {
+			return q, &FieldError{Origin: where, Section: s.Name, Option: o.Name, Value: strings.Join(o.Values, " "),
+				Why: "is a list", Fix: fmt.Sprintf("fix: write option %s '%s', not list", o.Name, f.example)}
+		}
 		if err := f.set(&q, o.Values[0]); err != nil {
-			return q, fmt.Errorf("%s: sqm.%s.%s: %v (%s)", where, s.Name, o.Name, err, f.fix())
+			return q, &FieldError{Origin: where, Section: s.Name, Option: o.Name, Value: o.Values[0], Why: err.Error(), Fix: fixFor(o.Name)}
 		}
 		q.setOrigin(o.Name, where)
 	}

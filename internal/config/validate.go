@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
 // Bounds of the per-packet overhead: cake's accepted range.
@@ -32,98 +35,116 @@ var CakeRTTPresets = map[string]time.Duration{
 	"interplanetary": 1000 * time.Second,
 }
 
-// Validate checks q as a start would use it. Each error names the UCI
-// option and the flag that set it and says how to fix it.
+// Rate bounds in kbit/s: below the minimum not even one full packet per
+// 200 ms fits; above the maximum the value is a typo (bit/s for kbit/s).
+const (
+	MinRateKbit = 64
+	MaxRateKbit = 100_000_000
+)
+
+// Validate checks q as a start would use it: the one validation of a queue,
+// whatever set its values. The error is a *FieldError naming the UCI option,
+// the flag and the file line that set it, and how to fix it. What only the
+// device can tell (its MTU, a wireguard interface) plan.Build checks.
 func (q Queue) Validate() error {
-	bad := func(opt, format string, args ...any) error {
-		err := fieldError(q.Section, opt, format, args...)
-		if o := q.Origin(opt); o != "" {
-			return fmt.Errorf("%s: %w", o, err)
-		}
-		return err
-	}
 	if q.Interface == "" {
-		return bad("interface", "no interface to shape")
+		return q.Bad("interface", "", "no interface to shape")
 	}
 	if err := devName(q.Interface); err != nil {
-		return bad("interface", "%v", err)
+		return q.Bad("interface", q.Interface, "%v", err)
 	}
-	if q.Download < 0 {
-		return bad("download", "%d kbit/s is negative; 0 means do not shape", q.Download)
-	}
-	if q.Upload < 0 {
-		return bad("upload", "%d kbit/s is negative; 0 means do not shape", q.Upload)
+	for _, r := range []struct {
+		opt string
+		v   int
+	}{{"download", q.Download}, {"upload", q.Upload}} {
+		switch {
+		case r.v < 0:
+			return q.Bad(r.opt, r.v, "%d kbit/s is negative; use 0 to leave that direction unshaped", r.v)
+		case r.v > 0 && r.v < MinRateKbit:
+			return q.Bad(r.opt, r.v, "%d kbit/s is below the %d kbit/s minimum; raise it or set 0 to leave that direction unshaped", r.v, MinRateKbit)
+		case r.v > MaxRateKbit:
+			return q.Bad(r.opt, r.v, "%d kbit/s is above %d kbit/s; rates are in kbit/s (95000 is 95 Mbit/s)", r.v, MaxRateKbit)
+		}
 	}
 	if q.Download == 0 && q.Upload == 0 {
-		return bad("download", "download and upload are both 0, so nothing would be shaped")
+		return q.Bad("download", 0, "download and upload are both 0, so nothing would be shaped")
 	}
 	switch q.Backend {
 	case NSS, Cake, FQCodel:
 	default:
-		return bad("backend", "%q is not a backend (use nss, cake or fq_codel)", q.Backend)
+		return q.Bad("backend", q.Backend, "%q is not a backend (use nss, cake or fq_codel)", q.Backend)
 	}
 	switch q.LinkLayer {
-	case LinkNone, LinkEthernet, LinkATM:
+	case "", LinkNone, LinkEthernet: // "": a queue built in code, as none
+	case LinkATM:
+		if q.Backend == NSS {
+			return q.Bad("linklayer", q.LinkLayer, "atm needs a size table, which nss cannot do; use linklayer ethernet with an overhead that includes the ATM framing, or backend cake")
+		}
 	default:
-		return bad("linklayer", "%q is not a link layer (use none, ethernet or atm)", q.LinkLayer)
+		return q.Bad("linklayer", q.LinkLayer, "%q is not a link layer (use none, ethernet or atm)", q.LinkLayer)
 	}
 	if q.Overhead < minOverhead || q.Overhead > maxOverhead {
-		return bad("overhead", "%d bytes is outside %d..%d", q.Overhead, minOverhead, maxOverhead)
+		return q.Bad("overhead", q.Overhead, "%d bytes is outside %d..%d", q.Overhead, minOverhead, maxOverhead)
 	}
 	if q.TcMPU < 0 || q.TcMPU > maxOverhead {
-		return bad("tcMPU", "%d bytes is outside 0..%d", q.TcMPU, maxOverhead)
+		return q.Bad("tcMPU", q.TcMPU, "%d bytes is outside 0..%d", q.TcMPU, maxOverhead)
 	}
-	if q.ILimit < 0 {
-		return bad("ilimit", "%d packets is negative", q.ILimit)
+	for _, n := range []struct {
+		opt, unit string
+		v         int
+	}{{"tcMTU", "bytes", q.TcMTU}, {"tcTSIZE", "entries", q.TcTSIZE}, {"ilimit", "packets", q.ILimit}, {"elimit", "packets", q.ELimit}} {
+		if n.v < 0 {
+			return q.Bad(n.opt, n.v, "%d %s is negative; use 0 for the computed value", n.v, n.unit)
+		}
 	}
-	if q.ELimit < 0 {
-		return bad("elimit", "%d packets is negative", q.ELimit)
-	}
-	if err := target(q.ITarget); err != nil {
-		return bad("itarget", "%v", err)
-	}
-	if err := target(q.ETarget); err != nil {
-		return bad("etarget", "%v", err)
+	for _, t := range []struct{ opt, v string }{{"itarget", q.ITarget}, {"etarget", q.ETarget}} {
+		if t.v != "" && t.v != "auto" && !isTCTime(t.v) {
+			return q.Bad(t.opt, t.v, "%q is neither a duration like 5ms nor auto", t.v)
+		}
 	}
 	if q.LinkLayerAdaptation != "" && !slices.Contains(adaptations, q.LinkLayerAdaptation) {
-		return bad("linklayer_adaptation_mechanism", "%q is unknown (use one of %s)", q.LinkLayerAdaptation, strings.Join(adaptations, ", "))
+		return q.Bad("linklayer_adaptation_mechanism", q.LinkLayerAdaptation, "%q is unknown (use one of %s)", q.LinkLayerAdaptation, strings.Join(adaptations, ", "))
 	}
 	if q.Diffserv != "" && !slices.Contains(CakeDiffservModes, q.Diffserv) {
-		return bad("diffserv", "%q is not a cake diffserv mode (use one of %s)", q.Diffserv, strings.Join(CakeDiffservModes, ", "))
+		return q.Bad("diffserv", q.Diffserv, "%q is not a cake diffserv mode (use one of %s)", q.Diffserv, strings.Join(CakeDiffservModes, ", "))
 	}
-	if _, preset := CakeRTTPresets[q.RTT]; q.RTT != "" && !preset {
-		if d, err := time.ParseDuration(q.RTT); err != nil || d <= 0 {
-			return bad("rtt", "%q is neither a duration like 100ms nor a preset (%s)", q.RTT, strings.Join(rttPresetNames(), ", "))
+	if v := TrimRTT(q.RTT); v != "" {
+		if _, preset := CakeRTTPresets[v]; !preset && !isTCTime(v) {
+			return q.Bad("rtt", q.RTT, "%q is neither a duration like 100ms nor a preset (%s)", q.RTT, strings.Join(rttPresetNames(), ", "))
 		}
 	}
 	if q.IFB != "" {
 		if err := devName(q.IFB); err != nil {
-			return bad("ifb", "%v", err)
+			return q.Bad("ifb", q.IFB, "%v", err)
 		}
 	}
 	return nil
 }
 
-// target accepts what sqm-scripts accepts for itarget/etarget: empty
-// (default), "auto", or a positive duration with a unit.
-func target(v string) error {
-	if v == "" || v == "auto" {
-		return nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return fmt.Errorf("%q is neither a duration like 5ms nor auto", v)
-	}
-	return nil
+// TrimRTT takes the rtt option as users write it, "50ms" or "rtt 50ms".
+func TrimRTT(s string) string {
+	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "rtt "))
 }
 
-// devName applies the kernel's rules for network device names.
+// isTCTime accepts a positive time with a unit, as tc reads it (5ms,
+// 500us, 1.5s). A bare number would be microseconds to tc, which nobody
+// writing "5" means.
+func isTCTime(v string) bool {
+	d, err := tcstats.ParseTime(v)
+	return err == nil && d > 0 && strings.IndexFunc(v, unicode.IsLetter) > 0
+}
+
+// devName applies the kernel's rules for network device names, and
+// refuses '#', which the kernel allows but tc's batch input cannot carry
+// (it starts a comment).
 func devName(n string) error {
-	if len(n) > 15 {
+	switch {
+	case len(n) > 15:
 		return fmt.Errorf("%q is longer than the 15 bytes Linux allows for a device name", n)
-	}
-	if n == "." || n == ".." || strings.ContainsAny(n, "/: \t\n") {
+	case n == "." || n == ".." || strings.ContainsAny(n, "/: \t\n\r\v\f"):
 		return fmt.Errorf("%q is not a valid Linux device name", n)
+	case strings.ContainsRune(n, '#'):
+		return fmt.Errorf("%q contains '#', which tc's batch input cannot carry (it starts a comment); rename the device", n)
 	}
 	return nil
 }

@@ -19,6 +19,14 @@ import (
 // or the files are a router's config copied without /sys).
 const defaultMTU = 1500
 
+// The MTUs a device can have: IPv4's minimum, and the largest any Linux
+// device reports (loopback's 65536). Anything else in /sys is a broken or
+// forged file, reported as such rather than planned with.
+const (
+	MinMTU = 68
+	MaxMTU = 65536
+)
+
 // arphrdKinds maps /sys/class/net/<dev>/type (ARPHRD_*) to Kind for devices
 // whose uevent names no DEVTYPE.
 var arphrdKinds = map[int]string{
@@ -64,15 +72,19 @@ func Read(root, device string) (Facts, error) {
 
 type reader struct{ root string }
 
+// path is where the file at p (as on the device) is here, for messages: a
+// router's files copied under --root are named as the user has them.
+func (r reader) path(p string) string { return filepath.Join(r.root, filepath.FromSlash(p)) }
+
 // file reads the file at the absolute path p (as on the device) under root.
 // A missing file returns ok=false and no error.
 func (r reader) file(p string) (data string, ok bool, err error) {
-	b, err := os.ReadFile(filepath.Join(r.root, filepath.FromSlash(p)))
+	b, err := os.ReadFile(r.path(p))
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("read %s: %w", p, err)
+		return "", false, err // names the path under root already
 	}
 	return string(b), true, nil
 }
@@ -91,8 +103,8 @@ func (r reader) sys(f *Facts) error {
 	}
 	if ok {
 		n, err := strconv.Atoi(strings.TrimSpace(mtu))
-		if err != nil || n < 68 {
-			return fmt.Errorf("%s/mtu: %q is not an MTU", dir, strings.TrimSpace(mtu))
+		if err != nil || n < MinMTU || n > MaxMTU {
+			return fmt.Errorf("%s: %q is not an MTU (%d..%d)", r.path(dir+"/mtu"), strings.TrimSpace(mtu), MinMTU, MaxMTU)
 		}
 		f.MTU = n
 		f.Notes = append(f.Notes, fmt.Sprintf("%s/mtu=%d", dir, n))
@@ -126,7 +138,7 @@ func (r reader) sys(f *Facts) error {
 	if ok {
 		n, err := strconv.Atoi(strings.TrimSpace(typ))
 		if err != nil {
-			return fmt.Errorf("%s/type: %q is not an ARPHRD number", dir, strings.TrimSpace(typ))
+			return fmt.Errorf("%s: %q is not an ARPHRD number", r.path(dir+"/type"), strings.TrimSpace(typ))
 		}
 		f.Kind = arphrdKinds[n]
 		f.Notes = append(f.Notes, fmt.Sprintf("%s/type=%d (%s)", dir, n, cmp.Or(f.Kind, "-")))
@@ -179,7 +191,7 @@ func (r reader) network(f *Facts) error {
 	if err != nil || !ok {
 		return err
 	}
-	file, err := uci.Parse(p, []byte(data))
+	file, err := uci.Parse(r.path(p), []byte(data))
 	if err != nil {
 		return err
 	}

@@ -119,13 +119,22 @@ func TestReadErrors(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(dir, "mtu"), 0o755); err != nil { // a directory where a file belongs
 		t.Fatal(err)
 	}
+	huge := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(huge, "sys/class/net/wan"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(huge, "sys/class/net/wan/mtu"), []byte("9223372036854775807\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// every message names the file as it is here, under the root
 	tests := []struct {
 		root, dev, want string
 	}{
-		{"testdata/bad-mtu", "eth0", `/sys/class/net/eth0/mtu: "fifteen hundred" is not an MTU`},
-		{"testdata/bad-type", "eth0", `/sys/class/net/eth0/type: "ether" is not an ARPHRD number`},
-		{"testdata/bad-network", "wan", "/etc/config/network:2: unterminated ' quote"},
-		{unreadable, "eth0", "read /sys/class/net/eth0/mtu"},
+		{"testdata/bad-mtu", "eth0", `testdata/bad-mtu/sys/class/net/eth0/mtu: "fifteen hundred" is not an MTU`},
+		{"testdata/bad-type", "eth0", `testdata/bad-type/sys/class/net/eth0/type: "ether" is not an ARPHRD number`},
+		{"testdata/bad-network", "wan", "testdata/bad-network/etc/config/network:2: unterminated ' quote"},
+		{unreadable, "eth0", "read " + filepath.Join(unreadable, "sys/class/net/eth0/mtu")},
+		{huge, "wan", filepath.Join(huge, "sys/class/net/wan/mtu") + `: "9223372036854775807" is not an MTU (68..65536)`},
 		{"testdata/missing", "../../etc", "not a valid Linux device name"},
 		{"testdata/missing", "", "not a valid Linux device name"},
 	}

@@ -2,10 +2,8 @@ package plan
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -15,9 +13,7 @@ import (
 
 // The numbers of spec §3.
 const (
-	minRateKbit = 64          // below this not even one MTU per 200 ms fits
-	maxRateKbit = 100_000_000 // 100 Gbit/s: anything above is a typo
-	defaultMTU  = 1500
+	defaultMTU = 1500
 
 	limitWindowMS = 30  // queue limit covers 30 ms at line rate
 	minLimit      = 200 // CoDel needs packets to measure
@@ -70,29 +66,19 @@ type side struct {
 }
 
 // Build computes the plan for q on the device described by f. It is pure:
-// no files, no commands, no clock.
+// no files, no commands, no clock. A bad option is a *config.FieldError
+// that names the option, the file line or flag that set it, and the fix.
 func Build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
-	p, err := build(q, f)
-	if err != nil {
-		return nil, locate(q, err)
+	if err := q.Validate(); err != nil {
+		return nil, err
 	}
-	return p, nil
-}
-
-// locate prefixes an error about option "field: ..." with the file line or
-// flag that set the option, when config knows it.
-func locate(q config.Queue, err error) error {
-	field, _, _ := strings.Cut(err.Error(), ":")
-	if o := q.Origin(field); o != "" {
-		return fmt.Errorf("%s: sqm.%s.%w", o, q.Section, err)
+	if err := checkFacts(q, f); err != nil {
+		return nil, err
 	}
-	return err
+	return build(q, f)
 }
 
 func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
-	if err := check(q, f); err != nil {
-		return nil, err
-	}
 	p := &Plan{Section: q.Section, Backend: q.Backend, Device: q.Interface}
 	p.note("section %s: interface %s, backend %s", cmp.Or(q.Section, "-"), q.Interface, q.Backend)
 	p.Notes = append(p.Notes, q.Notes...) // how config chose the backend and applied flags
@@ -183,64 +169,14 @@ func linkLayerNote(q config.Queue, l link) string {
 	return s
 }
 
-// check refuses, before any arithmetic, what no plan can be built from.
-func check(q config.Queue, f linkinfo.Facts) error {
-	if err := checkIfName("interface", q.Interface); err != nil {
-		return err
-	}
-	switch q.Backend {
-	case config.NSS, config.Cake, config.FQCodel:
-	case "":
-		return errors.New("backend: not set; set qdisc/script in the sqm section or --backend nss|cake|fq_codel")
-	default:
-		return fmt.Errorf("backend: %q is unknown; use nss, cake or fq_codel", q.Backend)
-	}
-	for _, r := range []struct {
-		field string
-		v     int
-	}{{"upload", q.Upload}, {"download", q.Download}} {
-		switch {
-		case r.v < 0:
-			return fmt.Errorf("%s: %d kbit/s is negative; use 0 to leave that direction unshaped", r.field, r.v)
-		case r.v > 0 && r.v < minRateKbit:
-			return fmt.Errorf("%s: %d kbit/s is below the %d kbit/s minimum; raise it or set 0 to leave that direction unshaped", r.field, r.v, minRateKbit)
-		case r.v > maxRateKbit:
-			return fmt.Errorf("%s: %d kbit/s is above %d kbit/s; rates are in kbit/s (e.g. 95000 for 95 Mbit/s)", r.field, r.v, maxRateKbit)
-		}
-	}
-	if q.Upload == 0 && q.Download == 0 {
-		return errors.New("download, upload: both 0, nothing to shape; set at least one rate in kbit/s")
-	}
-	if q.Overhead < minOverhead || q.Overhead > maxOverhead {
-		return fmt.Errorf("overhead: %d bytes is outside %d..%d; use 0 to auto-detect", q.Overhead, minOverhead, maxOverhead)
-	}
-	switch q.LinkLayer {
-	case "", config.LinkNone, config.LinkEthernet:
-	case config.LinkATM:
-		if q.Backend == config.NSS {
-			return errors.New("linklayer: atm needs a size table, which nss cannot do; use linklayer ethernet with an overhead that includes the ATM framing, or backend cake")
-		}
-	default:
-		return fmt.Errorf("linklayer: %q is unknown; use none, ethernet or atm", q.LinkLayer)
-	}
+// checkFacts refuses what the device makes impossible; the configuration
+// itself was validated by config.Queue.Validate.
+func checkFacts(q config.Queue, f linkinfo.Facts) error {
 	if q.Backend == config.NSS && (f.Kind == "wireguard" || f.Proto == "wireguard") {
-		return fmt.Errorf("interface: %s is a wireguard interface, which NSS cannot shape; use backend cake or fq_codel", q.Interface)
+		return q.Bad("interface", q.Interface, "%s is a wireguard interface, which NSS cannot shape; use backend cake or fq_codel", q.Interface)
 	}
-	if q.IFB != "" {
-		if err := checkIfName("ifb", q.IFB); err != nil {
-			return err
-		}
-	}
-	for _, n := range []struct {
-		field string
-		v     int
-	}{{"tcMTU", q.TcMTU}, {"tcTSIZE", q.TcTSIZE}, {"tcMPU", q.TcMPU}, {"ilimit", q.ILimit}, {"elimit", q.ELimit}} {
-		if n.v < 0 {
-			return fmt.Errorf("%s: %d is negative; use 0 for the computed value", n.field, n.v)
-		}
-	}
-	if f.MTU > 0 && f.MTU < 68 {
-		return fmt.Errorf("mtu: device %s reports MTU %d, below the IPv4 minimum 68; fix the device MTU", q.Interface, f.MTU)
+	if f.MTU != 0 && (f.MTU < linkinfo.MinMTU || f.MTU > linkinfo.MaxMTU) {
+		return fmt.Errorf("mtu: device %s reports MTU %d, outside %d..%d; fix the device MTU", q.Interface, f.MTU, linkinfo.MinMTU, linkinfo.MaxMTU)
 	}
 	return nil
 }
@@ -331,7 +267,7 @@ func nssTree(d *Dir, q config.Queue, l link, s side) error {
 	packets := (b + l.mtu - 1) / l.mtu
 	d.Burst = packets * l.mtu
 	d.note("burst %d bytes: %s, rounded up to %d x effective MTU %d for nsstbl", d.Burst, burstWhy(s.rate, raw, floor, l.mtu), packets, l.mtu)
-	leaf, err := codelLeaf(d, l, s, true)
+	leaf, err := codelLeaf(d, q, l, s, true)
 	if err != nil {
 		return err
 	}
@@ -353,7 +289,7 @@ func htbTree(d *Dir, q config.Queue, l link, s side) error {
 	d.note("burst/cburst %d bytes: %s", b, burstWhy(s.rate, raw, floor, l.mtu))
 	d.Quantum = min(max(raw, l.mtu), htbQuantumMax)
 	d.note("htb quantum %d bytes: %d us at line rate = %d B, at least one effective MTU %d, at most %d", d.Quantum, burstUS, raw, l.mtu, htbQuantumMax)
-	leaf, err := codelLeaf(d, l, s, false)
+	leaf, err := codelLeaf(d, q, l, s, false)
 	if err != nil {
 		return err
 	}
@@ -400,7 +336,7 @@ func kbit(rate int) string { return strconv.Itoa(rate) + "kbit" }
 
 // codelLeaf computes the fq_codel (nss: nssfq_codel) arguments for s,
 // applies the user's option string and records the final values in d.
-func codelLeaf(d *Dir, l link, s side, nss bool) ([]string, error) {
+func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, error) {
 	limit := s.limit
 	limitWhy := "(" + s.limitField + ")"
 	if limit == 0 {
@@ -418,9 +354,9 @@ func codelLeaf(d *Dir, l link, s side, nss bool) ([]string, error) {
 			intervalWhy = "95ms + target"
 		}
 	default:
-		t, err := parseTCTime(s.target)
+		t, err := tcstats.ParseTime(s.target) // config.Validate accepted it
 		if err != nil {
-			return nil, fmt.Errorf("%s: %v; or use auto", s.targetField, err)
+			return nil, q.Bad(s.targetField, s.target, "%v; or use auto", err)
 		}
 		target, targetWhy = t, s.targetField
 	}
@@ -455,9 +391,9 @@ func codelLeaf(d *Dir, l link, s side, nss bool) ([]string, error) {
 		args = append(args, arg{key: "noecn", group: "ecn"})
 	}
 
-	user, err := parseOpts(s.optsFd, s.opts, g)
+	user, err := parseOpts(s.opts, g)
 	if err != nil {
-		return nil, err
+		return nil, q.Bad(s.optsFd, s.opts, "%v", err)
 	}
 	final := override(args, user)
 	from := func(key, why string) string {
@@ -466,28 +402,39 @@ func codelLeaf(d *Dir, l link, s side, nss bool) ([]string, error) {
 		}
 		return why
 	}
-
-	if d.Limit, err = intOpt(final, "limit", s.optsFd); err != nil {
-		return nil, err
+	// A bad value is the user's when their option string set it; a computed
+	// one can only come from a device fact, which checkFacts bounds.
+	blame := func(key string, err error) error {
+		if from(key, "") == s.optsFd {
+			return q.Bad(s.optsFd, s.opts, "%s %v", key, err)
+		}
+		return fmt.Errorf("computed %s: %v", key, err)
 	}
-	if d.FQQuantum, err = intOpt(final, "quantum", s.optsFd); err != nil {
-		return nil, err
+	for _, v := range []struct {
+		key string
+		to  *int
+	}{{"limit", &d.Limit}, {"quantum", &d.FQQuantum}, {"flows", &d.Flows}} {
+		if *v.to, err = intOpt(final, v.key); err != nil {
+			return nil, blame(v.key, err)
+		}
 	}
-	if d.Flows, err = intOpt(final, "flows", s.optsFd); err != nil {
-		return nil, err
-	}
-	if d.Target, err = timeOpt(final, "target", s.optsFd); err != nil {
-		return nil, err
-	}
-	if d.Interval, err = timeOpt(final, "interval", s.optsFd); err != nil {
-		return nil, err
+	for _, v := range []struct {
+		key string
+		to  *time.Duration
+	}{{"target", &d.Target}, {"interval", &d.Interval}} {
+		if *v.to, err = timeOpt(final, v.key); err != nil {
+			return nil, blame(v.key, err)
+		}
 	}
 	if d.Target >= d.Interval {
-		return nil, fmt.Errorf("%s/%s: target %s is not below interval %s; lower the target or raise the interval",
-			s.targetField, s.optsFd, tcTime(d.Target), tcTime(d.Interval))
+		field, value := s.optsFd, s.opts
+		if from("target", "") != s.optsFd && s.target != "" {
+			field, value = s.targetField, s.target
+		}
+		return nil, q.Bad(field, value, "target %s is not below interval %s; lower the target or raise the interval", tcTime(d.Target), tcTime(d.Interval))
 	}
 	if v, ok := lookup(final, "accel_mode"); ok && v != "0" {
-		return nil, fmt.Errorf("%s: accel_mode %s; nss needs accel_mode 0 so the whole tree is offloaded, remove it", s.optsFd, v)
+		return nil, q.Bad(s.optsFd, s.opts, "accel_mode %s; nss needs accel_mode 0 so the whole tree is offloaded, remove it", v)
 	}
 	d.ECN = has(final, "ecn")
 
@@ -525,27 +472,27 @@ func ecnNote(on bool, s side, user []arg, nss bool) string {
 	return fmt.Sprintf("ECN off (%s)", why)
 }
 
-func intOpt(args []arg, key, field string) (int, error) {
+func intOpt(args []arg, key string) (int, error) {
 	v, _ := lookup(args, key)
 	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("%s: %s %q is not a positive whole number", field, key, v)
+	if err != nil || n <= 0 || n > maxOptInt {
+		return 0, fmt.Errorf("%q is not a whole number in 1..%d", v, maxOptInt)
 	}
 	return n, nil
 }
 
-func timeOpt(args []arg, key, field string) (time.Duration, error) {
+// maxOptInt bounds limits, quanta and flow counts: the kernel keeps them in
+// 32 bits, and no sane queue comes near.
+const maxOptInt = 1 << 30
+
+func timeOpt(args []arg, key string) (time.Duration, error) {
 	v, _ := lookup(args, key)
-	t, err := parseTCTime(v)
+	t, err := tcstats.ParseTime(v)
 	if err != nil {
-		return 0, fmt.Errorf("%s: %s %v", field, key, err)
+		return 0, err
 	}
 	if t <= 0 {
-		return 0, fmt.Errorf("%s: %s must be above 0", field, key)
+		return 0, fmt.Errorf("%q must be above 0", v)
 	}
 	return t, nil
-}
-
-func trimRTT(s string) string {
-	return strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(s), "rtt "))
 }

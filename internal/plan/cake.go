@@ -1,7 +1,6 @@
 package plan
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -19,20 +18,17 @@ func cakeATM(l link) string {
 	return "noatm"
 }
 
-// cakeRTT turns q.RTT ("", a preset, "50ms" or "rtt 50ms") into the cake
-// argument that sets it.
-func cakeRTT(rtt string) (arg, error) {
-	v := trimRTT(rtt)
+// cakeRTT turns q.RTT ("", a preset, "50ms" or "rtt 50ms", as
+// config.Validate accepts it) into the cake argument that sets it.
+func cakeRTT(rtt string) arg {
+	v := config.TrimRTT(rtt)
 	if v == "" {
-		return arg{key: "rtt", val: tcTime(defaultCakeRTT), group: "rtt"}, nil
+		return arg{key: "rtt", val: tcTime(defaultCakeRTT), group: "rtt"}
 	}
 	if _, ok := config.CakeRTTPresets[v]; ok {
-		return arg{key: v, group: "rtt"}, nil
+		return arg{key: v, group: "rtt"}
 	}
-	if _, err := parseTCTime(v); err != nil {
-		return arg{}, fmt.Errorf("rtt: %v; or use a preset: %v", err, cakeRTTPresetNames())
-	}
-	return arg{key: "rtt", val: v, group: "rtt"}, nil
+	return arg{key: "rtt", val: v, group: "rtt"}
 }
 
 func cakeTree(d *Dir, q config.Queue, l link, s side) error {
@@ -40,17 +36,11 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	if diffserv == "" {
 		diffserv = "besteffort"
 	}
-	if !slices.Contains(config.CakeDiffservModes, diffserv) {
-		return fmt.Errorf("diffserv: %q is unknown; use one of %v", diffserv, config.CakeDiffservModes)
-	}
 	if s.dir == Ingress && q.SquashIngress && diffserv != "besteffort" {
 		diffserv = "besteffort"
 		d.note("squash_ingress: DSCP ignored on ingress, diffserv besteffort")
 	}
-	rtt, err := cakeRTT(q.RTT)
-	if err != nil {
-		return err
-	}
+	rtt := cakeRTT(q.RTT)
 	isolation := "dual-srchost"
 	if s.dir == Ingress {
 		isolation = "dual-dsthost"
@@ -74,9 +64,9 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 		arg{key: cakeATM(l), group: "atm"},
 		rtt)
 
-	user, err := parseOpts(s.optsFd, s.opts, cakeGrammar)
+	user, err := parseOpts(s.opts, cakeGrammar)
 	if err != nil {
-		return err
+		return q.Bad(s.optsFd, s.opts, "%v", err)
 	}
 	final := override(args, user)
 	var rttArg arg
@@ -87,18 +77,18 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	}
 	d.Interval = config.CakeRTTPresets[rttArg.key]
 	if rttArg.key == "rtt" {
-		if d.Interval, err = timeOpt(final, "rtt", s.optsFd); err != nil {
-			return err
+		if d.Interval, err = timeOpt(final, "rtt"); err != nil {
+			return q.Bad(s.optsFd, s.opts, "rtt %v", err)
 		}
 	}
 	if v, ok := lookup(user, "overhead"); ok {
 		if d.Overhead, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("%s: overhead %q is not a whole number of bytes", s.optsFd, v)
+			return q.Bad(s.optsFd, s.opts, "overhead %q is not a whole number of bytes", v)
 		}
 	}
 	if v, ok := lookup(user, "mpu"); ok {
 		if d.MPU, err = strconv.Atoi(v); err != nil {
-			return fmt.Errorf("%s: mpu %q is not a whole number of bytes", s.optsFd, v)
+			return q.Bad(s.optsFd, s.opts, "mpu %q is not a whole number of bytes", v)
 		}
 	}
 	d.Target = d.Interval / 20

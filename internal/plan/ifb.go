@@ -3,7 +3,6 @@ package plan
 import (
 	"fmt"
 	"hash/fnv"
-	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 )
@@ -30,19 +29,4 @@ func IFBName(iface string, b config.Backend) string {
 	h := fnv.New32a()
 	h.Write([]byte(iface))
 	return fmt.Sprintf("%s%s%04x", prefix, iface[:maxIfName-len(prefix)-4], h.Sum32()&0xffff)
-}
-
-// checkIfName applies the kernel's rules for device names (dev_valid_name).
-func checkIfName(field, name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%s: empty; set the device name (e.g. wan, eth0, pppoe-wan)", field)
-	case len(name) > maxIfName:
-		return fmt.Errorf("%s: %q is %d bytes; Linux device names have at most %d", field, name, len(name), maxIfName)
-	case name == "." || name == "..":
-		return fmt.Errorf("%s: %q is not a valid device name", field, name)
-	case strings.ContainsAny(name, "/: \t\n\r\v\f"):
-		return fmt.Errorf("%s: %q contains '/', ':' or whitespace, which Linux device names cannot", field, name)
-	}
-	return nil
 }

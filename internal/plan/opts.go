@@ -80,24 +80,25 @@ var (
 	}
 )
 
-// parseOpts splits a user option string (iqdisc_opts/eqdisc_opts) by g.
+// parseOpts splits a user option string (iqdisc_opts/eqdisc_opts) by g;
+// its errors say what is wrong, the caller names the option.
 // Tokens must be plain words: the same line is printed for a shell and fed
 // to `tc -batch`, so anything that would need quoting is refused.
-func parseOpts(field, s string, g grammar) ([]arg, error) {
+func parseOpts(s string, g grammar) ([]arg, error) {
 	toks := strings.Fields(s)
 	var out []arg
 	for i := 0; i < len(toks); i++ {
 		t := toks[i]
 		if err := plainWord(t); err != nil {
-			return nil, fmt.Errorf("%s: %w", field, err)
+			return nil, err
 		}
 		if grp, ok := g.values[t]; ok {
 			if i+1 == len(toks) {
-				return nil, fmt.Errorf("%s: %q needs a value (e.g. %q)", field, t, t+" "+example(t))
+				return nil, fmt.Errorf("%q needs a value (e.g. %q)", t, t+" "+example(t))
 			}
 			i++
 			if err := plainWord(toks[i]); err != nil {
-				return nil, fmt.Errorf("%s: %w", field, err)
+				return nil, err
 			}
 			out = append(out, arg{key: t, val: toks[i], group: grp})
 			continue

@@ -110,28 +110,7 @@ func TestOptionOverride(t *testing.T) {
 	}
 }
 
-func TestParseTCTime(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"5ms", 5 * time.Millisecond, true},
-		{"4.5ms", 4500 * time.Microsecond, true},
-		{"500us", 500 * time.Microsecond, true},
-		{"500", 500 * time.Microsecond, true},
-		{"1s", time.Second, true},
-		{"2msecs", 2 * time.Millisecond, true},
-		{"5 ms", 0, false},
-		{"ms", 0, false},
-		{"5h", 0, false},
-		{"-1ms", 0, false},
-	} {
-		got, err := parseTCTime(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseTCTime(%q) = %v, %v; want %v ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
+func TestTCTime(t *testing.T) {
 	for d, want := range map[time.Duration]string{5 * time.Millisecond: "5ms", 13992 * time.Microsecond: "13992us", time.Second: "1000ms"} {
 		if got := tcTime(d); got != want {
 			t.Errorf("tcTime(%v) = %s, want %s", d, got, want)

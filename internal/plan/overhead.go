@@ -22,12 +22,6 @@ const (
 	ohIPv4Tun  = 20 // outer IPv4 header (proto ipip: linkinfo's name for ipip/sit devices)
 )
 
-// Overhead limits follow cake's accepted range.
-const (
-	minOverhead = -64
-	maxOverhead = 256
-)
-
 // overhead returns the per-packet overhead for q on f and the note that
 // explains it. A configured non-zero value always wins; otherwise it is
 // detected from the network proto and the (lower) device name, plus the

@@ -29,7 +29,8 @@ func TestIFBName(t *testing.T) {
 	for _, b := range backends {
 		for _, iface := range long {
 			name := IFBName(iface, b)
-			if len(name) != 15 || checkIfName("ifb", name) != nil {
+			valid := config.Queue{Section: "t", Interface: "wan", IFB: name, Download: 1000, Backend: b, LinkLayer: config.LinkNone}.Validate()
+			if len(name) != 15 || valid != nil {
 				t.Errorf("IFBName(%q, %s) = %q: not a valid 15-byte name", iface, b, name)
 			}
 			if !strings.HasPrefix(name[4:], iface[:7]) {

@@ -242,7 +242,10 @@ func TestUnits(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	times := map[string]time.Duration{"4ms": 4 * time.Millisecond, "100us": 100 * time.Microsecond, "1s": time.Second, "67.2ms": 67200 * time.Microsecond, "10sec": 10 * time.Second, "4999us": 4999 * time.Microsecond}
+	// both what tc prints and what users write for tc (the planner reads
+	// itarget, rtt and option strings with it)
+	times := map[string]time.Duration{"4ms": 4 * time.Millisecond, "100us": 100 * time.Microsecond, "1s": time.Second, "67.2ms": 67200 * time.Microsecond,
+		"10sec": 10 * time.Second, "4999us": 4999 * time.Microsecond, "4.5ms": 4500 * time.Microsecond, "500": 500 * time.Microsecond, "2msecs": 2 * time.Millisecond}
 	for in, want := range times {
 		if got, err := ParseTime(in); err != nil || got != want {
 			t.Errorf("ParseTime(%q) = %v, %v; want %v", in, got, err, want)
@@ -261,8 +264,10 @@ func TestUnits(t *testing.T) {
 			t.Errorf("ParseSize(%q): no error", bad)
 		}
 	}
-	if _, err := ParseTime("5 fortnights"); err == nil {
-		t.Error("ParseTime accepted garbage")
+	for _, bad := range []string{"5 fortnights", "5 ms", "ms", "5h", "-1ms"} {
+		if _, err := ParseTime(bad); err == nil {
+			t.Errorf("ParseTime(%q): no error", bad)
+		}
 	}
 }
 
