@@ -154,6 +154,8 @@ func TestDoctorCheck(t *testing.T) {
 		{`{"findings":[{"severity":"ok"},{"severity":"warn"}]}`, true},
 		{`{"findings":[{"severity": "fail","id":"dead-qdisc"}]}`, false},
 		{`doctor: cannot read tc`, false},
+		{`{"findings":[{"severity":"bogus"}]}`, false},                                 // not the doctor's report
+		{`{"findings":[{"severity":"warn","subject":"\"severity\":\"fail\""}]}`, true}, // a regex would count this
 	} {
 		if c := doctorCheck(tt.out); c.OK != tt.ok {
 			t.Errorf("%s: ok = %v, want %v", tt.out, c.OK, tt.ok)

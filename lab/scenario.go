@@ -6,11 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
@@ -273,14 +273,23 @@ func regrade(cs []accept.Check, limitation string) bool {
 }
 
 // doctorCheck fails on any finding of severity fail in `sqmkit doctor
-// --json`, whatever the report's exact layout.
-var failSeverity = regexp.MustCompile(`"(severity|level)"\s*:\s*"fail"`)
-
+// --json`, decoded with the doctor's own report type.
 func doctorCheck(out string) accept.Check {
-	n := len(failSeverity.FindAllString(out, -1))
-	c := accept.Check{Name: "doctor fail findings", Got: float64(n), Want: "0", OK: n == 0}
-	if !json.Valid([]byte(out)) {
-		c.Want, c.OK = "0 (doctor printed no JSON)", false
+	c := accept.Check{Name: "doctor fail findings", Want: "0"}
+	var r doctor.Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		c.Want = "0 (doctor printed no JSON report: " + err.Error() + ")"
+		return c
+	}
+	var failed []string
+	for _, f := range r.Findings {
+		if f.Severity == doctor.Fail {
+			failed = append(failed, f.ID+" "+f.Subject)
+		}
+	}
+	c.Got, c.OK = float64(len(failed)), len(failed) == 0
+	if len(failed) > 0 {
+		c.Want += " (" + strings.Join(failed, "; ") + ")"
 	}
 	return c
 }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
@@ -90,7 +89,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var wg sync.WaitGroup
 	errc := make(chan error, len(listen)+1)
 	if *rpmListen != "" {
-		host, _ := bbtest.SplitHostPort(*rpmListen)
+		host, _ := bbproto.SplitHostPort(*rpmListen)
 		rs, err := rpm.NewServer(rpm.ServerConfig{Names: []string{host}, CertFile: *rpmCert, KeyFile: *rpmKey,
 			Log: func(s string) { cfg.Log.Print(s) }})
 		if err != nil {
@@ -107,7 +106,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		wg.Go(func() { errc <- rs.Serve(ctx, ln) })
 	}
 	for _, a := range listen {
-		host, port := bbtest.SplitHostPort(a)
+		host, port := bbproto.SplitHostPort(a)
 		addr := net.JoinHostPort(host, port)
 		ln, err := net.Listen("tcp", addr)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/report"
@@ -74,7 +75,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sqmkit test: --port %d out of range 1..65535\n", *port)
 			return 2
 		}
-		host, _ := bbtest.SplitHostPort(cfg.Server)
+		host, _ := bbproto.SplitHostPort(cfg.Server)
 		cfg.Server = net.JoinHostPort(host, strconv.Itoa(*port))
 	}
 	if err := cfg.Check(); err != nil {

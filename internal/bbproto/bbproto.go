@@ -33,6 +33,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"strconv"
+	"strings"
 )
 
 // Version is the protocol version; client and server must agree exactly.
@@ -74,3 +77,13 @@ func readFull(r io.Reader, b []byte, what string) error {
 }
 
 var be = binary.BigEndian
+
+// SplitHostPort accepts host, host:port, [v6], [v6]:port and a bare IPv6
+// literal, and fills in DefaultPort: how the client names a server and the
+// server names where it listens.
+func SplitHostPort(s string) (host, port string) {
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		return h, p
+	}
+	return strings.Trim(s, "[]"), strconv.Itoa(DefaultPort)
+}

@@ -141,7 +141,7 @@ func Read8(r io.Reader, scratch *[8]byte) (uint64, error) {
 
 // DataPayload is the size of the data frames both ends send. A ping or pong
 // queued behind bulk data waits for at most one frame in user space (plus
-// the socket's unsent bytes, see NotSentLowat), so frames stay small; 16 KB
+// the socket's unsent bytes, see sockopt.BulkLowat), so frames stay small; 16 KB
 // still moves tens of Gbit/s per core.
 const DataPayload = 16 << 10
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // countEvery is how often the server tells an uploading client how many
@@ -74,7 +75,7 @@ func (s *Server) stream(c net.Conn, h bbproto.StreamHeader) {
 // reverse direction are answered by a pong queued between two data frames,
 // i.e. behind everything this stream already has in flight.
 func (s *Server) send(ss *session, c net.Conn) {
-	bbproto.TuneSender(c)
+	sockopt.TuneBulk(c)
 	pongs := make(chan uint64, 4)
 	go func() {
 		defer c.Close() // wakes the writer when the client hangs up

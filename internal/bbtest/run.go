@@ -82,15 +82,6 @@ func (c Config) Check() error {
 	return nil
 }
 
-// SplitHostPort accepts host, host:port, [v6], [v6]:port and a bare IPv6
-// literal, and fills in bbproto.DefaultPort.
-func SplitHostPort(s string) (host, port string) {
-	if h, p, err := net.SplitHostPort(s); err == nil {
-		return h, p
-	}
-	return strings.Trim(s, "[]"), strconv.Itoa(bbproto.DefaultPort)
-}
-
 // tester is the state of one running test.
 type tester struct {
 	cfg   Config
@@ -125,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	host, port := SplitHostPort(cfg.Server)
+	host, port := bbproto.SplitHostPort(cfg.Server)
 	network := cfg.Network
 	if network == "" {
 		network = "tcp"

@@ -163,21 +163,6 @@ func TestConfigCheck(t *testing.T) {
 	}
 }
 
-func TestSplitHostPort(t *testing.T) {
-	for in, want := range map[string][2]string{
-		"example.net":      {"example.net", "8693"},
-		"example.net:9":    {"example.net", "9"},
-		"192.0.2.1":        {"192.0.2.1", "8693"},
-		"2001:db8::1":      {"2001:db8::1", "8693"},
-		"[2001:db8::1]":    {"2001:db8::1", "8693"},
-		"[2001:db8::1]:77": {"2001:db8::1", "77"},
-	} {
-		if h, p := SplitHostPort(in); h != want[0] || p != want[1] {
-			t.Errorf("SplitHostPort(%q) = %q, %q", in, h, p)
-		}
-	}
-}
-
 func TestRunDialErrors(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // Each stream measures its own latency with one ping at a time, at most
@@ -112,7 +113,7 @@ func (t *tester) download(ctx context.Context, c net.Conn, own *atomic.Int64) er
 // upload writes bulk frames with a ping between two of them when one is
 // due; a reader goroutine takes the server's pongs and byte counts.
 func (t *tester) upload(ctx context.Context, c net.Conn, own *atomic.Int64) error {
-	bbproto.TuneSender(c)
+	sockopt.TuneBulk(c)
 	var waiting atomic.Bool // a ping is in flight
 	var pingAt atomic.Int64 // t.now() of the last ping
 	errc := make(chan error, 1)

@@ -17,8 +17,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // Options tune Measure. Zero values take the defaults in brackets.
@@ -132,7 +132,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
-				bbproto.SetNotSentLowat(c, notSentLowat) // our own uploads must not bloat our own socket
+				sockopt.SetNotSentLowat(c, notSentLowat) // our own uploads must not bloat our own socket
 				if onDial != nil {
 					onDial(c)
 				}
@@ -203,7 +203,7 @@ type loader struct {
 // acknowledged, that count is used instead.
 func (l *loader) moved(up bool) int64 {
 	if c := l.conn.Load(); up && c != nil {
-		if n, ok := bytesAcked(*c); ok {
+		if n, ok := sockopt.BytesAcked(*c); ok {
 			return n
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // ServerConfig bounds what one server will do, so it is safe to leave
@@ -318,7 +318,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		bbproto.SetNotSentLowat(c, notSentLowat)
+		sockopt.SetNotSentLowat(c, notSentLowat)
 		return &limitConn{Conn: c, l: l, ip: ip}, nil
 	}
 }
