@@ -39,7 +39,7 @@ type topo struct {
 // shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS
 // shapers sit on the physical port, where frames still carry their
 // Ethernet, VLAN and PPPoE headers, so nsstbl's byte count holds most of
-// the framing (the spec's worked example: interface wan, network wan proto
+// the framing (the worked example of docs/design.md: interface wan, network wan proto
 // pppoe device wan.7). The CPU backends shape the logical WAN device
 // (pppoe-wan), as sqm-scripts users do, and pay the framing through stab.
 func (t *topo) shapedDev(backend string) string {

@@ -16,7 +16,7 @@ func TestPlanCommand(t *testing.T) {
 		absent []string // substrings that must not appear in stdout
 		stderr string
 	}{
-		{"all enabled sections (spec §4 router)", []string{"--root", "testdata/router"}, 0,
+		{"all enabled sections (the worked example's router)", []string{"--root", "testdata/router"}, 0,
 			[]string{
 				"# proto=pppoe device=wan.7 -> overhead 36 bytes (ethernet 18 + nss 4 + pppoe 10 + vlan 4)",
 				"# effective MTU 1536 = device MTU 1500 + overhead 36",

@@ -448,7 +448,7 @@ sed "s/^.*$REFUSE.*\$/qdisc add dev lo root handle 1: refused_here/" | "$SHIM" "
 `
 
 // A direction refused during validation keeps its previous state; when no
-// direction passes, the kernel is not touched at all (spec §5).
+// direction passes, the kernel is not touched at all (docs/design.md, "Applying").
 func TestRefusedDirectionUntouched(t *testing.T) {
 	for _, c := range []struct {
 		name    string

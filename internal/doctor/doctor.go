@@ -117,7 +117,7 @@ type Report struct {
 	Findings      []Finding `json:"findings"`
 }
 
-// Thresholds, with the reasons the spec gives for them.
+// Thresholds, with their reasons (docs/design.md, "What breaks SQM silently").
 const (
 	// minPackets: a tree that carried fewer packets proves nothing about
 	// its idle branches.

@@ -17,7 +17,7 @@ import (
 // lab's guest kernel has; the lab runs this test (TestLab*) in the VM and
 // fails when it skips there.
 
-// wondershaperIDs are the spec §8 findings the old tree must produce.
+// wondershaperIDs are the findings of docs/design.md, "What breaks SQM silently", the old tree must produce.
 var wondershaperIDs = []string{"sfq-perturb", "ingress-policer", "ipv4-only-filter", "icmp-priority",
 	"ack-priority", "multiband-fifo", "fifo-depth", "subclass-ceil"}
 

@@ -19,7 +19,7 @@ func TestRead(t *testing.T) {
 			notes: []string{"/sys/class/net/eth1/mtu=1500", "network.wan: proto=dhcp device=eth1"},
 		},
 		{
-			name: "spec §4: sqm on wan, section wan is pppoe over wan.7", root: "pppoe-vlan", dev: "wan",
+			name: "worked example: sqm on wan, section wan is pppoe over wan.7", root: "pppoe-vlan", dev: "wan",
 			want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "dsa", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
 			notes: []string{"network.wan: proto=pppoe device=wan.7 (section named like the device)"},
 		},

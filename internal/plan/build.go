@@ -11,7 +11,8 @@ import (
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
-// The numbers of spec §3.
+// The numbers of docs/design.md ("Queue limit", "Burst and HTB quantum",
+// "fq_codel and nssfq_codel parameters").
 const (
 	defaultMTU = 1500
 

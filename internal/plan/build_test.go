@@ -11,7 +11,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 )
 
-// telekom is the spec §4 worked example: PPPoE over VLAN 7, nss-zk.qos,
+// telekom is the worked example of docs/design.md: PPPoE over VLAN 7, nss-zk.qos,
 // advanced options `interval 50ms quantum 304`, target 4ms.
 func telekom() (config.Queue, linkinfo.Facts) {
 	q := config.Queue{
@@ -91,7 +91,7 @@ func TestTelekomWorkedExample(t *testing.T) {
 	}
 }
 
-// conn is one connection type of spec §3 with its expected overhead per
+// conn is one connection type of docs/design.md, "Per-packet overhead", with its expected overhead per
 // backend (nss adds its 4 bytes of internal framing).
 var conns = []struct {
 	name        string
@@ -125,7 +125,7 @@ func baseQueue(b config.Backend, iface string, rate int) config.Queue {
 }
 
 // TestMatrix checks every connection type × backend × rate band against
-// the rules of spec §3.
+// the rules of docs/design.md.
 func TestMatrix(t *testing.T) {
 	for _, c := range conns {
 		for _, b := range backends {
@@ -157,7 +157,7 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
-// checkRules asserts the §3 properties of one direction.
+// checkRules asserts the docs/design.md properties of one direction.
 func checkRules(t *testing.T, name string, b config.Backend, rate, mtu int, d *Dir) {
 	t.Helper()
 	if b == config.Cake {

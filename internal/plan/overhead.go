@@ -10,7 +10,7 @@ import (
 )
 
 // Per-packet overhead components (bytes on the wire beyond the IP packet),
-// spec §3. The totals are relative to the IP packet, which is what cake's
+// docs/design.md, "Per-packet overhead". The totals are relative to the IP packet, which is what cake's
 // overhead keyword and the MTU handed to nsstbl measure from.
 const (
 	ohEthernet = 18 // 14 header + 4 FCS
