@@ -350,3 +350,27 @@ func TestMissingOptionNamesSection(t *testing.T) {
 		t.Errorf("error %v, want it at %s:3 naming interface", err, p)
 	}
 }
+
+func TestTwoQueuesOnOneInterface(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sqm")
+	body := "config queue 'a'\n\toption enabled '1'\n\toption interface 'eth1'\n\toption download '1000'\n\n" +
+		"config queue 'b'\n\toption enabled '1'\n\toption interface 'eth1'\n\toption upload '1000'\n\n" +
+		"config queue 'c'\n\toption interface 'eth1'\n\toption upload '1000'\n"
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	qs, err := Load("", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, arg := range []string{"", "eth1"} {
+		_, err := Select(qs, arg)
+		if err == nil || !strings.Contains(err.Error(), "sections a ("+p+":1) and b ("+p+":6) are both enabled for interface eth1") {
+			t.Errorf("Select(%q): %v, want a refusal naming both sections", arg, err)
+		}
+	}
+	// one of them by name, or a disabled one beside an enabled one, is fine
+	if got, err := Select(qs, "c"); err != nil || len(got) != 1 {
+		t.Errorf("Select(c): %v %v", got, err)
+	}
+}

@@ -106,7 +106,7 @@ func Select(qs []Queue, arg string) ([]Queue, error) {
 		if len(out) == 0 {
 			return nil, fmt.Errorf("%w (fix: set option enabled '1' in a queue section, or name one of: %s)", ErrNoneEnabled, available(qs))
 		}
-		return out, nil
+		return out, onePerInterface(out)
 	}
 	if idx, ok := queueIndex(arg); ok {
 		if idx < 0 {
@@ -124,7 +124,30 @@ func Select(qs []Queue, arg string) ([]Queue, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no queue section or interface %q (fix: name one of: %s)", arg, available(qs))
 	}
+	var enabled []Queue
+	for _, q := range out {
+		if q.Enabled {
+			enabled = append(enabled, q)
+		}
+	}
+	if err := onePerInterface(enabled); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// onePerInterface refuses two enabled queues on one device: applied in
+// turn, the last would silently replace the first.
+func onePerInterface(qs []Queue) error {
+	for i, a := range qs {
+		for _, b := range qs[i+1:] {
+			if a.Interface == b.Interface {
+				return fmt.Errorf("sections %s (%s) and %s (%s) are both enabled for interface %s, and one device takes one queue (fix: set option enabled '0' in one of them)",
+					a.Section, a.Origin(sectionOrigin), b.Section, b.Origin(sectionOrigin), a.Interface)
+			}
+		}
+	}
+	return nil
 }
 
 func queueIndex(arg string) (int, bool) {

@@ -9,8 +9,9 @@ import (
 // Write renders p as `sqmkit plan` prints it: `#` derivation lines, the
 // teardown a start runs first, then per direction its notes, the ip lines
 // and the tc lines. Each command line is the program name followed by
-// exactly the line `ip -batch` / `tc -batch` gets, so the output can be
-// pasted into a shell.
+// the words `ip -batch` / `tc -batch` get, quoted for a POSIX shell where
+// needed, so the output can be pasted into one: a device named $(reboot)
+// is printed '$(reboot)'.
 func (p *Plan) Write(w io.Writer) error {
 	bw := bufio.NewWriter(w)
 	comment := func(s string) {
@@ -18,7 +19,11 @@ func (p *Plan) Write(w io.Writer) error {
 	}
 	commands := func(prog string, lines [][]string) {
 		for _, l := range lines {
-			bw.WriteString(prog + " " + strings.Join(l, " ") + "\n")
+			bw.WriteString(prog)
+			for _, w := range l {
+				bw.WriteString(" " + shellWord(w))
+			}
+			bw.WriteString("\n")
 		}
 	}
 	for _, n := range p.Notes {
@@ -40,4 +45,13 @@ func (p *Plan) Write(w io.Writer) error {
 		commands("tc", d.TC)
 	}
 	return bw.Flush()
+}
+
+// shellWord quotes w for a POSIX shell unless it is made only of characters
+// no shell treats specially.
+func shellWord(w string) string {
+	if w != "" && strings.Trim(w, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return w
+	}
+	return "'" + strings.ReplaceAll(w, "'", `'\''`) + "'"
 }

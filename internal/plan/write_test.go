@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -126,6 +127,31 @@ func BenchmarkBuildWrite(b *testing.B) {
 		}
 		if err := p.Write(io.Discard); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// Names a shell would expand or split are printed quoted, so pasting the
+// plan runs exactly the commands it shows.
+func TestWriteQuotesForTheShell(t *testing.T) {
+	for name, want := range map[string]string{
+		"$(reboot)": `tc qdisc del dev '$(reboot)' root`,
+		"a;reboot":  `tc qdisc del dev 'a;reboot' root`,
+		"a'b":       `tc qdisc del dev 'a'\''b' root`,
+		"wan.7":     `tc qdisc del dev wan.7 root`,
+	} {
+		p := mustBuild(t, config.Queue{Section: "s", Interface: name, Backend: config.Cake, Upload: 1000, LinkLayer: config.LinkNone}, linkinfo.Facts{MTU: 1500})
+		var b bytes.Buffer
+		if err := p.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), want+"\n") {
+			t.Errorf("%q: output lacks %q:\n%s", name, want, &b)
+		}
+		// the shell reads it back as the same words
+		out, err := exec.Command("sh", "-c", `for w in `+strings.TrimPrefix(want, "tc ")+`; do echo "$w"; done`).Output()
+		if err != nil || strings.Split(string(out), "\n")[3] != name {
+			t.Errorf("%q: sh read %q (%v)", name, out, err)
 		}
 	}
 }
