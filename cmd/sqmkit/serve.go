@@ -82,7 +82,11 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		listen = listFlag{fmt.Sprintf(":%d", bbproto.DefaultPort)}
 	}
 	cfg.Log = log.New(stderr, "", log.LstdFlags)
+	if soft, hard, err := bbserver.RaiseFDLimit(); err != nil {
+		cfg.Log.Printf("open file limit: %v (soft %d, hard %d)", err, soft, hard)
+	}
 	srv := bbserver.New(cfg)
+	cfg.Log.Print(srv.Sizing)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 

@@ -39,7 +39,8 @@ import (
 )
 
 // Version is the protocol version; client and server must agree exactly.
-const Version = 1
+// Version 2 carries control messages over 64 KB (long tests' reports).
+const Version = 2
 
 // DefaultPort is used for both TCP and UDP when the user names no port.
 const DefaultPort = 8693

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProbeRoundTrip(t *testing.T) {
@@ -195,5 +196,40 @@ func TestSplitHostPort(t *testing.T) {
 		if h, p := SplitHostPort(in); h != want[0] || p != want[1] {
 			t.Errorf("SplitHostPort(%q) = %q, %q", in, h, p)
 		}
+	}
+}
+
+// The largest report the protocol allows travels whole: MaxProbes bits of
+// bitmap, every probe lost in a pattern nothing compresses.
+func TestLargestReport(t *testing.T) {
+	h := Hello{Version: Version, Duration: int64(450 * time.Second), ProbeInterval: MinProbeInterval}
+	rep := Report{Received: make([]byte, (h.ProbeSlots()+7)/8), BytesSent: 1 << 40, BytesRecv: 1 << 40, Ended: EndedDuration}
+	for i := range rep.Received {
+		rep.Received[i] = 0x55
+	}
+	var buf bytes.Buffer
+	if err := WriteMsg(&buf, MsgReport, rep); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Len() < 66000 {
+		t.Fatalf("report of %d bytes does not exercise the long form", buf.Len())
+	}
+	typ, body, err := ReadMsg(&buf)
+	var back Report
+	if err == nil {
+		err = Decode(body, &back)
+	}
+	if err != nil || typ != MsgReport || !bytes.Equal(back.Received, rep.Received) {
+		t.Fatalf("read back: type %d, %v", typ, err)
+	}
+	// a small message keeps version 1's 3-byte header
+	buf.Reset()
+	WriteMsg(&buf, MsgRefuse, Refuse{Reason: "x"})
+	if n := int(buf.Bytes()[1])<<8 | int(buf.Bytes()[2]); n != buf.Len()-3 {
+		t.Errorf("small message header says %d bytes, body has %d", n, buf.Len()-3)
+	}
+	// a length over the limit is refused before the body is read
+	if _, _, err := ReadMsg(bytes.NewReader([]byte{5, 0xff, 0xff, 0x7f, 0, 0, 0})); err == nil || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("oversize length: %v", err)
 	}
 }

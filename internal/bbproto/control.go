@@ -19,9 +19,11 @@ const (
 	MsgReport MsgType = 5 // server → client: what the server saw
 )
 
-// MaxMsgSize bounds a control message; a Report's probe bitmap is the
-// largest thing that travels (see MaxProbes).
-const MaxMsgSize = 64 << 10
+// MaxMsgSize bounds a control message's body. The largest thing that
+// travels is a Report's probe bitmap: MaxProbes bits are 50000 bytes, 66668
+// in JSON's base64, so a 16-bit length could not carry the reports the
+// protocol promises (protocol version 1 lost 450 s tests at 1 ms probes).
+const MaxMsgSize = 128 << 10
 
 // Limits the protocol itself imposes, whatever a server allows.
 const (
@@ -77,23 +79,36 @@ const (
 	EndedDuration = "duration limit reached"
 )
 
-// WriteMsg writes one message: type (1 byte), length (2 bytes), JSON.
+// longBody, as a message's 16-bit length, says a 32-bit length follows.
+// Small messages keep version 1's framing, so a server and a client of
+// different versions still read each other's Hello and Refuse and can say
+// "use the same sqmkit version on both ends".
+const longBody = 0xffff
+
+// WriteMsg writes one message: type (1 byte), length (2 bytes, or longBody
+// and 4 bytes), JSON body.
 func WriteMsg(w io.Writer, t MsgType, v any) error {
 	body, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if len(body) > MaxMsgSize-3 {
-		return fmt.Errorf("control message %d: %d bytes, limit %d", t, len(body), MaxMsgSize-3)
+	if len(body) > MaxMsgSize {
+		return fmt.Errorf("control message %d: %d bytes, limit %d", t, len(body), MaxMsgSize)
 	}
-	b := make([]byte, 3, 3+len(body))
+	b := make([]byte, 3, 7+len(body))
 	b[0] = byte(t)
-	be.PutUint16(b[1:], uint16(len(body)))
+	if len(body) < longBody {
+		be.PutUint16(b[1:], uint16(len(body)))
+	} else {
+		be.PutUint16(b[1:], longBody)
+		b = be.AppendUint32(b, uint32(len(body)))
+	}
 	_, err = w.Write(append(b, body...))
 	return err
 }
 
-// ReadMsg reads one message's type and JSON body.
+// ReadMsg reads one message's type and JSON body; a body over MaxMsgSize is
+// refused before any of it is read.
 func ReadMsg(r io.Reader) (MsgType, []byte, error) {
 	var h [3]byte
 	if err := readFull(r, h[:], "control header"); err != nil {
@@ -103,7 +118,18 @@ func ReadMsg(r io.Reader) (MsgType, []byte, error) {
 	if t < MsgHello || t > MsgReport {
 		return 0, nil, fmt.Errorf("control message type %d unknown", t)
 	}
-	body := make([]byte, be.Uint16(h[1:]))
+	n := uint32(be.Uint16(h[1:]))
+	if n == longBody {
+		var l [4]byte
+		if err := readFull(r, l[:], "control length"); err != nil {
+			return 0, nil, err
+		}
+		n = be.Uint32(l[:])
+	}
+	if n > MaxMsgSize {
+		return 0, nil, fmt.Errorf("control message %d: %d bytes, limit %d", t, n, MaxMsgSize)
+	}
+	body := make([]byte, n)
 	if err := readFull(r, body, "control body"); err != nil {
 		return 0, nil, err
 	}

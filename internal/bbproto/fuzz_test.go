@@ -58,6 +58,7 @@ func FuzzReadMsg(f *testing.F) {
 	WriteMsg(&buf, MsgReport, Report{Received: []byte{1, 2}, BytesSent: 3})
 	f.Add(buf.Bytes())
 	f.Add([]byte{1, 0xff, 0xff})
+	f.Add([]byte{5, 0xff, 0xff, 0, 2, 0, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		typ, body, err := ReadMsg(bytes.NewReader(b))
 		if err != nil {

@@ -16,9 +16,11 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/connlimit"
 )
 
 // Config holds the server's limits. Zero values take the defaults below.
@@ -32,7 +34,10 @@ type Config struct {
 	// Stall is how long any single read or write may block before the
 	// connection is dropped (default 10 s).
 	Stall time.Duration
-	Log   *log.Logger // one line per test and per refusal; nil discards
+	// FDLimit is how many files the process may open (default: its
+	// RLIMIT_NOFILE); the caps are sized so every test they admit fits.
+	FDLimit int
+	Log     *log.Logger // one line per test and per kind of refusal; nil discards
 }
 
 // Defaults for Config's zero values.
@@ -50,13 +55,20 @@ const (
 const grace = 5 * time.Second
 
 // helloTimeout bounds how long an accepted connection may take to say who it
-// is; a silent connection costs a goroutine and a socket until then, and at
-// most maxPending of them wait at once (more are closed on arrival), so a
-// connection flood cannot pile up memory.
+// is; a silent connection costs a goroutine and a socket until then. At most
+// maxPending of them wait at once, and pendingPerClient from one client (an
+// address, or an IPv6 /64), so one client's idle sockets cannot lock out
+// everybody else's hellos; more are closed on arrival.
 const (
-	helloTimeout = 5 * time.Second
-	maxPending   = 256
+	helloTimeout     = 5 * time.Second
+	maxPending       = 256
+	pendingPerClient = 16
 )
+
+// A client that sends maxBadTokens wrong tokens within a minute is refused
+// without a comparison until the minute has passed: guessing a token costs
+// a minute per five guesses.
+const maxBadTokens = 5
 
 // Server runs tests. One Server can serve several listeners.
 type Server struct {
@@ -65,9 +77,15 @@ type Server struct {
 	mu       sync.RWMutex
 	sessions map[bbproto.SessionID]*session
 	running  int
-	perIP    map[netip.Prefix][]time.Time
 
-	pending chan struct{} // one token per connection not yet identified
+	perIP     connlimit.Window   // tests started per client
+	badTokens connlimit.Window   // wrong tokens per client
+	pending   *connlimit.Limiter // connections not yet identified
+	refusals  connlimit.Throttle // one refusal line per second
+	acceptLog connlimit.Throttle
+	// Sizing is how the caps were fitted to the file descriptor limit, for
+	// the start-up log.
+	Sizing string
 
 	// frame is the shared, read-only bulk frame every download stream writes.
 	frame []byte
@@ -96,12 +114,26 @@ func New(cfg Config) *Server {
 	if cfg.Log == nil {
 		cfg.Log = log.New(io.Discard, "", 0)
 	}
-	return &Server{
-		cfg:      cfg,
-		sessions: map[bbproto.SessionID]*session{},
-		perIP:    map[netip.Prefix][]time.Time{},
-		frame:    bbproto.DataFrame(),
-		pending:  make(chan struct{}, maxPending),
+	if cfg.FDLimit <= 0 {
+		cfg.FDLimit = fdLimit()
+	}
+	s := &Server{
+		cfg:       cfg,
+		sessions:  map[bbproto.SessionID]*session{},
+		perIP:     connlimit.Window{Span: time.Minute},
+		badTokens: connlimit.Window{Span: time.Minute},
+		refusals:  connlimit.Throttle{Every: time.Second},
+		acceptLog: connlimit.Throttle{Every: 10 * time.Second},
+		frame:     bbproto.DataFrame(),
+	}
+	s.fit()
+	return s
+}
+
+// refused logs a refusal, at most one line a second.
+func (s *Server) refused(format string, a ...any) {
+	if line := s.refusals.Line(fmt.Sprintf(format, a...)); line != "" {
+		s.cfg.Log.Print(line)
 	}
 }
 
@@ -116,21 +148,46 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc *net.UDPConn) er
 		pc.Close()
 	}()
 	go s.serveUDP(pc)
+	var backoff time.Duration
 	for {
 		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(10 * time.Millisecond)
-				continue
-			}
+		if err == nil {
+			backoff = 0
+			go s.handle(ctx, c)
+			continue
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !retryable(err) {
 			return err
 		}
-		go s.handle(ctx, c)
+		// Out of file descriptors (or memory) is a state that passes as
+		// connections close: wait, longer each time, and keep serving.
+		backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+		if line := s.acceptLog.Line(fmt.Sprintf("accept: %v; retrying in %v (%s)", err, backoff, s.Sizing)); line != "" {
+			s.cfg.Log.Print(line)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
+}
+
+// retryable reports an accept error that passes by itself.
+func retryable(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []error{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // session is one running test.
@@ -196,35 +253,18 @@ func (ss *session) closeAll() {
 
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
 
-// rateKey groups addresses the way one user holds them: an IPv4 address, or
-// an IPv6 /64 (every subscriber gets at least a /64 to pick addresses from).
-func rateKey(a netip.Addr) netip.Prefix {
-	if a.Is4() {
-		return netip.PrefixFrom(a, 32)
-	}
-	p, _ := a.Prefix(64)
-	return p
-}
-
 // handle reads the first bytes of a connection to tell a control connection
 // (a control message) from a data stream (a StreamHeader), and dispatches.
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	select {
-	case s.pending <- struct{}{}:
-	default:
+	release, err := s.pending.Take(connlimit.AddrOf(c), "unidentified connections")
+	if err != nil {
+		s.refused("closed a connection from %s: %v", c.RemoteAddr(), err)
 		return
 	}
+	defer release()
 	c.SetDeadline(time.Now().Add(helloTimeout))
 	var first [bbproto.StreamHeaderSize]byte
-	released := false
-	release := func() {
-		if !released {
-			released = true
-			<-s.pending
-		}
-	}
-	defer release()
 	if _, err := io.ReadFull(c, first[:1]); err != nil {
 		return
 	}
@@ -232,14 +272,14 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		s.control(ctx, c, first[0], release)
 		return
 	}
-	_, err := io.ReadFull(c, first[1:])
+	_, err = io.ReadFull(c, first[1:])
 	release()
 	if err != nil {
 		return
 	}
 	h, err := bbproto.ParseStreamHeader(first[:])
 	if err != nil {
-		s.cfg.Log.Printf("refused stream from %s: %v", c.RemoteAddr(), err)
+		s.refused("refused stream from %s: %v", c.RemoteAddr(), err)
 		return
 	}
 	s.stream(c, h)
@@ -263,7 +303,8 @@ func (s *Server) control(ctx context.Context, c net.Conn, first byte, release fu
 		err = s.check(h, peer)
 	}
 	if err != nil {
-		s.cfg.Log.Printf("refused %s: %v", c.RemoteAddr(), err)
+		s.refused("refused %s: %v", c.RemoteAddr(), err)
+		c.SetWriteDeadline(time.Now().Add(s.cfg.Stall))
 		bbproto.WriteMsg(c, bbproto.MsgRefuse, bbproto.Refuse{Reason: err.Error()})
 		return
 	}
@@ -310,8 +351,17 @@ func (s *Server) control(ctx context.Context, c net.Conn, first byte, release fu
 
 // check applies the server's limits to a Hello from peer.
 func (s *Server) check(h bbproto.Hello, peer netip.Addr) error {
-	if s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(h.Token), []byte(s.cfg.Token)) != 1 {
-		return errors.New("wrong or missing token (--token)")
+	now := time.Now()
+	if s.cfg.Token != "" {
+		if s.badTokens.Count(peer, now) >= maxBadTokens {
+			return fmt.Errorf("%d wrong tokens from %s within a minute; wait a minute", maxBadTokens, connlimit.Key(peer))
+		}
+		if subtle.ConstantTimeCompare([]byte(h.Token), []byte(s.cfg.Token)) != 1 {
+			if s.badTokens.Add(peer, now) == maxBadTokens {
+				s.cfg.Log.Printf("client %s sent %d wrong tokens within a minute; its hellos are refused unread for a minute", connlimit.Key(peer), maxBadTokens)
+			}
+			return errors.New("wrong or missing token (--token)")
+		}
 	}
 	if time.Duration(h.Duration) > s.cfg.MaxDuration {
 		return fmt.Errorf("test of %v exceeds this server's limit of %v; shorten the phases", time.Duration(h.Duration), s.cfg.MaxDuration)
@@ -324,25 +374,10 @@ func (s *Server) check(h bbproto.Hello, peer netip.Addr) error {
 	if s.running >= s.cfg.MaxTests {
 		return fmt.Errorf("server busy: %d tests running; try again later", s.running)
 	}
-	key := rateKey(peer)
-	now := time.Now()
-	recent := s.perIP[key][:0]
-	for _, t := range s.perIP[key] {
-		if now.Sub(t) < time.Minute {
-			recent = append(recent, t)
-		}
+	if n := s.perIP.Count(peer, now); n >= s.cfg.PerIP {
+		return fmt.Errorf("rate limit: %d tests from %s in the last minute; wait", n, connlimit.Key(peer))
 	}
-	if len(recent) >= s.cfg.PerIP {
-		s.perIP[key] = recent
-		return fmt.Errorf("rate limit: %d tests from %s in the last minute; wait", len(recent), key)
-	}
-	s.perIP[key] = append(recent, now)
-	// Forget addresses with no recent tests so the map stays bounded.
-	for k, ts := range s.perIP {
-		if len(ts) == 0 || now.Sub(ts[len(ts)-1]) >= time.Minute {
-			delete(s.perIP, k)
-		}
-	}
+	s.perIP.Add(peer, now)
 	s.running++
 	return nil
 }

@@ -2,11 +2,16 @@ package bbserver
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -280,4 +285,167 @@ func TestSilentFlood(t *testing.T) {
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF {
 		t.Fatalf("connection beyond the pending limit: read %v, want EOF (closed at once)", err)
 	}
+}
+
+// dialFrom connects to addr from a chosen loopback source address.
+func dialFrom(t *testing.T, src, addr string) net.Conn {
+	t.Helper()
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+	c, err := d.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// One client's idle sockets take its own slots, not everybody's: 300 idle
+// connections from 127.0.0.1 leave 127.0.0.2's hello answered at once.
+func TestIdleSocketsPerClient(t *testing.T) {
+	logs := &syncWriter{}
+	_, addr, _ := start(t, Config{FDLimit: 4096, Log: log.New(logs, "", 0)})
+	for range 300 {
+		dialFrom(t, "127.0.0.1", addr)
+	}
+	time.Sleep(100 * time.Millisecond)
+	c := dialFrom(t, "127.0.0.2", addr)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	t0 := time.Now()
+	if err := bbproto.WriteMsg(c, bbproto.MsgHello, hello(time.Second, 1)); err != nil {
+		t.Fatal(err)
+	}
+	typ, _, err := bbproto.ReadMsg(c)
+	if err != nil || typ != bbproto.MsgAccept || time.Since(t0) > time.Second {
+		t.Fatalf("hello from another client: type %d, %v after %v", typ, err, time.Since(t0))
+	}
+	waitFor(t, 2*time.Second, "a log line saying the limit bit", func() bool {
+		return strings.Contains(logs.String(), "127.0.0.1/32 holds 16 unidentified connections, the limit per client")
+	})
+}
+
+// A client that guesses tokens is refused unread after five wrong ones;
+// another client with the right token is not affected.
+func TestTokenGuessing(t *testing.T) {
+	_, addr, _ := start(t, Config{Token: "sesame", PerIP: 100})
+	guess := hello(time.Second, 1)
+	for i := range 20 {
+		guess.Token = fmt.Sprintf("guess%d", i)
+		_, _, reason := open(t, addr, guess)
+		want := "wrong or missing token"
+		if i >= maxBadTokens {
+			want = "5 wrong tokens from 127.0.0.1/32 within a minute; wait a minute"
+		}
+		if !strings.Contains(reason, want) {
+			t.Fatalf("guess %d: %q, want %q", i, reason, want)
+		}
+	}
+	// even the right token waits out the minute from that client
+	guess.Token = "sesame"
+	if _, _, reason := open(t, addr, guess); !strings.Contains(reason, "wait a minute") {
+		t.Errorf("right token from the guessing client: %q", reason)
+	}
+	c := dialFrom(t, "127.0.0.3", addr)
+	c.SetDeadline(time.Now().Add(2 * time.Second))
+	bbproto.WriteMsg(c, bbproto.MsgHello, guess)
+	if typ, _, err := bbproto.ReadMsg(c); err != nil || typ != bbproto.MsgAccept {
+		t.Errorf("another client with the token: type %d, %v", typ, err)
+	}
+}
+
+// The largest report the protocol promises reaches the client: a 450 s
+// test at 1 ms probes (the client ends it early; the bitmap is sized by
+// the announced duration).
+func TestLongTestReport(t *testing.T) {
+	_, addr, _ := start(t, Config{MaxDuration: 500 * time.Second})
+	h := hello(450*time.Second, 1)
+	h.ProbeInterval = bbproto.MinProbeInterval
+	c, acc, reason := open(t, addr, h)
+	if reason != "" {
+		t.Fatal(reason)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := bbproto.WriteMsg(c, bbproto.MsgDone, bbproto.Done{}); err != nil {
+		t.Fatal(err)
+	}
+	typ, body, err := bbproto.ReadMsg(c)
+	var rep bbproto.Report
+	if err == nil {
+		err = bbproto.Decode(body, &rep)
+	}
+	if err != nil || typ != bbproto.MsgReport || len(rep.Received) != (h.ProbeSlots()+7)/8 || len(body) < 65533 {
+		t.Fatalf("report of session %s: type %d, %d bytes, %v", acc.Session, typ, len(body), err)
+	}
+}
+
+// Accept failing with EMFILE is waited out, not fatal.
+func TestAcceptEMFILE(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &syncWriter{}
+	s := New(Config{Log: log.New(logs, "", 0)})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, &emfileListener{Listener: ln, fail: 5}, pc) }()
+	c, _, reason := open(t, ln.Addr().String(), hello(time.Second, 1))
+	if reason != "" || c == nil {
+		t.Fatalf("after EMFILE: %q", reason)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if !strings.Contains(logs.String(), "too many open files; retrying") {
+		t.Errorf("log:\n%s", logs)
+	}
+}
+
+// FDLimit sizes the caps so admitted tests fit.
+func TestFitToFDLimit(t *testing.T) {
+	s := New(Config{FDLimit: 200})
+	if s.cfg.MaxTests*(1+4*s.cfg.MaxStreams)+s.pending.Total > 200-fdReserve || s.cfg.MaxTests < 1 {
+		t.Errorf("%d tests × %d streams + %d pending exceed 200 fds", s.cfg.MaxTests, s.cfg.MaxStreams, s.pending.Total)
+	}
+	if !strings.Contains(s.Sizing, "open file limit 200: at most 1 tests at once") {
+		t.Errorf("sizing: %s", s.Sizing)
+	}
+	if big := New(Config{FDLimit: 1 << 20}); big.cfg.MaxTests != DefaultMaxTests || big.pending.Total != maxPending {
+		t.Errorf("a high limit changed the defaults: %s", big.Sizing)
+	}
+}
+
+type emfileListener struct {
+	net.Listener
+	fail int
+}
+
+func (l *emfileListener) Accept() (net.Conn, error) {
+	if l.fail > 0 {
+		l.fail--
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// syncWriter is a log destination tests can read while the server writes.
+type syncWriter struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

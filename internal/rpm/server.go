@@ -17,10 +17,10 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/connlimit"
 	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
@@ -57,7 +57,7 @@ type Server struct {
 	load    chan struct{} // one token per running large download or upload
 
 	bytesDown, bytesUp, refusedConns, refusedLoad atomic.Int64
-	lastRefusalLog                                atomic.Int64 // unix nanoseconds
+	refusals                                      connlimit.Throttle
 }
 
 const (
@@ -67,6 +67,11 @@ const (
 	// maxStreams caps HTTP/2 streams per connection; a client needs one load
 	// stream plus a few probes per connection.
 	maxStreams = 100
+	// A connection holds one of handshakes' slots from accept until its first
+	// request: silent or slow TLS clients get a few slots each, so two
+	// addresses of idle sockets cannot lock everybody out of /config.
+	maxHandshakes       = 64
+	handshakesPerClient = 8
 	// notSentLowat keeps the unsent backlog in each socket to about 0.3 ms at
 	// 1 Gbit/s, so a probe answer on a loaded connection is not stuck behind
 	// megabytes the server has queued itself (the draft's advice for test
@@ -99,7 +104,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Log == nil {
 		cfg.Log = func(string) {}
 	}
-	s := &Server{cfg: cfg, load: make(chan struct{}, cfg.MaxLoad)}
+	s := &Server{cfg: cfg, load: make(chan struct{}, cfg.MaxLoad), refusals: connlimit.Throttle{Every: time.Second}}
 	var err error
 	switch {
 	case cfg.CertFile == "" && cfg.KeyFile == "":
@@ -166,10 +171,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		},
 		// Handshake failures from scanners are noise, not decisions.
 		ErrorLog: log.New(io.Discard, "", 0),
+		// A connection's first request ends its handshake slot.
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				return
+			}
+			if tc, ok := c.(*tls.Conn); ok {
+				c = tc.NetConn()
+			}
+			if lc, ok := c.(*limitConn); ok {
+				lc.identified()
+			}
+		},
 	}
+	ll := &limitListener{Listener: ln, s: s,
+		conns:      &connlimit.Limiter{Total: s.cfg.MaxConns, PerKey: s.cfg.MaxConnsPerIP},
+		handshakes: &connlimit.Limiter{Total: maxHandshakes, PerKey: handshakesPerClient}}
 	errc := make(chan error, 1)
 	go func() {
-		errc <- srv.ServeTLS(&limitListener{Listener: ln, s: s, perIP: map[string]int{}}, "", "")
+		errc <- srv.ServeTLS(ll, "", "")
 	}()
 	select {
 	case err := <-errc:
@@ -272,10 +292,8 @@ func (s *Server) logLoad(what string, r *http.Request, n int64, d time.Duration)
 
 // logRefusal logs at most once a second, so a flood cannot flood the log.
 func (s *Server) logRefusal(line string) {
-	now := time.Now().UnixNano()
-	last := s.lastRefusalLog.Load()
-	if now-last >= int64(time.Second) && s.lastRefusalLog.CompareAndSwap(last, now) {
-		s.cfg.Log(line)
+	if l := s.refusals.Line(line); l != "" {
+		s.cfg.Log(l)
 	}
 }
 
@@ -287,13 +305,13 @@ func hostOf(addr string) string {
 }
 
 // limitListener closes connections beyond the limits right after accept,
-// before any TLS work is spent on them.
+// before any TLS work is spent on them: MaxConns in total and
+// MaxConnsPerIP per client (an address, or an IPv6 /64), and, for
+// connections that have not sent a request yet, handshakes' smaller caps.
 type limitListener struct {
 	net.Listener
-	s     *Server
-	mu    sync.Mutex
-	total int
-	perIP map[string]int
+	s                 *Server
+	conns, handshakes *connlimit.Limiter
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -302,42 +320,35 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		ip := hostOf(c.RemoteAddr().String())
-		l.mu.Lock()
-		ok := l.total < l.s.cfg.MaxConns && l.perIP[ip] < l.s.cfg.MaxConnsPerIP
-		if ok {
-			l.total++
-			l.perIP[ip]++
+		a := connlimit.AddrOf(c)
+		release, err := l.conns.Take(a, "connections")
+		var handshake func()
+		if err == nil {
+			if handshake, err = l.handshakes.Take(a, "connections in their TLS handshake"); err != nil {
+				release()
+			}
 		}
-		l.mu.Unlock()
-		if !ok {
+		if err != nil {
 			// Counted and logged before the close, so a client that sees
 			// the close can rely on both.
 			l.s.refusedConns.Add(1)
-			l.s.logRefusal(fmt.Sprintf("rpm: connection limit reached (%d total, %d per address), refused %s", l.s.cfg.MaxConns, l.s.cfg.MaxConnsPerIP, ip))
+			l.s.logRefusal(fmt.Sprintf("rpm: connection limit: refused %s: %v", a, err))
 			c.Close()
 			continue
 		}
 		sockopt.SetNotSentLowat(c, notSentLowat)
-		return &limitConn{Conn: c, l: l, ip: ip}, nil
+		return &limitConn{Conn: c, release: release, identified: handshake}, nil
 	}
 }
 
 type limitConn struct {
 	net.Conn
-	l    *limitListener
-	ip   string
-	once sync.Once
+	release    func()
+	identified func() // ends the handshake slot; idempotent
 }
 
 func (c *limitConn) Close() error {
-	c.once.Do(func() {
-		c.l.mu.Lock()
-		c.l.total--
-		if c.l.perIP[c.ip]--; c.l.perIP[c.ip] == 0 {
-			delete(c.l.perIP, c.ip)
-		}
-		c.l.mu.Unlock()
-	})
+	c.identified()
+	c.release()
 	return c.Conn.Close()
 }

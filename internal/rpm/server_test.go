@@ -383,3 +383,36 @@ func BenchmarkSmallObject(b *testing.B) {
 		resp.Body.Close()
 	}
 }
+
+// Idle TCP sockets that never start TLS, from two addresses, take only
+// their own handshake slots: /config stays open to everybody else.
+func TestIdleSocketsDoNotBlockConfig(t *testing.T) {
+	var logs logSink
+	_, addr := newTestServer(t, ServerConfig{Log: logs.add})
+	for _, src := range []string{"127.0.0.1", "127.0.0.2"} {
+		for range 128 {
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}}
+			c, err := d.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true},
+		DialContext:     (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.3")}}).DialContext,
+	}}
+	resp, err := client.Get("https://" + addr + pathConfig)
+	if err != nil {
+		t.Fatalf("/config from a third address: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("/config: %s", resp.Status)
+	}
+	if !logs.contains("127.0.0.1/32 holds 8 connections in their TLS handshake") {
+		t.Errorf("the handshake cap was not logged: %q", logs.lines())
+	}
+}

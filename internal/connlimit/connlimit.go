@@ -1,0 +1,161 @@
+// Package connlimit holds what a server left on the internet needs to stay
+// fair to many clients: slots capped in total and per client (an IPv4
+// address or an IPv6 /64, which one subscriber holds), sliding-window
+// counters per client, and a log throttle so a flood cannot flood the log.
+package connlimit
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Key groups addresses the way one user holds them: an IPv4 address, or an
+// IPv6 /64 (every subscriber gets at least a /64 to pick addresses from).
+func Key(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is4() {
+		return netip.PrefixFrom(a, 32)
+	}
+	p, _ := a.Prefix(64)
+	return p
+}
+
+// AddrOf is the client address of a connection (zero when unknown).
+func AddrOf(c net.Conn) netip.Addr {
+	if ap, err := netip.ParseAddrPort(c.RemoteAddr().String()); err == nil {
+		return ap.Addr().Unmap()
+	}
+	return netip.Addr{}
+}
+
+// Limiter caps slots held at once, in total and per client.
+type Limiter struct {
+	Total, PerKey int
+
+	mu   sync.Mutex
+	n    int
+	keys map[netip.Prefix]int
+}
+
+// Full is the error of a Take beyond a cap.
+type Full struct {
+	Key      netip.Prefix
+	PerKey   bool // the client's own cap, not the total
+	Held     int
+	Cap      int
+	Resource string
+}
+
+func (e *Full) Error() string {
+	if e.PerKey {
+		return fmt.Sprintf("%s holds %d %s, the limit per client", e.Key, e.Held, e.Resource)
+	}
+	return fmt.Sprintf("%d %s held in total, the limit", e.Held, e.Resource)
+}
+
+// Take reserves a slot for a, or says which cap is reached. what names the
+// slots in the error ("unidentified connections").
+func (l *Limiter) Take(a netip.Addr, what string) (release func(), err error) {
+	k := Key(a)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.keys == nil {
+		l.keys = map[netip.Prefix]int{}
+	}
+	switch {
+	case l.keys[k] >= l.PerKey:
+		return nil, &Full{Key: k, PerKey: true, Held: l.keys[k], Cap: l.PerKey, Resource: what}
+	case l.n >= l.Total:
+		return nil, &Full{Key: k, Held: l.n, Cap: l.Total, Resource: what}
+	}
+	l.n++
+	l.keys[k]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			l.n--
+			if l.keys[k]--; l.keys[k] == 0 {
+				delete(l.keys, k)
+			}
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+// Held is the number of slots taken.
+func (l *Limiter) Held() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.n
+}
+
+// Window counts events per client over the last Span.
+type Window struct {
+	Span time.Duration
+
+	mu sync.Mutex
+	m  map[netip.Prefix][]time.Time
+}
+
+// Count returns how many events a's client had in the window ending now.
+func (w *Window) Count(a netip.Addr, now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.recent(Key(a), now))
+}
+
+// Add records an event of a's client at now and returns the count with it.
+func (w *Window) Add(a netip.Addr, now time.Time) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.m == nil {
+		w.m = map[netip.Prefix][]time.Time{}
+	}
+	k := Key(a)
+	w.m[k] = append(w.recent(k, now), now)
+	// forget clients with no recent events, so the map stays bounded by
+	// the clients of one window
+	for key, ts := range w.m {
+		if now.Sub(ts[len(ts)-1]) >= w.Span {
+			delete(w.m, key)
+		}
+	}
+	return len(w.m[k])
+}
+
+func (w *Window) recent(k netip.Prefix, now time.Time) []time.Time {
+	ts := w.m[k]
+	i := 0
+	for i < len(ts) && now.Sub(ts[i]) >= w.Span {
+		i++
+	}
+	return ts[i:]
+}
+
+// Throttle lets one log line through per Every; the next line that gets
+// through says how many were held back.
+type Throttle struct {
+	Every time.Duration
+
+	last       atomic.Int64 // unix nanoseconds
+	suppressed atomic.Int64
+}
+
+// Line returns s to log, or "" when a line went out less than Every ago.
+func (t *Throttle) Line(s string) string {
+	now := time.Now().UnixNano()
+	last := t.last.Load()
+	if now-last < int64(t.Every) || !t.last.CompareAndSwap(last, now) {
+		t.suppressed.Add(1)
+		return ""
+	}
+	if n := t.suppressed.Swap(0); n > 0 {
+		s += fmt.Sprintf(" (and %d more like it)", n)
+	}
+	return s
+}
