@@ -81,7 +81,7 @@ type Server struct {
 	perIP     connlimit.Window   // tests started per client
 	badTokens connlimit.Window   // wrong tokens per client
 	pending   *connlimit.Limiter // connections not yet identified
-	refusals  connlimit.Throttle // one refusal line per second
+	refusals  sync.Map           // kind of refusal -> *connlimit.Throttle: a line a second each
 	acceptLog connlimit.Throttle
 	// Sizing is how the caps were fitted to the file descriptor limit, for
 	// the start-up log.
@@ -122,7 +122,6 @@ func New(cfg Config) *Server {
 		sessions:  map[bbproto.SessionID]*session{},
 		perIP:     connlimit.Window{Span: time.Minute},
 		badTokens: connlimit.Window{Span: time.Minute},
-		refusals:  connlimit.Throttle{Every: time.Second},
 		acceptLog: connlimit.Throttle{Every: 10 * time.Second},
 		frame:     bbproto.DataFrame(),
 	}
@@ -130,9 +129,11 @@ func New(cfg Config) *Server {
 	return s
 }
 
-// refused logs a refusal, at most one line a second.
-func (s *Server) refused(format string, a ...any) {
-	if line := s.refusals.Line(fmt.Sprintf(format, a...)); line != "" {
+// refused logs a refusal, at most one line a second of each kind, so a
+// flood of one kind neither floods the log nor hides the others.
+func (s *Server) refused(kind, format string, a ...any) {
+	th, _ := s.refusals.LoadOrStore(kind, &connlimit.Throttle{Every: time.Second})
+	if line := th.(*connlimit.Throttle).Line(fmt.Sprintf(format, a...)); line != "" {
 		s.cfg.Log.Print(line)
 	}
 }
@@ -257,10 +258,13 @@ func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
 // (a control message) from a data stream (a StreamHeader), and dispatches.
 func (s *Server) handle(ctx context.Context, c net.Conn) {
 	defer c.Close()
-	release, err := s.pending.Take(connlimit.AddrOf(c), "unidentified connections")
+	release, evicted, err := s.pending.Take(connlimit.AddrOf(c), "unidentified connections", func() { c.Close() })
 	if err != nil {
-		s.refused("closed a connection from %s: %v", c.RemoteAddr(), err)
+		s.refused("pending", "closed a connection from %s: %v", c.RemoteAddr(), err)
 		return
+	}
+	if evicted.IsValid() {
+		s.refused("evict", "unidentified connections at their limit: closed the oldest of %s, the client holding the most, for %s", evicted, c.RemoteAddr())
 	}
 	defer release()
 	c.SetDeadline(time.Now().Add(helloTimeout))
@@ -279,7 +283,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 	}
 	h, err := bbproto.ParseStreamHeader(first[:])
 	if err != nil {
-		s.refused("refused stream from %s: %v", c.RemoteAddr(), err)
+		s.refused("stream", "refused stream from %s: %v", c.RemoteAddr(), err)
 		return
 	}
 	s.stream(c, h)
@@ -303,7 +307,7 @@ func (s *Server) control(ctx context.Context, c net.Conn, first byte, release fu
 		err = s.check(h, peer)
 	}
 	if err != nil {
-		s.refused("refused %s: %v", c.RemoteAddr(), err)
+		s.refused("hello", "refused %s: %v", c.RemoteAddr(), err)
 		c.SetWriteDeadline(time.Now().Add(s.cfg.Stall))
 		bbproto.WriteMsg(c, bbproto.MsgRefuse, bbproto.Refuse{Reason: err.Error()})
 		return

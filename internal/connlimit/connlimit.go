@@ -32,13 +32,22 @@ func AddrOf(c net.Conn) netip.Addr {
 	return netip.Addr{}
 }
 
-// Limiter caps slots held at once, in total and per client.
+// Limiter caps slots held at once, in total and per client. When the total
+// is reached, a newcomer displaces the oldest slot of the client that holds
+// the most, if that client holds more than the newcomer's: a few addresses
+// of idle sockets can then never lock everybody else out, and only a flood
+// from as many clients as there are slots fills it.
 type Limiter struct {
 	Total, PerKey int
 
-	mu   sync.Mutex
-	n    int
-	keys map[netip.Prefix]int
+	mu    sync.Mutex
+	n     int
+	slots map[netip.Prefix][]*slot // oldest first
+}
+
+type slot struct {
+	evict func()
+	freed bool
 }
 
 // Full is the error of a Take beyond a cap.
@@ -57,34 +66,66 @@ func (e *Full) Error() string {
 	return fmt.Sprintf("%d %s held in total, the limit", e.Held, e.Resource)
 }
 
-// Take reserves a slot for a, or says which cap is reached. what names the
-// slots in the error ("unidentified connections").
-func (l *Limiter) Take(a netip.Addr, what string) (release func(), err error) {
+// Take reserves a slot for a, or says which cap is reached; what names the
+// slots in the error ("unidentified connections"). evict, when the slot is
+// displaced by a newcomer, ends what holds it (closes the connection); the
+// holder still calls release. evicted names the client displaced, if any.
+func (l *Limiter) Take(a netip.Addr, what string, evict func()) (release func(), evicted netip.Prefix, err error) {
 	k := Key(a)
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.keys == nil {
-		l.keys = map[netip.Prefix]int{}
+	if l.slots == nil {
+		l.slots = map[netip.Prefix][]*slot{}
 	}
-	switch {
-	case l.keys[k] >= l.PerKey:
-		return nil, &Full{Key: k, PerKey: true, Held: l.keys[k], Cap: l.PerKey, Resource: what}
-	case l.n >= l.Total:
-		return nil, &Full{Key: k, Held: l.n, Cap: l.Total, Resource: what}
+	if held := len(l.slots[k]); held >= l.PerKey {
+		l.mu.Unlock()
+		return nil, netip.Prefix{}, &Full{Key: k, PerKey: true, Held: held, Cap: l.PerKey, Resource: what}
 	}
-	l.n++
-	l.keys[k]++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			l.n--
-			if l.keys[k]--; l.keys[k] == 0 {
-				delete(l.keys, k)
+	var victim *slot
+	if l.n >= l.Total {
+		var heavy netip.Prefix
+		for key, ss := range l.slots {
+			if len(ss) > len(l.slots[heavy]) || !heavy.IsValid() {
+				heavy = key
 			}
+		}
+		if len(l.slots[heavy]) <= len(l.slots[k])+1 {
 			l.mu.Unlock()
-		})
-	}, nil
+			return nil, netip.Prefix{}, &Full{Key: k, Held: l.n, Cap: l.Total, Resource: what}
+		}
+		victim, evicted = l.slots[heavy][0], heavy
+		l.free(heavy, victim)
+	}
+	s := &slot{evict: evict}
+	l.n++
+	l.slots[k] = append(l.slots[k], s)
+	l.mu.Unlock()
+	if victim != nil && victim.evict != nil {
+		victim.evict()
+	}
+	return func() {
+		l.mu.Lock()
+		l.free(k, s)
+		l.mu.Unlock()
+	}, evicted, nil
+}
+
+// free gives s back; the second call (release after an eviction) is a no-op.
+func (l *Limiter) free(k netip.Prefix, s *slot) {
+	if s.freed {
+		return
+	}
+	s.freed = true
+	l.n--
+	ss := l.slots[k]
+	for i := range ss {
+		if ss[i] == s {
+			l.slots[k] = append(ss[:i:i], ss[i+1:]...)
+			break
+		}
+	}
+	if len(l.slots[k]) == 0 {
+		delete(l.slots, k)
+	}
 }
 
 // Held is the number of slots taken.

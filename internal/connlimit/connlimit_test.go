@@ -25,30 +25,60 @@ func TestLimiter(t *testing.T) {
 	l := &Limiter{Total: 3, PerKey: 2}
 	a, b := netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr("2001:db8::2") // one /64
 	c := netip.MustParseAddr("192.0.2.1")
-	ra, err := l.Take(a, "slots")
+	ra, _, err := l.Take(a, "slots", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.Take(b, "slots"); err != nil {
+	if _, _, err := l.Take(b, "slots", nil); err != nil {
 		t.Fatal(err)
 	}
 	var full *Full
-	if _, err := l.Take(a, "slots"); !errors.As(err, &full) || !full.PerKey || !strings.Contains(err.Error(), "2001:db8::/64 holds 2 slots") {
+	if _, _, err := l.Take(a, "slots", nil); !errors.As(err, &full) || !full.PerKey || !strings.Contains(err.Error(), "2001:db8::/64 holds 2 slots") {
 		t.Errorf("third from one /64: %v", err)
 	}
-	if _, err := l.Take(c, "slots"); err != nil {
+	if _, _, err := l.Take(c, "slots", nil); err != nil {
 		t.Errorf("another client: %v", err)
-	}
-	if _, err := l.Take(netip.MustParseAddr("192.0.2.2"), "slots"); !errors.As(err, &full) || full.PerKey {
-		t.Errorf("beyond the total: %v", err)
 	}
 	ra()
 	ra() // twice is harmless
 	if l.Held() != 2 {
 		t.Errorf("held %d after one release", l.Held())
 	}
-	if _, err := l.Take(a, "slots"); err != nil {
-		t.Errorf("after a release: %v", err)
+}
+
+// At the total, a newcomer displaces the oldest slot of the heaviest
+// client, never one of a client holding as few as itself.
+func TestLimiterEvicts(t *testing.T) {
+	l := &Limiter{Total: 4, PerKey: 4}
+	heavy := netip.MustParseAddr("192.0.2.1")
+	var evicted []int
+	var releases []func()
+	for i := range 3 {
+		r, _, err := l.Take(heavy, "slots", func() { evicted = append(evicted, i) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, r)
+	}
+	if _, _, err := l.Take(netip.MustParseAddr("192.0.2.2"), "slots", nil); err != nil {
+		t.Fatal(err)
+	}
+	_, from, err := l.Take(netip.MustParseAddr("192.0.2.3"), "slots", nil)
+	if err != nil || from.String() != "192.0.2.1/32" || len(evicted) != 1 || evicted[0] != 0 {
+		t.Fatalf("newcomer at the total: %v, evicted %v from %s", err, evicted, from)
+	}
+	releases[0]() // the evicted holder still releases: a no-op now
+	if l.Held() != 4 {
+		t.Errorf("held %d, want 4", l.Held())
+	}
+	// two of heavy, one each of three others: a fourth client with none
+	// displaces heavy again; then all hold one or two and it is full
+	if _, _, err := l.Take(netip.MustParseAddr("192.0.2.4"), "slots", nil); err != nil || len(evicted) != 2 {
+		t.Fatalf("second newcomer: %v, evicted %v", err, evicted)
+	}
+	var full *Full
+	if _, _, err := l.Take(netip.MustParseAddr("192.0.2.5"), "slots", nil); !errors.As(err, &full) || full.PerKey {
+		t.Errorf("every client at one slot: %v, want the total", err)
 	}
 }
 

@@ -321,10 +321,11 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			return nil, err
 		}
 		a := connlimit.AddrOf(c)
-		release, err := l.conns.Take(a, "connections")
+		closeIt := func() { c.Close() }
+		release, _, err := l.conns.Take(a, "connections", closeIt)
 		var handshake func()
 		if err == nil {
-			if handshake, err = l.handshakes.Take(a, "connections in their TLS handshake"); err != nil {
+			if handshake, _, err = l.handshakes.Take(a, "connections in their TLS handshake", closeIt); err != nil {
 				release()
 			}
 		}
