@@ -374,3 +374,14 @@ func TestTwoQueuesOnOneInterface(t *testing.T) {
 		t.Errorf("Select(c): %v %v", got, err)
 	}
 }
+
+// Every input has a size limit with a clear error (docs/design.md, "Input limits").
+func TestInputLimits(t *testing.T) {
+	if _, err := Load("", "/dev/zero"); err == nil || !strings.Contains(err.Error(), "/dev/zero: larger than 4 MiB, the limit for a UCI config file") {
+		t.Errorf("/dev/zero: %v", err)
+	}
+	q := Queue{Section: "wan", Interface: "eth0", Download: 1000, Backend: Cake, LinkLayer: LinkNone, EQdiscOpts: strings.Repeat("ecn ", 2000)}
+	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "sqm.wan.eqdisc_opts: 8000 bytes; an option string holds at most 4096") {
+		t.Errorf("long eqdisc_opts: %v", err)
+	}
+}

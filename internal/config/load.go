@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
 
@@ -36,7 +36,7 @@ func Path(root, file string) string {
 // rest once flags are applied.
 func Load(root, file string) ([]Queue, error) {
 	path := Path(root, file)
-	data, err := os.ReadFile(path)
+	data, err := capped.ReadFile(path, capped.UCI, "UCI config file")
 	if err != nil {
 		return nil, fmt.Errorf("read SQM config: %w", err)
 	}

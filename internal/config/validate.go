@@ -118,8 +118,17 @@ func (q Queue) Validate() error {
 			return q.Bad("ifb", q.IFB, "%v", err)
 		}
 	}
+	for _, o := range []struct{ opt, v string }{{"iqdisc_opts", q.IQdiscOpts}, {"eqdisc_opts", q.EQdiscOpts}} {
+		if len(o.v) > MaxOptsLen {
+			return q.Bad(o.opt, o.v[:32]+"...", "%d bytes; an option string holds at most %d (a few tc keywords)", len(o.v), MaxOptsLen)
+		}
+	}
 	return nil
 }
+
+// MaxOptsLen bounds iqdisc_opts and eqdisc_opts: a handful of tc keywords
+// is what they are for.
+const MaxOptsLen = 4096
 
 // TrimRTT takes the rtt option as users write it, "50ms" or "rtt 50ms".
 func TrimRTT(s string) string {

@@ -231,11 +231,26 @@ func (c *checker) oneBand(t *tree) {
 		if len(bands) < 2 || len(live) != 1 {
 			continue
 		}
-		removable := []string{n.rec.Handle}
-		for _, m := range t.rootTree() {
-			if m != n && m.under(n) && !live[0].under(m) && !m.under(live[0]) && m.packets == 0 && m.rec.Type == "qdisc" {
-				removable = append(removable, m.rec.Handle)
+		// n and the idle qdiscs below it, outside the live band's subtree,
+		// in tc's order
+		idle := []*node{n}
+		var walk func(*node)
+		walk = func(m *node) {
+			for _, ch := range m.children {
+				if ch == live[0] {
+					continue
+				}
+				if ch.packets == 0 && ch.rec.Type == "qdisc" {
+					idle = append(idle, ch)
+				}
+				walk(ch)
 			}
+		}
+		walk(n)
+		slices.SortFunc(idle, func(a, b *node) int { return a.pos - b.pos })
+		var removable []string
+		for _, m := range idle {
+			removable = append(removable, m.rec.Handle)
 		}
 		ev := []string{
 			fmt.Sprintf("%s %s carried %d pkt %s, all of it to %s (%d pkt)", t.dev, n.name(), n.packets, c.span(), live[0].name(), live[0].packets),

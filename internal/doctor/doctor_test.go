@@ -3,6 +3,7 @@ package doctor
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -301,5 +302,39 @@ func TestOfflineErrors(t *testing.T) {
 	}
 	if _, err := Offline(fixture(t, "tcstats/tbf-tc-s.txt"), []byte("garbage"), nil, "", nil); err == nil || !strings.Contains(err.Error(), "class output") {
 		t.Errorf("bad class file: %v", err)
+	}
+}
+
+// BenchmarkCheckScaling judges pasted output of n leaf qdiscs: ns per
+// qdisc must stay flat as n grows (a linear search per node made a 24 MB
+// paste take minutes).
+func BenchmarkCheckScaling(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		var buf strings.Builder
+		buf.WriteString("qdisc htb 1: dev wan root refcnt 2 r2q 10 default 1\n Sent 1000000 bytes 10000 pkt (dropped 0, overlimits 0 requeues 0)\n")
+		for i := range n {
+			fmt.Fprintf(&buf, "qdisc fq_codel %x: dev wan parent 1:%x limit 200p flows 1024 target 5ms interval 100ms\n Sent 1 bytes 1 pkt (dropped 0, overlimits 0 requeues 0)\n", i+2, i+2)
+		}
+		data := []byte(buf.String())
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				s, err := Offline(data, nil, nil, "", []string{"wan"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				Check(Input{Now: s, Devices: []string{"wan"}})
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/qdisc")
+		})
+	}
+}
+
+func TestPastedOutputLimit(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "huge")
+	if err := os.WriteFile(p, bytes.Repeat([]byte("qdisc noqueue 0: dev lo root refcnt 2\n"), 17<<20/38), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Run(Options{Stats: p, Args: []string{"lo"}}); err == nil || !strings.Contains(err.Error(), "larger than 16 MiB, the limit for a pasted tc output") {
+		t.Errorf("a 17 MB paste: %v", err)
 	}
 }

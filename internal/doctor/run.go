@@ -2,11 +2,11 @@ package doctor
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
@@ -114,7 +114,7 @@ func pasted(o Options, sysRoot string, devs []string) (Sample, error) {
 			continue
 		}
 		var err error
-		if data[i], err = os.ReadFile(name); err != nil {
+		if data[i], err = capped.ReadFile(name, capped.TCOutput, "pasted tc output"); err != nil {
 			return Sample{}, fmt.Errorf("%v", err)
 		}
 	}

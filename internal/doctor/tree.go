@@ -9,14 +9,18 @@ import (
 
 // tree is the qdiscs and classes of one device, linked.
 type tree struct {
-	dev     string
-	nodes   []*node
-	root    *node // the root qdisc, nil when none
-	ingress *node // the ingress (or clsact) qdisc
-	filters []*tcstats.Record
+	dev   string
+	nodes []*node
+	index map[string]*node // type + " " + handle -> the first such node
+	// underRoot caches rootTree, which every check walks.
+	underRoot []*node
+	root      *node // the root qdisc, nil when none
+	ingress   *node // the ingress (or clsact) qdisc
+	filters   []*tcstats.Record
 }
 
 type node struct {
+	pos      int // in tree.nodes: tc's order
 	rec      *tcstats.Record
 	parent   *node
 	children []*node
@@ -47,7 +51,7 @@ func buildTrees(now, prev *Sample) map[string]*tree {
 	get := func(dev string) *tree {
 		t := trees[dev]
 		if t == nil {
-			t = &tree{dev: dev}
+			t = &tree{dev: dev, index: map[string]*node{}}
 			trees[dev] = t
 		}
 		return t
@@ -59,7 +63,7 @@ func buildTrees(now, prev *Sample) map[string]*tree {
 			t.filters = append(t.filters, r)
 			continue
 		}
-		n := &node{rec: r, packets: r.Stats.Packets, bytes: r.Stats.Bytes, dropped: r.Stats.Dropped}
+		n := &node{pos: len(t.nodes), rec: r, packets: r.Stats.Packets, bytes: r.Stats.Bytes, dropped: r.Stats.Dropped}
 		if p, ok := prevStats[key(r)]; ok && prev != nil && p.Packets <= r.Stats.Packets && p.Bytes <= r.Stats.Bytes {
 			// counters that went down belong to a re-created qdisc: keep the totals
 			n.packets -= p.Packets
@@ -67,6 +71,9 @@ func buildTrees(now, prev *Sample) map[string]*tree {
 			n.dropped -= min(p.Dropped, n.dropped)
 		}
 		t.nodes = append(t.nodes, n)
+		if k := r.Type + " " + r.Handle; t.index[k] == nil {
+			t.index[k] = n
+		}
 		switch {
 		case r.Type == "qdisc" && r.Parent == "root":
 			t.root = n
@@ -84,14 +91,7 @@ func key(r *tcstats.Record) string {
 	return r.Dev + " " + r.Type + " " + r.Kind + " " + r.Handle + " " + r.Parent
 }
 
-func (t *tree) find(typ, handle string) *node {
-	for _, n := range t.nodes {
-		if n.rec.Type == typ && n.rec.Handle == handle {
-			return n
-		}
-	}
-	return nil
-}
+func (t *tree) find(typ, handle string) *node { return t.index[typ+" "+handle] }
 
 // link sets each node's parent: a qdisc hangs off the class its parent
 // names, or off the qdisc of that major number when the class is not
@@ -136,13 +136,14 @@ func (t *tree) rootTree() []*node {
 	if t.root == nil {
 		return nil
 	}
-	var out []*node
-	for _, n := range t.nodes {
-		if n.under(t.root) {
-			out = append(out, n)
+	if t.underRoot == nil {
+		for _, n := range t.nodes {
+			if n.under(t.root) {
+				t.underRoot = append(t.underRoot, n)
+			}
 		}
 	}
-	return out
+	return t.underRoot
 }
 
 // shaperRate is the rate n is drained at: its own rate or bandwidth, or

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
 
@@ -79,7 +80,11 @@ func (r reader) path(p string) string { return filepath.Join(r.root, filepath.Fr
 // file reads the file at the absolute path p (as on the device) under root.
 // A missing file returns ok=false and no error.
 func (r reader) file(p string) (data string, ok bool, err error) {
-	b, err := os.ReadFile(r.path(p))
+	limit := int64(capped.Sys)
+	if strings.HasPrefix(p, "/etc/") {
+		limit = capped.UCI
+	}
+	b, err := capped.ReadFile(r.path(p), limit, "file under --root")
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}

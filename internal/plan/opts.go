@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -135,30 +136,34 @@ func plainWord(t string) error {
 // before the tail; a repeated user key keeps its last value. No key is ever
 // emitted twice.
 func override(computed, user []arg) []arg {
-	out := append([]arg(nil), computed...)
-	for _, u := range user {
-		replaced := false
-		for i := range out {
-			if u.group != "" && out[i].group == u.group {
-				u.tail = out[i].tail
-				out[i] = u
-				replaced = true
-				break
-			}
+	out := slices.Clone(computed)
+	at := map[string]int{} // group -> index in out, or in added (negative, -1-i)
+	for i, a := range out {
+		if a.group != "" {
+			at[a.group] = i
 		}
-		if replaced {
-			continue
-		}
-		pos := len(out)
-		for i := range out {
-			if out[i].tail {
-				pos = i
-				break
-			}
-		}
-		out = append(out[:pos], append([]arg{u}, out[pos:]...)...)
 	}
-	return out
+	var added []arg // new arguments, in the user's order
+	for _, u := range user {
+		i, ok := at[u.group]
+		switch {
+		case u.group != "" && ok && i >= 0:
+			u.tail = out[i].tail
+			out[i] = u
+		case u.group != "" && ok:
+			added[-1-i] = u
+		default:
+			if u.group != "" {
+				at[u.group] = -1 - len(added)
+			}
+			added = append(added, u)
+		}
+	}
+	pos := slices.IndexFunc(out, func(a arg) bool { return a.tail })
+	if pos < 0 {
+		pos = len(out)
+	}
+	return slices.Concat(out[:pos], added, out[pos:])
 }
 
 // lookup returns the value of key in args.

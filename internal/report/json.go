@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/capped"
 )
 
 // WriteJSON writes r as indented JSON, the format --json documents.
@@ -25,7 +26,7 @@ func WriteJSON(w io.Writer, r *bbresult.Result) error {
 // schema version rather than guessing at fields whose meaning changed, and
 // files from other tools, with an error that says which one it was.
 func ReadJSON(rd io.Reader) (*bbresult.Result, error) {
-	data, err := io.ReadAll(rd)
+	data, err := capped.Read(rd, "result", capped.Result, "sqmkit test result")
 	if err != nil {
 		return nil, err
 	}

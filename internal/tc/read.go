@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
@@ -18,14 +19,25 @@ func (r *Runner) Output(args ...string) ([]byte, error) {
 	if r.Debug != nil {
 		r.Debug("exec tc " + strings.Join(args, " "))
 	}
-	var stdout, stderr bytes.Buffer
+	var stderr bytes.Buffer
 	cmd := exec.Command("tc", args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stderr = &stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
 	r.procs.Add(1)
-	if err := cmd.Run(); err != nil {
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("tc %s: %w", strings.Join(args, " "), err)
+	}
+	b, rerr := capped.Read(out, "tc "+strings.Join(args, " "), capped.TCOutput, "tc output")
+	if rerr != nil {
+		cmd.Process.Kill()
+	}
+	if err := cmd.Wait(); rerr == nil && err != nil {
 		return nil, fmt.Errorf("tc %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
-	return stdout.Bytes(), nil
+	return b, rerr
 }
 
 // Read returns the live tree as one tcstats.Snapshot: the qdiscs of every

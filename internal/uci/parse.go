@@ -25,6 +25,9 @@ func Parse(name string, data []byte) (*File, error) {
 	if err := p.run(); err != nil {
 		return nil, err
 	}
+	for _, s := range p.file.Sections {
+		s.compact()
+	}
 	return p.file, nil
 }
 

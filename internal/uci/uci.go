@@ -5,6 +5,7 @@ package uci
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -24,6 +25,12 @@ type Section struct {
 	Anonymous bool
 	Line      int
 	Options   []*Option // in the order libuci keeps them
+
+	// byName indexes Options while parsing; a replaced option leaves a nil
+	// in Options until compact, so every statement costs O(1) and a file
+	// with many options parses in linear time.
+	byName map[string]int
+	holes  int
 }
 
 // Option is an `option` (one value) or a `list` (any number of values).
@@ -97,6 +104,12 @@ func parseExtended(sel string) (typ string, idx int, ok bool) {
 
 // Option returns the option called name, or nil.
 func (s *Section) Option(name string) *Option {
+	if s.byName != nil {
+		if i, ok := s.byName[name]; ok {
+			return s.Options[i]
+		}
+		return nil
+	}
 	for _, o := range s.Options {
 		if o.Name == name {
 			return o
@@ -121,7 +134,15 @@ func (s *Section) set(name, value string, line int) {
 	if value == "" {
 		return
 	}
-	s.Options = append(s.Options, &Option{Name: name, Values: []string{value}, Line: line})
+	s.push(&Option{Name: name, Values: []string{value}, Line: line})
+}
+
+func (s *Section) push(o *Option) {
+	if s.byName == nil {
+		s.byName = map[string]int{}
+	}
+	s.byName[o.Name] = len(s.Options)
+	s.Options = append(s.Options, o)
 }
 
 // add appends to a list; an existing single value becomes the list's first
@@ -138,16 +159,23 @@ func (s *Section) add(name, value string, line int) {
 		s.remove(name)
 	}
 	vals = append(vals, value)
-	s.Options = append(s.Options, &Option{Name: name, Values: vals, List: true, Line: line})
+	s.push(&Option{Name: name, Values: vals, List: true, Line: line})
 }
 
 func (s *Section) remove(name string) {
-	for i, o := range s.Options {
-		if o.Name == name {
-			s.Options = append(s.Options[:i], s.Options[i+1:]...)
-			return
-		}
+	if i, ok := s.byName[name]; ok {
+		s.Options[i] = nil
+		s.holes++
+		delete(s.byName, name)
 	}
+}
+
+// compact drops the holes remove left, once the file is parsed.
+func (s *Section) compact() {
+	if s.holes > 0 {
+		s.Options = slices.DeleteFunc(s.Options, func(o *Option) bool { return o == nil })
+	}
+	s.byName, s.holes = nil, 0
 }
 
 // anonymousName is the name libuci gives an unnamed section when it loads a

@@ -2,6 +2,7 @@ package uci
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -265,5 +266,31 @@ func BenchmarkParse(b *testing.B) {
 		if _, err := Parse("network", data); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkParseScaling parses one section of n options, each set twice
+// (libuci moves a re-set option to the end): ns/op per option must stay
+// flat as n grows tenfold (it grew with n before options were indexed).
+func BenchmarkParseScaling(b *testing.B) {
+	for _, n := range []int{1000, 10000, 100000} {
+		var buf strings.Builder
+		buf.WriteString("config queue 'q'\n")
+		for i := range n {
+			fmt.Fprintf(&buf, "\toption o%d 'v'\n", i)
+		}
+		for i := range n {
+			fmt.Fprintf(&buf, "\toption o%d 'w'\n", i)
+		}
+		data := []byte(buf.String())
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for range b.N {
+				f, err := Parse("sqm", data)
+				if err != nil || len(f.Sections[0].Options) != n {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/option")
+		})
 	}
 }
