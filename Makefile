@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean kerneltests FORCE
+.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean kerneltests router size FORCE
 
 all: build
 
@@ -59,6 +59,13 @@ demo: deps build
 
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
+	VERSION=$(VERSION) scripts/size.sh
+
+# The binary the OpenWrt package installs (build tag router, GO_PKG_TAGS in
+# openwrt/sqmkit/Makefile), for linux mipsle, arm64 and armv7, checked
+# against the size budget.
+router size:
+	VERSION=$(VERSION) scripts/size.sh
 
 # go test -fuzz takes one target per run: each parser gets FUZZTIME.
 FUZZTIME ?= 30s

@@ -15,7 +15,6 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
-	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 func init() {
@@ -93,21 +92,12 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	var wg sync.WaitGroup
 	errc := make(chan error, len(listen)+1)
 	if *rpmListen != "" {
-		host, _ := bbproto.SplitHostPort(*rpmListen)
-		rs, err := rpm.NewServer(rpm.ServerConfig{Names: []string{host}, CertFile: *rpmCert, KeyFile: *rpmKey,
-			Log: func(s string) { cfg.Log.Print(s) }})
-		if err != nil {
-			fmt.Fprintln(stderr, "sqmkit serve:", err)
-			return 1
-		}
-		ln, err := net.Listen("tcp", *rpmListen)
+		serveRPM, err := startRPM(ctx, *rpmListen, *rpmCert, *rpmKey, cfg.Log)
 		if err != nil {
 			fmt.Fprintln(stderr, "sqmkit serve: --rpm:", err)
 			return 1
 		}
-		cfg.Log.Printf("rpm: config https://%s/config, certificate sha256 %s; test from a Mac: networkQuality -k -C https://%s/config (-k: the certificate is self-signed unless --rpm-cert)",
-			ln.Addr(), rs.Fingerprint(), ln.Addr())
-		wg.Go(func() { errc <- rs.Serve(ctx, ln) })
+		wg.Go(func() { errc <- serveRPM() })
 	}
 	for _, a := range listen {
 		host, port := bbproto.SplitHostPort(a)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/syslog"
@@ -22,6 +23,7 @@ func init() {
 		{"start", "shape the queues: probe tc support, then apply egress and ingress (one tc batch each)"},
 		{"stop", "remove the queues' qdiscs and IFB; safe to run twice or when never started"},
 		{"restart", "stop, then start"},
+		{"reload", "apply a changed config: shape the enabled queues as configured (changing only what differs), remove sqmkit's trees from disabled ones"},
 		{"status", "show the qdiscs on each queue's device and IFB next to the plan; exit 1 if they differ"},
 	} {
 		name := c.name
@@ -39,12 +41,16 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	cache := fs.String("probe-cache", tc.DefaultCacheDir, "`DIR` remembering the tc batches this boot accepted (\"\" probes every time)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	verbose := fs.Bool("v", false, "debug: log every tc/ip batch")
-	var dry, hotplug *bool
+	var dry, hotplug, all *bool
 	if name != "status" {
 		dry = fs.Bool("dry-run", false, "print the batches that would run and touch nothing")
 	}
-	if name == "start" || name == "restart" {
+	switch name {
+	case "start", "restart":
 		hotplug = fs.Bool("hotplug", false, "started by an interface event (also when ACTION=ifup/ifupdate): compare with the live tree and change only what differs")
+	case "stop":
+		hotplug = fs.Bool("hotplug", false, "an ifdown event (also when ACTION=ifdown): stop only queues whose device is gone or down")
+		all = fs.Bool("all", false, "every queue section, enabled or not (the service's stop)")
 	}
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {
@@ -54,19 +60,31 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit %s: one SECTION or IFACE at most, got %q\n", name, fs.Args())
 		return 2
 	}
-	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
+	var qs, retired []config.Queue
+	var err error
+	switch {
+	case all != nil && *all:
+		qs, err = config.All(*root, *file, o)
+	case name == "reload":
+		if qs, err = config.Resolve(*root, *file, o, ""); errors.Is(err, config.ErrNoneEnabled) {
+			qs, err = nil, nil
+		}
+		var every []config.Queue
+		if err == nil {
+			every, err = config.All(*root, *file, o)
+		}
+		retired = config.Retired(every, qs)
+	default:
+		qs, err = config.Resolve(*root, *file, o, fs.Arg(0))
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
 	}
-	var ts []apply.Target
-	for _, q := range qs {
-		f, err := linkinfo.Read(*root, q.Interface)
-		if err != nil {
-			fmt.Fprintf(stderr, "sqmkit %s: section %s: %v\n", name, q.Section, err)
-			return 1
-		}
-		ts = append(ts, apply.Target{Queue: q, Facts: f})
+	ts, err := targets(*root, qs)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+		return 1
 	}
 
 	logf := newLog(*root, stderr)
@@ -78,7 +96,7 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: *lockWait}}
 	if hotplug != nil {
 		action := os.Getenv("ACTION")
-		opts.Hotplug = *hotplug || action == "ifup" || action == "ifupdate"
+		opts.Hotplug = *hotplug || name != "stop" && (action == "ifup" || action == "ifupdate") || name == "stop" && action == "ifdown"
 	}
 	if dry != nil && *dry {
 		opts.DryRun = stdout
@@ -93,6 +111,21 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		return code
+	case "reload":
+		// reconcile what is enabled, remove what was disabled
+		opts.Hotplug = true
+		gone, err := targets(*root, retired)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+			return 1
+		}
+		stopOpts := opts
+		stopOpts.Hotplug = false
+		for _, res := range apply.Stop(gone, stopOpts) {
+			if printResult(stdout, res) {
+				code = 1
+			}
+		}
 	case "stop", "restart":
 		for _, res := range apply.Stop(ts, opts) {
 			if printResult(stdout, res) {
@@ -109,6 +142,19 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	return code
+}
+
+// targets reads the device facts of each queue.
+func targets(root string, qs []config.Queue) ([]apply.Target, error) {
+	var ts []apply.Target
+	for _, q := range qs {
+		f, err := linkinfo.Read(root, q.Interface)
+		if err != nil {
+			return nil, fmt.Errorf("section %s: %w", q.Section, err)
+		}
+		ts = append(ts, apply.Target{Queue: q, Facts: f})
+	}
+	return ts, nil
 }
 
 // newLog sends decisions to syslog on OpenWrt (what `logger -t sqmkit`

@@ -15,9 +15,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/report"
-	"github.com/sqmkit/sqmkit/internal/report/flent"
-	"github.com/sqmkit/sqmkit/internal/report/plot"
-	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 func init() {
@@ -52,9 +49,8 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if *compare {
 		return runCompare(pos, stdout, stderr)
 	}
-	rpmOpts := rpm.Options{Insecure: *rpmInsecure}
 	if len(pos) == 0 && *rpmURL != "" {
-		return runRPMOnly(*rpmURL, rpmOpts, stdout, stderr)
+		return runRPMOnly(*rpmURL, *rpmInsecure, stdout, stderr)
 	}
 	if len(pos) != 1 {
 		fmt.Fprintln(stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
@@ -102,12 +98,12 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
-		r, err := rpm.Measure(ctx, *rpmURL, rpmOpts)
+		r, notes, err := measureRPM(ctx, *rpmURL, *rpmInsecure)
 		if err != nil {
 			res.Notes = append(res.Notes, "rpm: "+err.Error())
 		} else {
-			res.RPM = r.BBResult()
-			for _, n := range r.Notes {
+			res.RPM = r
+			for _, n := range notes {
 				res.Notes = append(res.Notes, "rpm: "+n)
 			}
 		}
@@ -117,16 +113,16 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 
 // runRPMOnly runs just the responsiveness test, for servers that speak
 // only that protocol (Apple's, goresponsiveness').
-func runRPMOnly(url string, opts rpm.Options, stdout, stderr io.Writer) int {
+func runRPMOnly(url string, insecure bool, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	r, err := rpm.Measure(ctx, url, opts)
+	r, notes, err := measureRPM(ctx, url, insecure)
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test --rpm:", err)
 		return 1
 	}
 	fmt.Fprintf(stdout, "%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps)
-	for _, n := range r.Notes {
+	for _, n := range notes {
 		fmt.Fprintln(stdout, "Note:", n)
 	}
 	return 0
@@ -145,13 +141,13 @@ func writeOutputs(res *bbresult.Result, jsonFile, plotFile, flentFile string, st
 		}
 	}
 	if plotFile != "" {
-		if err := plot.WritePlot(plotFile, res); err != nil {
+		if err := writePlot(plotFile, res); err != nil {
 			fmt.Fprintln(stderr, "sqmkit test: --plot:", err)
 			rc = 1
 		}
 	}
 	if flentFile != "" {
-		if err := flent.WriteFlent(flentFile, res); err != nil {
+		if err := writeFlent(flentFile, res); err != nil {
 			fmt.Fprintln(stderr, "sqmkit test: --flent:", err)
 			rc = 1
 		}

@@ -16,12 +16,20 @@ import (
 // afterwards, and fails — never claims "stopped" — while anything remains.
 // It works from the queue alone, so a start made with an older
 // configuration is removed too, and it is harmless when nothing was started.
+// With o.Hotplug (an ifdown event), a queue whose device is still there and
+// up is left alone: an alias interface (wan6 on pppoe-wan) went down, not
+// the device the shaper sits on.
 func Stop(ts []Target, o Options) []Result {
 	rs := make([]Result, len(ts))
 	for i, t := range ts {
 		q := t.Queue
 		r := &rs[i]
 		*r = Result{Section: q.Section, Device: q.Interface, State: Stopped}
+		if l := o.Kernel.Link(q.Interface); o.Hotplug && l.Exists && l.Up {
+			r.State, r.Err = Skipped, fmt.Errorf("%s is still up (an interface on it went down): left shaped", q.Interface)
+			o.log("%s: ifdown: %v", q.Interface, r.Err)
+			continue
+		}
 		ifb := plan.IFBOf(q)
 		delIFB := q.Backend != config.NSS && o.Kernel.Link(ifb).Exists
 		if o.DryRun != nil {

@@ -28,6 +28,11 @@ var scripts = map[string]script{
 	"simple.qos":        {backend: FQCodel, leaf: true},
 	"simplest.qos":      {backend: FQCodel, leaf: true},
 	"simplest_tbf.qos":  {backend: FQCodel, leaf: true},
+	// sqmkit's own scripts for LuCI's "Queue setup script" list
+	// (/usr/lib/sqm/sqmkit-*.qos, installed by the OpenWrt package)
+	"sqmkit-nss.qos":      {backend: NSS},
+	"sqmkit-cake.qos":     {backend: Cake},
+	"sqmkit-fq_codel.qos": {backend: FQCodel},
 }
 
 // defaultScript is what sqm-scripts runs when the option is absent.

@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,7 +118,7 @@ func TestLoadErrors(t *testing.T) {
 		{"\toption ilimit '1k'\n", `sqm.q.ilimit: "1k" is not a whole number`},
 		{"\toption elimit '-1'\n", `sqm.q.elimit: -1 is negative`},
 		{"\toption tcMPU 'x'\n", `sqm.q.tcMPU: "x" is not a whole number (set option tcMPU '64' or --mpu 64)`},
-		{"\toption script 'fancy.qos'\n", `:4: sqm.q.script: "fancy.qos" is not a known sqm-scripts script (known: layer_cake.qos, nss-rk.qos, nss-zk.qos, nss.qos, piece_of_cake.qos, simple.qos, simplest.qos, simplest_tbf.qos)`},
+		{"\toption script 'fancy.qos'\n", `:4: sqm.q.script: "fancy.qos" is not a known sqm-scripts script (known: layer_cake.qos, nss-rk.qos, nss-zk.qos, nss.qos, piece_of_cake.qos, simple.qos, simplest.qos, simplest_tbf.qos, sqmkit-cake.qos, sqmkit-fq_codel.qos, sqmkit-nss.qos)`},
 		{"\tlist upload '1'\n", `:4: sqm.q.upload: is a list`},
 		{"\toption upload '1\n", `:4: unterminated ' quote`},
 	}
@@ -383,5 +385,25 @@ func TestInputLimits(t *testing.T) {
 	q := Queue{Section: "wan", Interface: "eth0", Download: 1000, Backend: Cake, LinkLayer: LinkNone, EQdiscOpts: strings.Repeat("ecn ", 2000)}
 	if err := q.Validate(); err == nil || !strings.Contains(err.Error(), "sqm.wan.eqdisc_opts: 8000 bytes; an option string holds at most 4096") {
 		t.Errorf("long eqdisc_opts: %v", err)
+	}
+}
+
+// A file as the uci CLI (and LuCI, through the same libuci) writes it: an
+// anonymous section moved first, a renamed one, sqmkit's own script names.
+func TestLoadUCICLIFile(t *testing.T) {
+	qs, err := Load("", "../uci/testdata/uci-cli/sqm-luci.uci")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, q := range qs {
+		got = append(got, fmt.Sprintf("%s %s %v %s", q.Section, q.Interface, q.Enabled, q.Backend))
+	}
+	want := []string{"cfg01b68a lte0 false fq_codel", "cable eth1 true cake", "cfg03b68a pppoe-wan true nss"}
+	if !slices.Equal(got, want) {
+		t.Errorf("queues %q, want %q", got, want)
+	}
+	if sel, err := Select(qs, "@queue[2]"); err != nil || sel[0].IQdiscOpts != "interval 50ms quantum 304" {
+		t.Errorf("@queue[2]: %+v %v", sel, err)
 	}
 }

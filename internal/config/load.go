@@ -116,22 +116,25 @@ func Select(qs []Queue, arg string) ([]Queue, error) {
 			return []Queue{qs[idx]}, nil
 		}
 	}
+	var enabled []Queue
 	for _, q := range qs {
-		if q.Section == arg || q.Interface == arg {
+		if q.Section == arg {
+			return []Queue{q}, nil
+		}
+		if q.Interface == arg {
 			out = append(out, q)
+			if q.Enabled {
+				enabled = append(enabled, q)
+			}
 		}
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no queue section or interface %q (fix: name one of: %s)", arg, available(qs))
 	}
-	var enabled []Queue
-	for _, q := range out {
-		if q.Enabled {
-			enabled = append(enabled, q)
-		}
-	}
-	if err := onePerInterface(enabled); err != nil {
-		return nil, err
+	// An interface stands for its enabled queue when it has one, as
+	// sqm-scripts runs a device's enabled section.
+	if len(enabled) > 0 {
+		return enabled, onePerInterface(enabled)
 	}
 	return out, nil
 }
@@ -212,6 +215,41 @@ func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
 		}
 	}
 	return qs, nil
+}
+
+// All returns every queue section, enabled or not, with the flags applied,
+// for removing whatever sqmkit may have shaped (stop --all, reload):
+// removal needs only the interface, so other values are not validated and
+// sections without a usable interface are left out.
+func All(root, file string, o *Overrides) ([]Queue, error) {
+	qs, err := Load(root, file)
+	if errors.Is(err, fs.ErrNotExist) && file == "" {
+		return Resolve(root, "", o, "")
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Queue
+	for _, q := range qs {
+		o.Apply(&q)
+		if q.Interface != "" && devName(q.Interface) == nil {
+			out = append(out, q)
+		}
+	}
+	return out, nil
+}
+
+// Retired returns the queues of all that are disabled and whose interface
+// no queue of enabled uses: what a reload removes.
+func Retired(all, enabled []Queue) []Queue {
+	var out []Queue
+	for _, q := range all {
+		used := slices.ContainsFunc(enabled, func(e Queue) bool { return e.Interface == q.Interface })
+		if !q.Enabled && !used {
+			out = append(out, q)
+		}
+	}
+	return out
 }
 
 // Expected returns the queues that say what the devices in args should

@@ -52,6 +52,8 @@ func shape(f *File) []string {
 
 func FuzzParse(f *testing.F) {
 	files, err := filepath.Glob("testdata/*")
+	more, _ := filepath.Glob("testdata/uci-cli/*")
+	files = append(files, more...)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -294,3 +294,57 @@ func BenchmarkParseScaling(b *testing.B) {
 		})
 	}
 }
+
+// The files in testdata/uci-cli were written by OpenWrt's uci command (set,
+// add, add_list, del_list, delete, rename, reorder, commit; LuCI writes
+// through the same libuci), with `uci export` and `uci -X show` of each.
+// Parsed here, the committed file and the export must read exactly as
+// libuci read them: the .show file, rendered the same way.
+func TestReadsAsLibuci(t *testing.T) {
+	shows, err := filepath.Glob("testdata/uci-cli/*.show")
+	if err != nil || len(shows) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, show := range shows {
+		base := strings.TrimSuffix(show, ".show")
+		pkg := strings.SplitN(filepath.Base(base), "-", 2)[0]
+		want, err := os.ReadFile(show)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ext := range []string{".uci", ".export"} {
+			data, err := os.ReadFile(base + ext)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := Parse(base+ext, data)
+			if err != nil {
+				t.Errorf("%s: %v", base+ext, err)
+				continue
+			}
+			if ext == ".export" && f.Package != pkg {
+				t.Errorf("%s: package %q, want %q", base+ext, f.Package, pkg)
+			}
+			if got := showX(pkg, f); got != string(want) {
+				t.Errorf("%s reads differently from libuci:\n got:\n%s\nwant:\n%s", base+ext, got, want)
+			}
+		}
+	}
+}
+
+// showX renders f as `uci -X show PKG` prints it.
+func showX(pkg string, f *File) string {
+	quote := func(v string) string { return "'" + strings.ReplaceAll(v, "'", `'\''`) + "'" }
+	var b strings.Builder
+	for _, s := range f.Sections {
+		fmt.Fprintf(&b, "%s.%s=%s\n", pkg, s.Name, s.Type)
+		for _, o := range s.Options {
+			vals := make([]string, len(o.Values))
+			for i, v := range o.Values {
+				vals[i] = quote(v)
+			}
+			fmt.Fprintf(&b, "%s.%s.%s=%s\n", pkg, s.Name, o.Name, strings.Join(vals, " "))
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,33 @@
+#!/bin/sh
+# Builds the router binary (build tag router, as the OpenWrt feed builds
+# it: GO_PKG_TAGS) for the router architectures and checks it against the
+# size budget: at most 6 MB stripped and 2.5 MB xz-compressed. Prints one
+# line per architecture; exits 1 when one is over.
+set -eu
+cd "$(dirname "$0")/.."
+max_bin=6000000
+max_xz=2500000
+out=${BIN:-bin}
+mkdir -p "$out"
+rc=0
+for target in mipsle:softfloat arm64: arm:7; do
+	arch=${target%%:*}
+	variant=${target#*:}
+	name="$out/sqmkit-router-$arch"
+	case $arch in
+	mips*) set -- GOMIPS="$variant" ;;
+	arm) set -- GOARM="$variant" ;;
+	*) set -- ;;
+	esac
+	env CGO_ENABLED=0 GOOS=linux GOARCH="$arch" "$@" \
+		go build -tags router -trimpath -ldflags "-s -w -X main.version=${VERSION:-dev}" -o "$name" ./cmd/sqmkit
+	bytes=$(wc -c < "$name")
+	xzbytes=$(xz -9e -c "$name" | wc -c)
+	verdict=ok
+	if [ "$bytes" -gt "$max_bin" ] || [ "$xzbytes" -gt "$max_xz" ]; then
+		verdict="OVER BUDGET ($max_bin stripped, $max_xz xz)"
+		rc=1
+	fi
+	echo "router build linux/$arch${variant:+ ($variant)}: $bytes bytes stripped, $xzbytes bytes xz: $verdict"
+done
+exit $rc
