@@ -90,6 +90,10 @@ func newRouter(t *testing.T) *router {
 	copyFile(t, filepath.Join(b, "sqmkit"), filepath.Join(r.root, "usr/bin/sqmkit"), 0o755)
 	copyFile(t, "procd.sh", filepath.Join(r.root, "lib/functions/procd.sh"), 0o644)
 	copyFile(t, filepath.Join(b, "tc"), filepath.Join(r.bin, "tc"), 0o755)
+	// every router has /etc/rc.d, which enable links into
+	if err := os.MkdirAll(filepath.Join(r.root, "etc/rc.d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	// the live /sys (the namespace's, under ip netns exec), as sqmkit's
 	// --root reads it on a router
 	if err := os.Symlink("/sys", filepath.Join(r.root, "sys")); err != nil {
