@@ -36,7 +36,7 @@ func TestRouterUCI(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sqm, network := routerUCI(&tt.p, tt.dev, tt.b, 38000, 7600)
+			sqm, network := routerUCI(&tt.p, tt.dev, tt.b, "", 38000, 7600)
 			for _, w := range tt.sqm {
 				if !strings.Contains(sqm, w) {
 					t.Errorf("sqm lacks %q:\n%s", w, sqm)
@@ -164,7 +164,7 @@ func TestDoctorCheck(t *testing.T) {
 }
 
 func TestKernelModeArgs(t *testing.T) {
-	in := []string{"pty", "/usr/sbin/pppoe -n -I m0.7 -e 3:aa:bb:cc:dd:ee:ff -S ''", "file", "/tmp/o", "10.2.0.2:10.2.0.1", "nodetach", "noaccomp"}
+	in := []string{"pty", "/usr/sbin/pppoe -n -I m0.7 -e 3:aa:bb:cc:dd:ee:ff -S ''", "file", "/tmp/o", "10.2.0.2:10.2.0.3", "nodetach", "noaccomp"}
 	got, err := kernelModeArgs(in, "/p/rp-pppoe.so")
 	want := "plugin /p/rp-pppoe.so rp_pppoe_sess 3:aa:bb:cc:dd:ee:ff nic-m0.7 file /tmp/o 10.2.0.2:10.2.0.1 nodetach noaccomp"
 	if err != nil || strings.Join(got, " ") != want {

@@ -24,9 +24,24 @@ import (
 	"github.com/sqmkit/sqmkit/lab/internal/vm"
 )
 
+// ciPlan is what `make test` runs in the lab: every backend on cable, nss
+// on the worked example's VDSL (PPPoE over VLAN 7), the OpenWrt package's
+// cake script the way sqm-scripts runs it, and the hotplug scenario.
+var ciPlan = []planRun{
+	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss", "qos:sqmkit-cake.qos"}},
+	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
+	{Profile: "vdsl-pppoe-vlan7", Backends: []string{"cake"}, Mode: "hotplug"},
+}
+
+// qosBackends are the OpenWrt package's .qos scripts.
+var qosBackends = []string{"qos:sqmkit-nss.qos", "qos:sqmkit-cake.qos", "qos:sqmkit-fq_codel.qos"}
+
 // labPlan is what the host hands the guest (plan.json in the run dir).
 type labPlan struct {
 	Bin    string    `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
+	// OpenWrt is the snapshot of openwrt/ (the package's shell files and
+	// their test stand-ins), for the .qos and hotplug scenarios.
+	OpenWrt string `json:"openwrt"`
 	Out    string    `json:"out"`
 	Commit string    `json:"commit"`
 	Runs   []planRun `json:"runs"`
@@ -37,14 +52,19 @@ type labPlan struct {
 type planRun struct {
 	Profile  string   `json:"profile"` // path
 	Backends []string `json:"backends"`
+	// Mode is what the guest does with them: "" grades each backend,
+	// "hotplug" runs the OpenWrt hotplug scenario (hotplug.go).
+	Mode string `json:"mode,omitempty"`
 }
 
 const usageText = `Usage: sqmkit-lab COMMAND
 
   demo   cable unshaped vs cake, both grades side by side (make demo)
-  ci     cable × {none, fq_codel, cake, nss} and vdsl-pppoe-vlan7 × {none, nss} (make lab-ci, make test)
+  ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
+         the hotplug scenario with cake (make lab-ci, make test)
   all    every profile × every backend (make lab)
-  run    --profile NAME|PATH [--backends none,cake,...] [--out DIR]
+  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,...] [--out DIR]
+  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session
   kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)
   guest  PLAN.json (inside the VM; started by the others)
 
@@ -85,30 +105,36 @@ func main() {
 	switch name {
 	case "kerneltests": // the kernel tests alone, no scenario
 	case "demo":
-		plan = []planRun{{"cable", []string{unshaped, "cake"}}}
+		plan = []planRun{{Profile: "cable", Backends: []string{unshaped, "cake"}}}
 	case "ci":
-		plan = []planRun{{"cable", []string{unshaped, "fq_codel", "cake", "nss"}}, {"vdsl-pppoe-vlan7", []string{unshaped, "nss"}}}
+		plan = ciPlan
 	case "all":
 		names, err := profile.List(profiles)
 		if err != nil {
 			fatal(err)
 		}
 		for _, n := range names {
-			plan = append(plan, planRun{n, allBackends})
+			plan = append(plan, planRun{Profile: n, Backends: allBackends})
 		}
-	case "run":
-		fs := flag.NewFlagSet("sqmkit-lab run", flag.ExitOnError)
-		prof := fs.String("profile", "cable", "profile name (lab/profiles/NAME.conf) or path to a profile file")
-		backends := fs.String("backends", strings.Join(allBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss")
+		plan = append(plan, planRun{Profile: "cable", Backends: qosBackends},
+			planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
+	case "run", "hotplug":
+		fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
+		defProfile, defBackends, mode := "cable", allBackends, ""
+		if name == "hotplug" {
+			defProfile, defBackends, mode = "vdsl-pppoe-vlan7", sqmkitBackends, "hotplug"
+		}
+		prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
+		backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way)")
 		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
 		fs.Parse(os.Args[2:])
 		bs := strings.Split(*backends, ",")
 		for _, b := range bs {
-			if !slices.Contains(allBackends, b) {
-				fatal(fmt.Errorf("--backends: unknown backend %q (want %s)", b, strings.Join(allBackends, ", ")))
+			if _, err := parseBackend(b); err != nil && b != unshaped {
+				fatal(fmt.Errorf("--backends: %w", err))
 			}
 		}
-		plan = []planRun{{*prof, bs}}
+		plan = []planRun{{Profile: *prof, Backends: bs, Mode: mode}}
 		name = *prof
 	case "-h", "--help", "help":
 		fmt.Print(usageText)
@@ -212,6 +238,11 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
 		return nil, err
 	}
+	openwrt := filepath.Join(out, "openwrt")
+	os.RemoveAll(openwrt)
+	if err := os.CopyFS(openwrt, os.DirFS(filepath.Join(repo, "openwrt"))); err != nil {
+		return nil, fmt.Errorf("snapshot of openwrt/: %w", err)
+	}
 	// Profiles travel with the run for the same reason as bin/.
 	plan = slices.Clone(plan)
 	for i := range plan {
@@ -228,7 +259,7 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 		}
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
-	lp := labPlan{Bin: bin, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
+	lp := labPlan{Bin: bin, OpenWrt: openwrt, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
 	planPath := filepath.Join(out, "plan.json")
 	if err := writeJSON(planPath, lp); err != nil {
 		return nil, err
@@ -323,7 +354,7 @@ func runGuest(planPath string) int {
 			return 1
 		}
 	}
-	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, say: say}
+	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, openwrt: lp.OpenWrt, say: say}
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result
 	if lp.KernelTests {
@@ -342,7 +373,11 @@ func runGuest(planPath string) int {
 			say("%v", err)
 			return 1
 		}
-		rs = append(rs, g.profileRuns(p, run.Backends)...)
+		if run.Mode == "hotplug" {
+			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
+		} else {
+			rs = append(rs, g.profileRuns(p, run.Backends)...)
+		}
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}
 	return 0

@@ -18,10 +18,17 @@ const pppdKernelName = "pppd-kernel-mode"
 // kernelModeArgs turns pppoe-server's user-mode pppd arguments
 // (`pty "pppoe -n -I IF -e SESS:MAC -S ”" ...`) into kernel-mode ones
 // (`plugin rp-pppoe.so rp_pppoe_sess SESS:MAC nic-IF ...`).
+// The router always gets the same address: pppoe-server hands out its pool
+// in turn, and a session that re-dials (the hotplug scenario's reconnect)
+// before the last one is freed would get the modem's own address.
 func kernelModeArgs(args []string, plugin string) ([]string, error) {
 	var out []string
 	found := false
 	for i := 0; i < len(args); i++ {
+		if local, _, ok := strings.Cut(args[i], ":"); ok && local == modemIP {
+			out = append(out, modemIP+":"+routerIP)
+			continue
+		}
 		if args[i] != "pty" || i+1 >= len(args) {
 			out = append(out, args[i])
 			continue

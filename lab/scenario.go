@@ -18,7 +18,8 @@ import (
 // Backend names on the command line; "none" is the unshaped link.
 const unshaped = "none"
 
-var allBackends = []string{unshaped, "fq_codel", "cake", "nss"}
+// allBackends is what `run` and `all` grade when no --backends is given.
+var allBackends = append([]string{unshaped}, sqmkitBackends...)
 
 // result is the JSON each scenario (profile × backend) writes.
 type result struct {
@@ -64,10 +65,20 @@ func probeTools(bin string) tools {
 
 // guest carries what every scenario of one guest boot shares.
 type guest struct {
-	tools  tools
-	commit string
-	out    string
-	say    func(format string, a ...any)
+	tools   tools
+	commit  string
+	out     string
+	openwrt string // the run's copy of openwrt/ (package files, test stand-ins)
+	say     func(format string, a ...any)
+}
+
+// limitationKey is the profile key of a backend's recorded limitation: the
+// sqmkit backend underneath (a .qos script has its backend's limits).
+func limitationKey(name string) string {
+	if b, err := parseBackend(name); err == nil && b.kind() != "" {
+		return b.kind()
+	}
+	return name
 }
 
 // profileRuns builds the lab for one profile and runs each backend on it.
@@ -108,7 +119,7 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string) []result {
 		if err != nil {
 			r.Status, r.Error = "error", err.Error()
 		}
-		r.Limitation = p.Limitations[b]
+		r.Limitation = p.Limitations[limitationKey(b)]
 		if r.Status == "fail" && r.Limitation != "" {
 			r.Status = "limitation"
 		}
@@ -159,19 +170,27 @@ func status(cs []accept.Check) string {
 	return "fail"
 }
 
-// shaped configures sqmkit on the router through its UCI files, starts it,
+// shaped configures the router through its UCI files, starts the backend,
 // grades, asks the doctor, stops it and checks nothing was left behind.
-func (g *guest) shaped(t *topo, b string, r *result) error {
+func (g *guest) shaped(t *topo, name string, r *result) error {
+	b, err := parseBackend(name)
+	if err != nil {
+		return err
+	}
 	if !g.tools.start {
 		return fmt.Errorf("this sqmkit build has no start/stop yet (bin/sqmkit start -h fails)")
 	}
 	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
-	root := filepath.Join(t.dir, "root-"+b)
-	if err := writeRouterRoot(root, t.p, t.shapedDev(b), b, r.DownKbit, r.UpKbit); err != nil {
+	sc := &scenario{root: filepath.Join(t.dir, "root-"+strings.NewReplacer(":", "-", "/", "-").Replace(name)),
+		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit}
+	script := ""
+	if q, ok := b.(qosBackend); ok {
+		script = q.script
+	}
+	if err := writeRouterRoot(sc.root, t.p, sc.dev, b.kind(), script, r.DownKbit, r.UpKbit); err != nil {
 		return err
 	}
-	env := []string{}
-	if b == "nss" {
+	if b.kind() == "nss" {
 		if _, err := os.Stat(g.tools.tcshim); err != nil {
 			return fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from lab/tcshim)", err)
 		}
@@ -182,17 +201,17 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 		if err := os.Symlink(g.tools.tcshim, filepath.Join(shim, "tc")); err != nil {
 			return err
 		}
-		env = []string{"PATH=" + shim + ":" + os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc"}
+		sc.env = []string{"PATH=" + shim + ":" + os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc"}
 	}
-	sq := &shell{log: t.sh.log, env: env}
+	sq := &shell{log: t.sh.log, env: sc.env}
 	before, err := t.qdiscs()
 	if err != nil {
 		return err
 	}
 	ifbsBefore := ifbs(t.sh)
 	os.WriteFile(filepath.Join(r.Dir, "tc-before.txt"), []byte(t.tcStats()), 0o644)
-	out, err := sq.run(nsRouter, g.tools.sqmkit, "start", "--root", root)
-	os.WriteFile(filepath.Join(r.Dir, "sqmkit-start.log"), []byte(out), 0o644)
+	out, err := b.start(g, t, sc)
+	os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
 	if err != nil {
 		return err
 	}
@@ -200,14 +219,14 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 	// A start that waits for hotplug exits 0 and shapes nothing; grading
 	// the bare link then would only blame the backend.
 	if started, err := t.qdiscs(); err != nil || started == before {
-		sq.run(nsRouter, g.tools.sqmkit, "stop", "--root", root)
-		return fmt.Errorf("sqmkit start on %s changed no qdisc: %s", t.shapedDev(b), lastLine(out))
+		b.stop(g, t, sc)
+		return fmt.Errorf("%s start on %s changed no qdisc: %s", name, sc.dev, lastLine(out))
 	}
 	gerr := g.grade(t, r)
 	if gerr == nil {
 		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
-		if regrade(r.Checks, t.p.Limitations[b]) && g.tools.test {
-			g.say("%s/%s: latency bars missed (%s); grading once more with new flows", t.p.Name, b, failedNames(r.Checks))
+		if regrade(r.Checks, t.p.Limitations[b.kind()]) && g.tools.test {
+			g.say("%s/%s: latency bars missed (%s); grading once more with new flows", t.p.Name, name, failedNames(r.Checks))
 			r.FirstTry = &firstTry{Test: r.Test, Checks: r.Checks}
 			m, err := t.sqmkitTest(g.tools.sqmkit, r.Dir, "retry")
 			if err != nil {
@@ -220,15 +239,15 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 	}
 	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
 	if g.tools.doc {
-		out, _ := sq.run(nsRouter, g.tools.sqmkit, "doctor", "--json", "--root", root)
+		out, _ := sq.run(nsRouter, g.tools.sqmkit, "doctor", "--json", "--root", sc.root)
 		os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(out), 0o644)
 		r.Checks = append(r.Checks, doctorCheck(out))
 		if json.Valid([]byte(out)) {
 			r.Doctor = json.RawMessage(out)
 		}
 	}
-	out, err = sq.run(nsRouter, g.tools.sqmkit, "stop", "--root", root)
-	os.WriteFile(filepath.Join(r.Dir, "sqmkit-stop.log"), []byte(out), 0o644)
+	out, err = b.stop(g, t, sc)
+	os.WriteFile(filepath.Join(r.Dir, "stop.log"), []byte(out), 0o644)
 	if err != nil {
 		return err
 	}
@@ -239,7 +258,7 @@ func (g *guest) shaped(t *topo, b string, r *result) error {
 	if err != nil {
 		return err
 	}
-	left := leftovers(before, after, ifbsBefore, ifbs(t.sh), b == "nss")
+	left := leftovers(before, after, ifbsBefore, ifbs(t.sh), b.kind() == "nss")
 	r.Checks = append(r.Checks, accept.Check{Name: "qdiscs/IFBs left after stop", Got: float64(len(left)),
 		Want: "0 " + strings.Join(left, "; "), OK: len(left) == 0})
 	r.Status = status(r.Checks)

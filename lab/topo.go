@@ -18,6 +18,7 @@ import (
 const (
 	nsClient, nsRouter, nsModem, nsServer = "client", "router", "modem", "server"
 	serverIP                              = "10.3.0.2"
+	routerIP, modemIP                     = "10.2.0.1", "10.2.0.2" // the WAN link's two ends
 	pppIfname                             = "pppoe-wan" // OpenWrt's name for network.wan's PPP device
 	wanPort                               = "wan"       // the router's physical modem-facing port
 )
@@ -34,6 +35,7 @@ type topo struct {
 	logs   string // daemon logs, in the results dir
 	wanDev string // the device sqmkit shapes (wan, wan.7 or pppoe-wan)
 	procs  []*proc
+	pppd   *proc // the router's PPPoE client, when the profile has one
 }
 
 // shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS
@@ -137,7 +139,7 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 			return nil, err
 		}
 		if err := sh.must(nsModem, []string{"ip", "addr", "add", "10.2.0.2/24", "dev", t.modemLower()},
-			[]string{"ip", "route", "add", "10.1.0.0/24", "via", "10.2.0.1"}); err != nil {
+			[]string{"ip", "route", "add", "10.1.0.0/24", "via", routerIP}); err != nil {
 			return nil, err
 		}
 	}
@@ -173,7 +175,7 @@ func (t *topo) pppoe() error {
 		return err
 	}
 	p, err := t.sh.daemon(nsModem, filepath.Join(t.logs, "pppoe-server.log"), "pppoe-server", "-F", "-q", wrapper, "-I", t.modemLower(),
-		"-L", "10.2.0.2", "-R", "10.2.0.1", "-N", "4", "-O", srvOpts)
+		"-L", modemIP, "-R", routerIP, "-N", "4", "-O", srvOpts)
 	if err != nil {
 		return err
 	}
@@ -191,6 +193,7 @@ func (t *topo) pppoe() error {
 		return err
 	}
 	t.procs = append(t.procs, c)
+	t.pppd = c
 	t.wanDev = pppIfname
 	deadline := time.Now().Add(40 * time.Second)
 	for time.Now().Before(deadline) {
@@ -201,21 +204,30 @@ func (t *topo) pppoe() error {
 			return fmt.Errorf("pppoe-server exited: see %s", filepath.Join(t.logs, "pppoe-server.log"))
 		default:
 		}
-		out, _ := t.sh.run(nsRouter, "ip", "-4", "addr", "show", "dev", pppIfname)
-		if strings.Contains(out, "10.2.0.1") {
-			// pppoe-server names its side ppp0, ppp1, ...: route to the LAN
-			// over whichever PPP device holds the peer address.
-			out, err := t.sh.run(nsModem, "ip", "-o", "-4", "addr", "show", "to", "10.2.0.2")
-			f := strings.Fields(out)
-			if err != nil || len(f) < 2 {
-				return fmt.Errorf("modem has no PPP device with 10.2.0.2: %v", err)
-			}
-			_, err = t.sh.run(nsModem, "ip", "route", "add", "10.1.0.0/24", "dev", f[1])
-			return err
+		if t.pppUp() {
+			return t.modemRoute()
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
 	return fmt.Errorf("PPPoE session did not come up within 40 s (see pppd.log and pppoe-server.log in %s)", t.logs)
+}
+
+// pppUp reports the router's PPP device holding its address.
+func (t *topo) pppUp() bool {
+	out, _ := t.sh.run(nsRouter, "ip", "-4", "addr", "show", "dev", pppIfname)
+	return strings.Contains(out, routerIP)
+}
+
+// modemRoute routes the LAN over the modem's current PPP device:
+// pppoe-server names its side ppp0, ppp1, ... anew on every session.
+func (t *topo) modemRoute() error {
+	out, err := t.sh.run(nsModem, "ip", "-o", "-4", "addr", "show", "to", modemIP)
+	f := strings.Fields(out)
+	if err != nil || len(f) < 2 {
+		return fmt.Errorf("modem has no PPP device with 10.2.0.2: %v", err)
+	}
+	_, err = t.sh.run(nsModem, "ip", "route", "replace", "10.1.0.0/24", "dev", f[1])
+	return err
 }
 
 func pppoePlugin() (string, error) {

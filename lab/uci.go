@@ -18,7 +18,7 @@ var uciBackend = map[string][2]string{
 // routerUCI renders the router's /etc/config/sqm and /etc/config/network
 // the way LuCI writes them. The overhead is left out on purpose: sqmkit
 // must detect it from the network config and the kernel.
-func routerUCI(p *profile.Profile, wanDev, backend string, down, up int) (sqm, network string) {
+func routerUCI(p *profile.Profile, wanDev, backend, script string, down, up int) (sqm, network string) {
 	// NSS has no size tables, so an NSS user on ATM can only pick ethernet
 	// (sqmkit refuses atm there); the profile's limitation records the cost.
 	ll := "ethernet"
@@ -26,6 +26,9 @@ func routerUCI(p *profile.Profile, wanDev, backend string, down, up int) (sqm, n
 		ll = "atm"
 	}
 	b := uciBackend[backend]
+	if script != "" {
+		b[1] = script // a .qos script of the OpenWrt package
+	}
 	sqm = fmt.Sprintf(`
 config queue 'wan'
 	option enabled '1'
@@ -72,8 +75,8 @@ config interface 'wan'
 // writeRouterRoot makes the router's --root: its UCI files on the guest's
 // tmpfs, and the kernel's live /sys and /proc behind symlinks, seen from
 // the router's namespace when sqmkit runs there.
-func writeRouterRoot(root string, p *profile.Profile, wanDev, backend string, down, up int) error {
-	sqm, network := routerUCI(p, wanDev, backend, down, up)
+func writeRouterRoot(root string, p *profile.Profile, wanDev, backend, script string, down, up int) error {
+	sqm, network := routerUCI(p, wanDev, backend, script, down, up)
 	cfg := filepath.Join(root, "etc/config")
 	if err := os.MkdirAll(cfg, 0o755); err != nil {
 		return err

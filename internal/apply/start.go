@@ -53,7 +53,8 @@ func Start(ts []Target, o Options) []Result {
 		}
 		release, err := o.Locks.acquire(rs[i].Device, o.Hotplug)
 		if err != nil {
-			rs[i].State, rs[i].Err = lockState(err), err
+			// nothing was done, so no direction has an outcome of its own
+			rs[i].State, rs[i].Err, rs[i].Dirs = lockState(err), err, nil
 			o.log("%s: %v", rs[i].Device, err)
 			continue
 		}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/accept"
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+// The hotplug scenario drives the OpenWrt package's iface hotplug script
+// (busybox ash, installed in the router root with the service enabled) as
+// netifd's hotplug-call would, on a real PPPoE session:
+//
+//   - a storm of stormEvents ifup/ifupdate events fired evenly over
+//     stormSpan (not waiting for each other), from an unshaped link:
+//     exactly one apply, the final tree as planned, and at most
+//     maxPingLoss pings from the client lost meanwhile (a redirect to an
+//     unshaped IFB would drop every one, ten per 100 ms; replacing a root
+//     qdisc drops what its queue held);
+//   - a PPPoE reconnect (pppd re-dials on SIGHUP and re-creates pppoe-wan
+//     bare) followed by its ifup event: shaped as planned again;
+//   - the session ended (pppd killed, pppoe-wan gone) and its ifdown event:
+//     nothing of sqmkit's left where the device was.
+const (
+	stormEvents = 200
+	stormSpan   = 10 * time.Second
+	maxPingLoss = 3
+	// The client pings every 10 ms for pingCount echoes, which outlasts
+	// the storm with margin; ping's own summary counts what came back.
+	pingEvery = "0.01"
+	pingCount = "1600"
+)
+
+func (g *guest) hotplugRuns(p *profile.Profile, backends []string) []result {
+	var rs []result
+	for _, b := range backends {
+		r := result{Profile: p.Name, Backend: "hotplug:" + b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit,
+			Dir: filepath.Join(g.out, p.Name, "hotplug-"+b)}
+		os.MkdirAll(r.Dir, 0o755)
+		if err := g.hotplug(p, b, &r); err != nil {
+			r.Status, r.Error = "error", err.Error()
+		}
+		g.say("%s/hotplug:%s: %s%s", p.Name, b, strings.ToUpper(r.Status), summaryLine(&r))
+		writeJSON(filepath.Join(r.Dir, "result.json"), &r)
+		rs = append(rs, r)
+	}
+	return rs
+}
+
+func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
+	if !p.Encap.PPPoE {
+		return fmt.Errorf("the hotplug scenario needs a PPPoE profile (its device is re-created on reconnect)")
+	}
+	b, err := parseBackend(name)
+	if err != nil || b.kind() != name {
+		return fmt.Errorf("hotplug runs sqmkit's own backends (%s), not %q", strings.Join(sqmkitBackends, ", "), name)
+	}
+	logf, err := os.Create(filepath.Join(r.Dir, "commands.log"))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	t, err := buildTopo(&shell{log: logf}, p, filepath.Join("/tmp/lab", p.Name+"-hotplug-"+name), r.Dir)
+	if err != nil {
+		return err
+	}
+	defer t.close()
+	r.DownKbit, r.UpKbit = p.Down*95/100, p.Up*95/100
+	root := filepath.Join(t.dir, "root")
+	if err := writeRouterRoot(root, p, t.shapedDev(name), name, "", r.DownKbit, r.UpKbit); err != nil {
+		return err
+	}
+	if err := installPackage(g, root); err != nil {
+		return err
+	}
+	os.MkdirAll(filepath.Join(root, "etc/rc.d"), 0o755)
+	if err := os.Symlink("../init.d/sqmkit", filepath.Join(root, "etc/rc.d/S50sqmkit")); err != nil {
+		return err
+	}
+	env := []string{"IPKG_INSTROOT=" + root}
+	if name == "nss" {
+		shim := filepath.Join(t.dir, "shim")
+		os.MkdirAll(shim, 0o755)
+		os.Symlink(g.tools.tcshim, filepath.Join(shim, "tc"))
+		env = append(env, "PATH="+shim+":"+os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc")
+	}
+	event := func(action string) (string, error) {
+		sh := &shell{log: logf, env: append(slices.Clone(env), "ACTION="+action, "INTERFACE=wan", "DEVICE="+pppIfname)}
+		return sh.run(nsRouter, "busybox", "ash", "-c", `( . "$1" )`, "hotplug", filepath.Join(root, "etc/hotplug.d/iface/12-sqmkit"))
+	}
+	statusCmd := func() (string, error) {
+		return (&shell{log: logf, env: env}).run(nsRouter, g.tools.sqmkit, "status", "--root", root)
+	}
+	check := func(name string, got float64, want string, ok bool) {
+		r.Checks = append(r.Checks, accept.Check{Name: name, Got: got, Want: want, OK: ok})
+	}
+
+	// The storm, with the client pinging the server through the router.
+	pingLog := filepath.Join(r.Dir, "ping.log")
+	ping, err := t.sh.daemon(nsClient, pingLog, "ping", "-n", "-q", "-i", pingEvery, "-c", pingCount, "-W", "1", serverIP)
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Second)
+	outs := make([]string, stormEvents)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range stormEvents {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * stormSpan / stormEvents)))
+		action := "ifupdate"
+		if i%2 == 0 {
+			action = "ifup"
+		}
+		wg.Go(func() {
+			out, err := event(action)
+			if err != nil {
+				out += "\nERROR " + err.Error()
+			}
+			outs[i] = out
+		})
+	}
+	fired := time.Since(start)
+	wg.Wait()
+	storm := time.Since(start)
+	select {
+	case <-ping.done:
+	case <-time.After(30 * time.Second):
+		ping.Process.Signal(syscall.SIGINT)
+		<-ping.done
+	}
+	applies, failures := 0, 0
+	for _, o := range outs {
+		applies += strings.Count(o, "(section wan): started")
+		if strings.Contains(o, "ERROR") || strings.Contains(o, "(section wan): failed") {
+			failures++
+		}
+	}
+	os.WriteFile(filepath.Join(r.Dir, "storm.log"), []byte(strings.Join(outs, "\n----\n")), 0o644)
+	check(fmt.Sprintf("applies during %d events fired in %.1f s (all done after %.1f s)", len(outs), fired.Seconds(), storm.Seconds()), float64(applies), "1", applies == 1)
+	check("events that failed", float64(failures), "0", failures == 0)
+	out, err := statusCmd()
+	check("status after the storm (0: shaped as planned)", exitCode(err), "0 "+lastLine(out), err == nil)
+	sent, lost, err := pingLoss(pingLog)
+	if err != nil {
+		return err
+	}
+	check(fmt.Sprintf("pings lost of %d during the storm", sent), float64(lost), fmt.Sprintf("<= %d (a redirect to an unshaped IFB drops every one)", maxPingLoss), lost <= maxPingLoss && sent > 500)
+
+	// A PPPoE reconnect: pppoe-wan comes back bare, its ifup event shapes it.
+	if err := t.pppd.Process.Signal(syscall.SIGHUP); err != nil {
+		return fmt.Errorf("pppd: %w", err)
+	}
+	if err := waitFor(40*time.Second, func() bool { return !t.pppUp() }); err != nil {
+		return fmt.Errorf("pppoe-wan did not go down after SIGHUP to pppd")
+	}
+	if err := waitFor(60*time.Second, t.pppUp); err != nil {
+		return fmt.Errorf("the PPPoE session did not come back within 40 s")
+	}
+	if err := t.modemRoute(); err != nil {
+		return err
+	}
+	if name != "nss" { // nss shapes the port below, which the reconnect leaves alone
+		out, err = statusCmd()
+		check("status after the reconnect, before its event (1: differs)", exitCode(err), "1", err != nil)
+	}
+	out, err = event("ifup")
+	os.WriteFile(filepath.Join(r.Dir, "reconnect.log"), []byte(out), 0o644)
+	check("the reconnect's ifup event", exitCode(err), "0", err == nil)
+	out, err = statusCmd()
+	check("status after the reconnect's event (0: shaped as planned)", exitCode(err), "0 "+lastLine(out), err == nil)
+
+	// The session ends: pppoe-wan is gone, its ifdown event cleans up.
+	ifbsBefore := ifbs(t.sh)
+	t.pppd.Process.Signal(syscall.SIGTERM)
+	<-t.pppd.done
+	waitFor(10*time.Second, func() bool { return !t.pppUp() })
+	out, err = event("ifdown")
+	os.WriteFile(filepath.Join(r.Dir, "ifdown.log"), []byte(out), 0o644)
+	check("the ifdown event", exitCode(err), "0", err == nil)
+	qd, _ := t.qdiscs()
+	var left []string
+	kept := []string{wanPort, "ifb@" + wanPort} // nss: the port's queue, both directions
+	for _, l := range strings.Split(qd, "\n") {
+		if f := strings.Fields(l); len(f) > 4 && f[2] != "0:" && f[1] != "noqueue" && (name != "nss" || !slices.Contains(kept, f[4])) {
+			left = append(left, strings.TrimSpace(l))
+		}
+	}
+	for _, ifb := range ifbsBefore {
+		if name != "nss" && slices.Contains(ifbs(t.sh), ifb) {
+			left = append(left, "IFB "+ifb)
+		}
+	}
+	check("qdiscs/IFBs left after ifdown (nss: the port's queue stays, the port is up)", float64(len(left)), "0 "+strings.Join(left, "; "), len(left) == 0)
+	r.Status = status(r.Checks)
+	return nil
+}
+
+func exitCode(err error) float64 {
+	if err == nil {
+		return 0
+	}
+	return 1
+}
+
+func waitFor(d time.Duration, cond func() bool) error {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return nil
+		}
+	}
+	return fmt.Errorf("timed out after %v", d)
+}
+
+// pingLoss reads ping's summary: "N packets transmitted, M received".
+func pingLoss(path string) (sent, lost int, err error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		var got int
+		if n, _ := fmt.Sscanf(l, "%d packets transmitted, %d received", &sent, &got); n == 2 {
+			return sent, sent - got, nil
+		}
+	}
+	return 0, 0, fmt.Errorf("%s: no ping summary", path)
+}
