@@ -89,8 +89,12 @@ func (b qosBackend) run(g *guest, t *topo, sc *scenario, stop bool) (string, err
 	return (&shell{log: t.sh.log, env: env}).run(nsRouter, "busybox", "ash", filepath.Join(g.openwrt, "test", "start-sqm"))
 }
 
-func (b qosBackend) start(g *guest, t *topo, sc *scenario) (string, error) { return b.run(g, t, sc, false) }
-func (b qosBackend) stop(g *guest, t *topo, sc *scenario) (string, error)  { return b.run(g, t, sc, true) }
+func (b qosBackend) start(g *guest, t *topo, sc *scenario) (string, error) {
+	return b.run(g, t, sc, false)
+}
+func (b qosBackend) stop(g *guest, t *topo, sc *scenario) (string, error) {
+	return b.run(g, t, sc, true)
+}
 
 // installPackage puts the OpenWrt package's files where the package
 // installs them (openwrt/sqmkit/Makefile) into a router root, with the

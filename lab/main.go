@@ -38,13 +38,13 @@ var qosBackends = []string{"qos:sqmkit-nss.qos", "qos:sqmkit-cake.qos", "qos:sqm
 
 // labPlan is what the host hands the guest (plan.json in the run dir).
 type labPlan struct {
-	Bin    string    `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
+	Bin string `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
 	// OpenWrt is the snapshot of openwrt/ (the package's shell files and
 	// their test stand-ins), for the .qos and hotplug scenarios.
-	OpenWrt string `json:"openwrt"`
-	Out    string    `json:"out"`
-	Commit string    `json:"commit"`
-	Runs   []planRun `json:"runs"`
+	OpenWrt string    `json:"openwrt"`
+	Out     string    `json:"out"`
+	Commit  string    `json:"commit"`
+	Runs    []planRun `json:"runs"`
 	// KernelTests runs bin/labtests/*.test (TestLab*) before the scenarios.
 	KernelTests bool `json:"kernel_tests"`
 }
@@ -238,9 +238,19 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
 		return nil, err
 	}
+	// The package's shell files and the start-sqm stand-in; no Go file, so
+	// `go test ./...` never finds a copy under lab/results.
 	openwrt := filepath.Join(out, "openwrt")
 	os.RemoveAll(openwrt)
-	if err := os.CopyFS(openwrt, os.DirFS(filepath.Join(repo, "openwrt"))); err != nil {
+	if err := os.CopyFS(filepath.Join(openwrt, "sqmkit", "files"), os.DirFS(filepath.Join(repo, "openwrt", "sqmkit", "files"))); err != nil {
+		return nil, fmt.Errorf("snapshot of openwrt/: %w", err)
+	}
+	startSQM, err := os.ReadFile(filepath.Join(repo, "openwrt", "test", "start-sqm"))
+	if err == nil {
+		os.MkdirAll(filepath.Join(openwrt, "test"), 0o755)
+		err = os.WriteFile(filepath.Join(openwrt, "test", "start-sqm"), startSQM, 0o755)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("snapshot of openwrt/: %w", err)
 	}
 	// Profiles travel with the run for the same reason as bin/.

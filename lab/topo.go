@@ -19,8 +19,8 @@ const (
 	nsClient, nsRouter, nsModem, nsServer = "client", "router", "modem", "server"
 	serverIP                              = "10.3.0.2"
 	routerIP, modemIP                     = "10.2.0.1", "10.2.0.2" // the WAN link's two ends
-	pppIfname                             = "pppoe-wan" // OpenWrt's name for network.wan's PPP device
-	wanPort                               = "wan"       // the router's physical modem-facing port
+	pppIfname                             = "pppoe-wan"            // OpenWrt's name for network.wan's PPP device
+	wanPort                               = "wan"                  // the router's physical modem-facing port
 )
 
 // guestModules are what the scenarios load in the guest kernel.
