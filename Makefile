@@ -10,7 +10,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 all: build
 
-build: $(BIN)/sqmkit $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)/labtests
+build: $(BIN)/sqmkit $(BIN)/sqmkit-router $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)/labtests
 
 # Packages with TestLab* tests: they need the guest kernel (sfq, prio,
 # police, fq_codel), skip on the host, and sqmkit-lab runs them in the VM.
@@ -18,6 +18,11 @@ LABTESTS := internal/doctor
 
 $(BIN)/sqmkit: FORCE
 	$(GOBUILD) -o $@ ./cmd/sqmkit
+
+# The router build (build tag router: what the OpenWrt package installs),
+# for this machine: the lab's router namespace runs it.
+$(BIN)/sqmkit-router: FORCE
+	CGO_ENABLED=0 $(GO) build -tags router -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/sqmkit
 
 # The lab runner and its tc shim are lab-only programs (see lab/README.md).
 $(BIN)/sqmkit-lab: FORCE

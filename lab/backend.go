@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,17 +12,22 @@ import (
 // backend is what a shaped scenario starts and stops in the router
 // namespace: one of sqmkit's backends through `sqmkit start`, one of the
 // OpenWrt package's .qos scripts through sqm-scripts' calling convention,
-// or (issue 14) an external shaper.
+// or an external shaper (ext:NAME=DIR).
 type backend interface {
 	// name is how the command line and the results name it.
 	name() string
 	// kind is sqmkit's backend underneath (nss, cake, fq_codel), "" for a
 	// foreign shaper.
 	kind() string
-	// start shapes the router's link and returns what it printed.
-	start(g *guest, t *topo, sc *scenario) (string, error)
-	// stop removes what start added.
-	stop(g *guest, t *topo, sc *scenario) (string, error)
+	// command is how to start it (stop false) or stop it in the router
+	// namespace; the lab runs and measures it.
+	command(g *guest, sc *scenario, stop bool) (command, error)
+}
+
+// command is a program and the environment it adds.
+type command struct {
+	env  []string
+	args []string
 }
 
 // scenario is one backend's run on one topology: its router root and the
@@ -29,16 +35,20 @@ type backend interface {
 type scenario struct {
 	root     string // the router's --root (IPKG_INSTROOT)
 	env      []string
-	dev      string // the device the queue names
-	down, up int    // shaper rates, kbit/s
+	dev      string   // the device the queue names
+	down, up int      // shaper rates, kbit/s
+	lab      []string // the documented LAB_* environment of external backends
 }
 
 // sqmkitBackends are sqmkit's own, started with `sqmkit start --root`.
 var sqmkitBackends = []string{"fq_codel", "cake", "nss"}
 
 // qosPrefix names a .qos script of the OpenWrt package as a backend:
-// qos:sqmkit-cake.qos.
-const qosPrefix = "qos:"
+// qos:sqmkit-cake.qos. extPrefix names an external one: ext:NAME=DIR.
+const (
+	qosPrefix = "qos:"
+	extPrefix = "ext:"
+)
 
 // parseBackend turns a command-line name into a backend.
 func parseBackend(s string) (backend, error) {
@@ -52,8 +62,10 @@ func parseBackend(s string) (backend, error) {
 			return nil, fmt.Errorf("backend %q: want qos:sqmkit-nss.qos, qos:sqmkit-cake.qos or qos:sqmkit-fq_codel.qos", s)
 		}
 		return qosBackend{script: script, backend: kind}, nil
+	case strings.HasPrefix(s, extPrefix):
+		return parseExt(strings.TrimPrefix(s, extPrefix))
 	}
-	return nil, fmt.Errorf("unknown backend %q (want none, %s, or qos:sqmkit-BACKEND.qos)", s, strings.Join(sqmkitBackends, ", "))
+	return nil, fmt.Errorf("unknown backend %q (want none, %s, qos:sqmkit-BACKEND.qos or ext:NAME=DIR)", s, strings.Join(sqmkitBackends, ", "))
 }
 
 type sqmkitBackend string
@@ -61,12 +73,12 @@ type sqmkitBackend string
 func (b sqmkitBackend) name() string { return string(b) }
 func (b sqmkitBackend) kind() string { return string(b) }
 
-func (b sqmkitBackend) start(g *guest, t *topo, sc *scenario) (string, error) {
-	return (&shell{log: t.sh.log, env: sc.env}).run(nsRouter, g.tools.sqmkit, "start", "--root", sc.root)
-}
-
-func (b sqmkitBackend) stop(g *guest, t *topo, sc *scenario) (string, error) {
-	return (&shell{log: t.sh.log, env: sc.env}).run(nsRouter, g.tools.sqmkit, "stop", "--root", sc.root)
+func (b sqmkitBackend) command(g *guest, sc *scenario, stop bool) (command, error) {
+	verb := "start"
+	if stop {
+		verb = "stop"
+	}
+	return command{args: []string{routerSqmkit(sc.root), verb, "--root", sc.root}}, nil
 }
 
 // qosBackend runs a .qos script of the OpenWrt package the way
@@ -77,28 +89,50 @@ type qosBackend struct{ script, backend string }
 func (b qosBackend) name() string { return qosPrefix + b.script }
 func (b qosBackend) kind() string { return b.backend }
 
-func (b qosBackend) run(g *guest, t *topo, sc *scenario, stop bool) (string, error) {
+func (b qosBackend) command(g *guest, sc *scenario, stop bool) (command, error) {
 	if err := installPackage(g, sc.root); err != nil {
-		return "", err
+		return command{}, err
 	}
-	env := append(slices.Clone(sc.env), "IPKG_INSTROOT="+sc.root, "IFACE="+sc.dev, "SCRIPT="+b.script,
-		fmt.Sprintf("UPLINK=%d", sc.up), fmt.Sprintf("DOWNLINK=%d", sc.down))
+	env := []string{"IPKG_INSTROOT=" + sc.root, "IFACE=" + sc.dev, "SCRIPT=" + b.script,
+		fmt.Sprintf("UPLINK=%d", sc.up), fmt.Sprintf("DOWNLINK=%d", sc.down)}
 	if stop {
 		env = append(env, "STOP=1")
 	}
-	return (&shell{log: t.sh.log, env: env}).run(nsRouter, "busybox", "ash", filepath.Join(g.openwrt, "test", "start-sqm"))
+	return command{env: env, args: []string{"busybox", "ash", filepath.Join(g.openwrt, "test", "start-sqm")}}, nil
 }
 
-func (b qosBackend) start(g *guest, t *topo, sc *scenario) (string, error) {
-	return b.run(g, t, sc, false)
-}
-func (b qosBackend) stop(g *guest, t *topo, sc *scenario) (string, error) {
-	return b.run(g, t, sc, true)
+// routerSqmkit is where a router root holds its sqmkit.
+func routerSqmkit(root string) string { return filepath.Join(root, "usr/bin/sqmkit") }
+
+// installSqmkit puts the router build of sqmkit (the OpenWrt package's
+// binary) into a router root as a new file: on the guest's tmpfs, like a
+// router's root filesystem, its pages stay cached between starts, and a new
+// copy is read and translated afresh, like the first start after a boot.
+func installSqmkit(g *guest, root string) error {
+	dst := routerSqmkit(root)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	src, err := os.Open(g.tools.router)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	os.Remove(dst)
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o755)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // installPackage puts the OpenWrt package's files where the package
-// installs them (openwrt/sqmkit/Makefile) into a router root, with the
-// lab's sqmkit as /usr/bin/sqmkit.
+// installs them (openwrt/sqmkit/Makefile) into a router root; its sqmkit
+// is installSqmkit's.
 func installPackage(g *guest, root string) error {
 	files := filepath.Join(g.openwrt, "sqmkit", "files")
 	dests := map[string]string{
@@ -123,8 +157,8 @@ func installPackage(g *guest, root string) error {
 			return err
 		}
 	}
-	bin := filepath.Join(root, "usr/bin/sqmkit")
-	os.MkdirAll(filepath.Dir(bin), 0o755)
-	os.Remove(bin)
-	return os.Symlink(g.tools.sqmkit, bin)
+	if _, err := os.Stat(routerSqmkit(root)); err == nil {
+		return nil
+	}
+	return installSqmkit(g, root)
 }

@@ -96,7 +96,7 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 		return sh.run(nsRouter, "busybox", "ash", "-c", `( . "$1" )`, "hotplug", filepath.Join(root, "etc/hotplug.d/iface/12-sqmkit"))
 	}
 	statusCmd := func() (string, error) {
-		return (&shell{log: logf, env: env}).run(nsRouter, g.tools.sqmkit, "status", "--root", root)
+		return (&shell{log: logf, env: env}).run(nsRouter, routerSqmkit(root), "status", "--root", root)
 	}
 	check := func(name string, got float64, want string, ok bool) {
 		r.Checks = append(r.Checks, accept.Check{Name: name, Got: got, Want: want, OK: ok})

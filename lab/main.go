@@ -14,12 +14,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/lab/internal/initramfs"
+	"github.com/sqmkit/sqmkit/lab/internal/noise"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 	"github.com/sqmkit/sqmkit/lab/internal/vm"
 )
@@ -35,6 +37,10 @@ var ciPlan = []planRun{
 
 // qosBackends are the OpenWrt package's .qos scripts.
 var qosBackends = []string{"qos:sqmkit-nss.qos", "qos:sqmkit-cake.qos", "qos:sqmkit-fq_codel.qos"}
+
+// extExamples are the external backends in lab/ext: "why not just a shaper
+// script", in numbers, on cable in `all`.
+var extExamples = []string{"wondershaper-style", "htb-fifo"}
 
 // labPlan is what the host hands the guest (plan.json in the run dir).
 type labPlan struct {
@@ -53,7 +59,8 @@ type planRun struct {
 	Profile  string   `json:"profile"` // path
 	Backends []string `json:"backends"`
 	// Mode is what the guest does with them: "" grades each backend,
-	// "hotplug" runs the OpenWrt hotplug scenario (hotplug.go).
+	// "hotplug" runs the OpenWrt hotplug scenario (hotplug.go), "tune"
+	// sqmkit tune before the grade (tune.go).
 	Mode string `json:"mode,omitempty"`
 }
 
@@ -62,9 +69,13 @@ const usageText = `Usage: sqmkit-lab COMMAND
   demo   cable unshaped vs cake, both grades side by side (make demo)
   ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
          the hotplug scenario with cake (make lab-ci, make test)
-  all    every profile × every backend (make lab)
-  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,...] [--out DIR]
+  all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
+         with every backend; prints one table per profile and rewrites README.md's results (make lab)
+  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]
+  report RESULTS-DIR [--readme FILE]  the tables of a finished run again (and into FILE's results)
   hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session
+  tune   --profile NAME|PATH [--backends cake,fq_codel,nss]  sqmkit tune --write from the router, then the
+         full grade at the rates it wrote
   kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)
   guest  PLAN.json (inside the VM; started by the others)
 
@@ -97,6 +108,9 @@ func main() {
 	if err != nil {
 		fatal(err)
 	}
+	if os.Args[1] == "report" {
+		os.Exit(report(os.Args[2:]))
+	}
 	profiles := filepath.Join(repo, "lab/profiles")
 	var plan []planRun
 	name := os.Args[1]
@@ -116,16 +130,23 @@ func main() {
 		for _, n := range names {
 			plan = append(plan, planRun{Profile: n, Backends: allBackends})
 		}
-		plan = append(plan, planRun{Profile: "cable", Backends: qosBackends},
+		cable := slices.Clone(qosBackends)
+		for _, e := range extExamples {
+			cable = append(cable, extPrefix+e+"="+filepath.Join(repo, "lab/ext", e))
+		}
+		plan = append(plan, planRun{Profile: "cable", Backends: cable},
 			planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
-	case "run", "hotplug":
+	case "run", "hotplug", "tune":
 		fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
 		defProfile, defBackends, mode := "cable", allBackends, ""
-		if name == "hotplug" {
+		switch name {
+		case "hotplug":
 			defProfile, defBackends, mode = "vdsl-pppoe-vlan7", sqmkitBackends, "hotplug"
+		case "tune":
+			defBackends, mode = sqmkitBackends, "tune"
 		}
 		prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
-		backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way)")
+		backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
 		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
 		fs.Parse(os.Args[2:])
 		bs := strings.Split(*backends, ",")
@@ -168,12 +189,64 @@ func main() {
 		printDemo(rs)
 	}
 	printTable(os.Stdout, rs)
-	fmt.Printf("\nresults: %s\n", out)
-	for _, r := range rs {
-		if r.Status == "fail" || r.Status == "error" {
-			os.Exit(1)
+	if os.Args[1] == "all" {
+		if err := updateReadme(filepath.Join(repo, "README.md"), rs); err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit-lab:", err)
+		} else {
+			fmt.Println("\nREADME.md: results section rewritten from this run")
 		}
 	}
+	fmt.Printf("\nresults: %s\n", out)
+	os.Exit(exitStatus(rs))
+}
+
+// exitStatus is 1 when any scenario did not pass (a recorded limitation
+// passes; an inconclusive one does not: nothing was proven).
+func exitStatus(rs []result) int {
+	for _, r := range rs {
+		if r.Status == "fail" || r.Status == "error" || r.Status == "inconclusive" {
+			return 1
+		}
+	}
+	return 0
+}
+
+// report prints a finished run's tables again, optionally into a README.
+func report(args []string) int {
+	fs := flag.NewFlagSet("sqmkit-lab report", flag.ExitOnError)
+	readme := fs.String("readme", "", "rewrite the results section of this `FILE` (README.md)")
+	fs.Parse(args)
+	if fs.NArg() != 1 {
+		fatal(fmt.Errorf("usage: sqmkit-lab report RESULTS-DIR [--readme FILE]"))
+	}
+	var rs []result
+	b, err := os.ReadFile(filepath.Join(fs.Arg(0), "summary.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &rs)
+	}
+	if err != nil {
+		fatal(err)
+	}
+	printTable(os.Stdout, rs)
+	if *readme != "" {
+		if err := updateReadme(*readme, rs); err != nil {
+			fatal(err)
+		}
+	}
+	return exitStatus(rs)
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+// hres says whether the guest's timers are high-resolution: without it a
+// sleep ends on a jiffy, and the noise gauge would read that as delay.
+func hres() string {
+	b, _ := os.ReadFile("/proc/timer_list")
+	n := len(regexp.MustCompile(`hres_active\s*:\s*1`).FindAll(b, -1))
+	return fmt.Sprintf("high-resolution timers on %d CPUs", n)
 }
 
 func fatal(err error) {
@@ -256,6 +329,7 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	// Profiles travel with the run for the same reason as bin/.
 	plan = slices.Clone(plan)
 	for i := range plan {
+		plan[i].Backends = slices.Clone(plan[i].Backends)
 		b, err := os.ReadFile(plan[i].Profile)
 		if err != nil {
 			return nil, err
@@ -266,6 +340,23 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 		}
 		if err := os.WriteFile(plan[i].Profile, b, 0o644); err != nil {
 			return nil, err
+		}
+	}
+	// External backends travel with the run too: the guest sees the host's
+	// root read-only, but not what sits under the host's /tmp.
+	for i := range plan {
+		for j, b := range plan[i].Backends {
+			label, dir, ok := strings.Cut(strings.TrimPrefix(b, extPrefix), "=")
+			if !strings.HasPrefix(b, extPrefix) || !ok {
+				continue
+			}
+			dir, _ = filepath.Abs(dir)
+			snap := filepath.Join(out, "ext", label)
+			os.RemoveAll(snap)
+			if err := os.CopyFS(snap, os.DirFS(dir)); err != nil {
+				return nil, fmt.Errorf("snapshot of %s: %w", b, err)
+			}
+			plan[i].Backends[j] = extPrefix + label + "=" + snap
 		}
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
@@ -288,7 +379,24 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 		Kernel: kernel, Initrd: initrd, Results: out,
 		Cmd:     []string{filepath.Join(bin, "sqmkit-lab"), "guest", planPath},
 		Console: filepath.Join(out, "console.log"),
-		Timeout: 3*time.Minute + time.Duration(n)*5*time.Minute,
+		// the host's steal sampler, beside qemu (package noise)
+		Watch: func(pid int, stop <-chan struct{}) {
+			tids, err := noise.VCPUs(pid)
+			for try := 0; err != nil && try < 100; try++ { // qemu starts its vCPU threads after a while
+				time.Sleep(50 * time.Millisecond)
+				tids, err = noise.VCPUs(pid)
+			}
+			if err == nil {
+				err = noise.Sample(filepath.Join(out, noiseDir), len(tids), func(cpu int) (int64, error) {
+					return noise.RunDelay(pid, tids[cpu])
+				}, stop)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sqmkit-lab: no host noise figures: %v\n", err)
+			}
+		},
+		// a scenario takes about 5 minutes, up to 4 more with noisy phases measured again
+		Timeout: 3*time.Minute + time.Duration(n)*9*time.Minute,
 		Out:     os.Stdout,
 	})
 	var rs []result
@@ -311,7 +419,7 @@ func snapshotBin(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"sqmkit-lab", "sqmkit", "tcshim"} {
+	for _, name := range []string{"sqmkit-lab", "sqmkit", "sqmkit-router", "tcshim"} {
 		b, err := os.ReadFile(filepath.Join(from, name))
 		if err != nil {
 			if name == "tcshim" && os.IsNotExist(err) {
@@ -364,7 +472,14 @@ func runGuest(planPath string) int {
 			return 1
 		}
 	}
-	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, openwrt: lp.OpenWrt, say: say}
+	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, out: lp.Out, openwrt: lp.OpenWrt, say: say, setUp: map[string]bool{}}
+	say("clocksource %s, %s", readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource"), hres())
+	g.events = listenProcesses(say)
+	if r, err := openNoise(lp.Out); err != nil {
+		say("no host noise figures: %v; phases are graded without them", err)
+	} else {
+		g.noise = r
+	}
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result
 	if lp.KernelTests {
@@ -383,10 +498,13 @@ func runGuest(planPath string) int {
 			say("%v", err)
 			return 1
 		}
-		if run.Mode == "hotplug" {
+		switch run.Mode {
+		case "hotplug":
 			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
-		} else {
-			rs = append(rs, g.profileRuns(p, run.Backends)...)
+		case "tune":
+			rs = append(rs, g.profileRuns(p, run.Backends, g.tuneScenario)...)
+		default:
+			rs = append(rs, g.profileRuns(p, run.Backends, nil)...)
 		}
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}

@@ -51,25 +51,42 @@ func (t *topo) startServers(sqmkit string, haveServe bool) error {
 	return nil
 }
 
-// sqmkitTest grades the path with `sqmkit test` from the client namespace.
-func (t *topo) sqmkitTest(sqmkit, out, name string) (accept.Measurement, error) {
+// sqmkitTest grades the path with `sqmkit test` from the client namespace:
+// every load phase, or only the one named (with its idle phases).
+func (t *topo) sqmkitTest(sqmkit, out, name, only string) (accept.Measurement, *bbresult.Result, error) {
 	js, plot := filepath.Join(out, name+".test.json"), filepath.Join(out, name+".png")
-	load := gradeLoad.String()
-	log, err := t.sh.run(nsClient, sqmkit, "test", "--download", load, "--upload", load, "--bidir", load,
-		"--json", js, "--plot", plot, serverIP)
+	args := []string{sqmkit, "test"}
+	for _, ph := range []struct{ flag, name string }{{"--download", accept.Download}, {"--upload", accept.Upload}, {"--bidir", accept.Bidir}} {
+		d := gradeLoad
+		if only != "" && only != ph.name {
+			d = 0
+		}
+		args = append(args, ph.flag, d.String())
+	}
+	log, err := t.sh.run(nsClient, append(args, "--json", js, "--plot", plot, serverIP)...)
 	os.WriteFile(filepath.Join(out, name+".test.log"), []byte(log), 0o644)
 	if err != nil {
-		return accept.Measurement{}, err
+		return accept.Measurement{}, nil, err
 	}
 	b, err := os.ReadFile(js)
 	if err != nil {
-		return accept.Measurement{}, err
+		return accept.Measurement{}, nil, err
 	}
 	var r bbresult.Result
 	if err := json.Unmarshal(b, &r); err != nil {
-		return accept.Measurement{}, fmt.Errorf("%s: %w", js, err)
+		return accept.Measurement{}, nil, fmt.Errorf("%s: %w", js, err)
 	}
-	return fromBB(&r, js, plot), nil
+	return fromBB(&r, js, plot), &r, nil
+}
+
+// bbPhase returns the named phase of a test result, or nil.
+func bbPhase(r *bbresult.Result, name string) *bbresult.Phase {
+	for i := range r.Phases {
+		if r.Phases[i].Name == name {
+			return &r.Phases[i]
+		}
+	}
+	return nil
 }
 
 func fromBB(r *bbresult.Result, js, plot string) accept.Measurement {
@@ -82,7 +99,7 @@ func fromBB(r *bbresult.Result, js, plot string) accept.Measurement {
 		if p.ProbesSent > 0 {
 			loss = 100 * float64(p.LostUp+p.LostDown) / float64(p.ProbesSent)
 		}
-		m.Phases = append(m.Phases, accept.Phase{Name: p.Name, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
+		m.Phases = append(m.Phases, accept.Phase{Name: p.Name, AddedMean: p.AddedMean, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
 			AddedP99: p.AddedP99, Latency: p.Latency.Median, Loss: loss, DownMbps: p.DownloadMbps, UpMbps: p.UploadMbps,
 			AddedP95First: firstP95(r, p)})
 	}

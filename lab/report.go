@@ -3,45 +3,77 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
 
-// printTable prints profile × backend with the grade, median/p95 added
-// latency per load phase and download goodput.
-func printTable(w io.Writer, rs []result) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\nprofile\tbackend\tstatus\tgrade\tdownload +med/+p95 ms\tupload +med/+p95 ms\tbidir +med/+p95 ms\tgoodput down/up Mbit/s\ttool")
-	for _, r := range rs {
-		cells := []string{r.Profile, r.Backend, r.Status, "-", "-", "-", "-", "-", "-"}
-		if m := r.Test; m != nil {
-			cells[3] = m.Grade
-			for i, name := range accept.LoadPhases {
-				if p := m.Phase(name); p != nil {
-					cells[4+i] = fmt.Sprintf("%.1f / %.1f", p.AddedMedian, p.AddedP95)
-				}
+// row is one scenario in the side-by-side tables: the cells in column
+// order (tableHead).
+func row(r result) []string {
+	cells := []string{r.Backend, r.Status, "-", "-", "-", "-", "-", "-", "-"}
+	if m := r.Test; m != nil {
+		cells[2] = m.Grade
+		for i, name := range accept.LoadPhases {
+			if p := m.Phase(name); p != nil {
+				cells[3+i] = fmt.Sprintf("%.1f / %.1f", p.AddedMedian, p.AddedP95)
 			}
-			if d, u := m.Phase(accept.Download), m.Phase(accept.Upload); d != nil && u != nil {
-				cells[7] = fmt.Sprintf("%.1f / %.1f", d.DownMbps, u.UpMbps)
-			}
-			cells[8] = m.Tool
 		}
-		fmt.Fprintln(tw, strings.Join(cells, "\t"))
+		if d, u := m.Phase(accept.Download), m.Phase(accept.Upload); d != nil && u != nil {
+			cells[6] = fmt.Sprintf("%.1f / %.1f", d.DownMbps, u.UpMbps)
+		}
 	}
-	tw.Flush()
+	if s := r.Start; s != nil {
+		cells[7] = fmt.Sprintf("%.0f / %.0f", s.First.WallMs, s.Warm.WallMs)
+		if s.Warm.Processes >= 0 {
+			cells[8] = fmt.Sprint(s.Warm.Processes)
+		}
+	}
+	return cells
+}
+
+var tableHead = []string{"backend", "status", "grade", "download +med/+p95 ms", "upload +med/+p95 ms",
+	"bidir +med/+p95 ms", "goodput down/up Mbit/s", "start first/warm ms", "processes (warm)"}
+
+// byProfile groups results per profile, in first-seen order.
+func byProfile(rs []result) (names []string, groups map[string][]result) {
+	groups = map[string][]result{}
+	for _, r := range rs {
+		if !slices.Contains(names, r.Profile) {
+			names = append(names, r.Profile)
+		}
+		groups[r.Profile] = append(groups[r.Profile], r)
+	}
+	return names, groups
+}
+
+// printTable prints one side-by-side table per profile, then what went
+// wrong and what was recorded beside the grades.
+func printTable(w io.Writer, rs []result) {
+	names, groups := byProfile(rs)
+	for _, name := range names {
+		fmt.Fprintf(w, "\n%s\n", name)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, strings.Join(tableHead, "\t"))
+		for _, r := range groups[name] {
+			fmt.Fprintln(tw, strings.Join(row(r), "\t"))
+		}
+		tw.Flush()
+	}
 	for _, r := range rs {
 		if r.Error != "" {
-			fmt.Fprintf(w, "%s/%s: error: %s (logs in %s)\n", r.Profile, r.Backend, r.Error, r.Dir)
+			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}
 		for _, c := range r.Checks {
 			if !c.OK {
 				fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, c)
 			}
 		}
-		if r.FirstTry != nil {
-			fmt.Fprintf(w, "%s/%s: graded twice; the first try missed %s (evidence in first_try of result.json)\n", r.Profile, r.Backend, failedNames(r.FirstTry.Checks))
+		for _, d := range r.Discarded {
+			fmt.Fprintf(w, "%s/%s: %s phase of run %s discarded as host noise: %s\n", r.Profile, r.Backend, d.Phase, d.Run, d.Why)
 		}
 		if r.Limitation != "" && r.Status == "limitation" {
 			fmt.Fprintf(w, "%s/%s: expected limitation: %s\n", r.Profile, r.Backend, r.Limitation)
@@ -53,6 +85,44 @@ func printTable(w io.Writer, rs []result) {
 			}
 		}
 	}
+}
+
+// markdown renders the side-by-side tables for the README, headed by the
+// run's date and commit.
+func markdown(rs []result) string {
+	var b strings.Builder
+	if len(rs) > 0 {
+		fmt.Fprintf(&b, "Lab run of %s, commit %s (`sqmkit-lab`; start times in the emulated guest).\n", rs[0].Date[:10], rs[0].Commit)
+	}
+	names, groups := byProfile(rs)
+	for _, name := range names {
+		fmt.Fprintf(&b, "\n**%s**\n\n| %s |\n|%s\n", name, strings.Join(tableHead, " | "), strings.Repeat("---|", len(tableHead)))
+		for _, r := range groups[name] {
+			fmt.Fprintf(&b, "| %s |\n", strings.Join(row(r), " | "))
+		}
+	}
+	return b.String()
+}
+
+// Markers of the generated part of the README's Results section.
+const (
+	readmeBegin = "<!-- lab-results:begin (sqmkit-lab writes this part; edit lab/report.go) -->"
+	readmeEnd   = "<!-- lab-results:end -->"
+)
+
+// updateReadme replaces the text between the markers with the tables.
+func updateReadme(path string, rs []result) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	s := string(b)
+	i, j := strings.Index(s, readmeBegin), strings.Index(s, readmeEnd)
+	if i < 0 || j < i {
+		return fmt.Errorf("%s: no %q … %q markers", path, readmeBegin, readmeEnd)
+	}
+	s = s[:i+len(readmeBegin)] + "\n" + markdown(rs) + "\n" + s[j:]
+	return os.WriteFile(path, []byte(s), 0o644)
 }
 
 // printDemo shows the before/after pair the demo exists for.

@@ -31,6 +31,13 @@ func (s *shell) run(ns string, args ...string) (string, error) {
 }
 
 func (s *shell) input(ns, stdin string, args ...string) (string, error) {
+	out, _, err := s.exec(ns, stdin, args...)
+	return out, err
+}
+
+// exec runs one program and returns its exit state as well (the resource
+// use of it and of every descendant it waited for).
+func (s *shell) exec(ns, stdin string, args ...string) (string, *os.ProcessState, error) {
 	c := s.cmd(ns, args...)
 	if stdin != "" {
 		c.Stdin = strings.NewReader(stdin)
@@ -44,9 +51,9 @@ func (s *shell) input(ns, stdin string, args ...string) (string, error) {
 	}
 	s.log.Write(out.Bytes())
 	if err != nil {
-		return out.String(), fmt.Errorf("%s in %s: %v: %s", strings.Join(args, " "), nsName(ns), err, strings.TrimSpace(out.String()))
+		return out.String(), c.ProcessState, fmt.Errorf("%s in %s: %v: %s", strings.Join(args, " "), nsName(ns), err, strings.TrimSpace(out.String()))
 	}
-	return out.String(), nil
+	return out.String(), c.ProcessState, nil
 }
 
 // must runs a list of commands, stopping at the first error.

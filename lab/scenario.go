@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
+	"github.com/sqmkit/sqmkit/lab/internal/noise"
+	"github.com/sqmkit/sqmkit/lab/internal/procevents"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
 
@@ -23,11 +26,13 @@ var allBackends = append([]string{unshaped}, sqmkitBackends...)
 
 // result is the JSON each scenario (profile × backend) writes.
 type result struct {
-	Profile    string `json:"profile"`
-	Backend    string `json:"backend"`
-	Date       string `json:"date"`
-	Commit     string `json:"commit"`
-	Status     string `json:"status"` // pass, fail, limitation (a known physical limit), error
+	Profile string `json:"profile"`
+	Backend string `json:"backend"`
+	Date    string `json:"date"`
+	Commit  string `json:"commit"`
+	// pass, fail, limitation (a known physical limit), inconclusive (the
+	// host kept the guest too busy to grade), error
+	Status     string `json:"status"`
 	Limitation string `json:"limitation,omitempty"`
 	Error      string `json:"error,omitempty"`
 	// Shaper rates sqmkit was configured with (95 % of the line), kbit/s.
@@ -37,9 +42,11 @@ type result struct {
 	Test   *accept.Measurement `json:"test,omitempty"`       // the grade (sqmkit test)
 	Cross  *accept.Measurement `json:"crosscheck,omitempty"` // iperf3 + irtt on the same path
 	Checks []accept.Check      `json:"checks"`
-	// FirstTry keeps a shaped grade that failed on latency alone and was
-	// graded again (see regrade); Test and Checks are then the second try.
-	FirstTry    *firstTry       `json:"first_try,omitempty"`
+	// Discarded are phase measurements the noise gauge threw away
+	// (noisegate.go); Test holds the clean ones that replaced them.
+	Discarded   []discarded     `json:"discarded,omitempty"`
+	Start       *startCost      `json:"start_cost,omitempty"`
+	Tune        *tuned          `json:"tune,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`
@@ -48,12 +55,14 @@ type result struct {
 // tools says which sqmkit subcommands exist in this build; the lab grades
 // with the real ones as soon as they land.
 type tools struct {
-	sqmkit, tcshim          string
+	// sqmkit is the full build (test, serve); router is the router build
+	// the OpenWrt package installs, which the router namespace runs.
+	sqmkit, router, tcshim  string
 	start, test, serve, doc bool
 }
 
 func probeTools(bin string) tools {
-	t := tools{sqmkit: filepath.Join(bin, "sqmkit"), tcshim: filepath.Join(bin, "tcshim")}
+	t := tools{sqmkit: filepath.Join(bin, "sqmkit"), router: filepath.Join(bin, "sqmkit-router"), tcshim: filepath.Join(bin, "tcshim")}
 	has := func(cmd string) bool {
 		sh := &shell{log: io.Discard}
 		_, err := sh.run("", t.sqmkit, cmd, "-h")
@@ -70,6 +79,17 @@ type guest struct {
 	out     string
 	openwrt string // the run's copy of openwrt/ (package files, test stand-ins)
 	say     func(format string, a ...any)
+	events  *procevents.Watcher // nil: no process counts
+	noise   *noise.Reader       // nil: phases are graded without the noise gate
+	setUp   map[string]bool     // external backends whose setup ran in this boot
+}
+
+// label is how results name a backend: ext:NAME without its directory.
+func label(b string) string {
+	if pb, err := parseBackend(b); err == nil {
+		return pb.name()
+	}
+	return b
 }
 
 // limitationKey is the profile key of a backend's recorded limitation: the
@@ -81,8 +101,9 @@ func limitationKey(name string) string {
 	return name
 }
 
-// profileRuns builds the lab for one profile and runs each backend on it.
-func (g *guest) profileRuns(p *profile.Profile, backends []string) []result {
+// profileRuns builds the lab for one profile and runs each backend on it:
+// graded (each nil), or as each says (tune).
+func (g *guest) profileRuns(p *profile.Profile, backends []string, each func(*topo, string, *result) error) []result {
 	dir := filepath.Join(g.out, p.Name)
 	os.MkdirAll(dir, 0o755)
 	logf, _ := os.Create(filepath.Join(dir, "commands.log"))
@@ -91,7 +112,7 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string) []result {
 	fail := func(err error) []result {
 		var rs []result
 		for _, b := range backends {
-			rs = append(rs, result{Profile: p.Name, Backend: b, Status: "error", Error: err.Error(), Dir: dir,
+			rs = append(rs, result{Profile: p.Name, Backend: label(b), Status: "error", Error: err.Error(), Dir: dir,
 				Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit})
 		}
 		return rs
@@ -108,22 +129,33 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string) []result {
 	}
 	var rs []result
 	for _, b := range backends {
-		sdir := filepath.Join(dir, b)
+		sdir := filepath.Join(dir, label(b))
 		os.MkdirAll(sdir, 0o755)
-		r := result{Profile: p.Name, Backend: b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Dir: sdir}
-		if b == unshaped {
+		r := result{Profile: p.Name, Backend: label(b), Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Dir: sdir}
+		switch {
+		case each != nil:
+			err = each(t, b, &r)
+		case b == unshaped:
 			err = g.unshaped(t, &r)
-		} else {
+		default:
 			err = g.shaped(t, b, &r)
 		}
-		if err != nil {
+		var inc *inconclusive
+		switch {
+		case errors.As(err, &inc):
+			r.Status, r.Error = "inconclusive", err.Error()
+		case err != nil:
 			r.Status, r.Error = "error", err.Error()
 		}
 		r.Limitation = p.Limitations[limitationKey(b)]
 		if r.Status == "fail" && r.Limitation != "" {
 			r.Status = "limitation"
 		}
-		g.say("%s/%s: %s%s", p.Name, b, strings.ToUpper(r.Status), summaryLine(&r))
+		line := strings.ToUpper(r.Status) + summaryLine(&r)
+		if r.Status == "inconclusive" {
+			line = summaryLine(&r)[2:] // the error says it
+		}
+		g.say("%s/%s: %s", p.Name, r.Backend, line)
 		writeJSON(filepath.Join(sdir, "result.json"), &r)
 		rs = append(rs, r)
 	}
@@ -143,13 +175,15 @@ func (g *guest) grade(t *topo, r *result) error {
 		r.Test = &cross
 		return nil
 	}
-	m, err := t.sqmkitTest(g.tools.sqmkit, r.Dir, "test")
-	if err != nil {
+	m, discarded, err := g.cleanTest(t, r.Dir)
+	r.Discarded = discarded
+	var inc *inconclusive
+	if err != nil && !errors.As(err, &inc) {
 		return fmt.Errorf("sqmkit test: %w", err)
 	}
 	r.Test = &m
 	r.CrossChecks = accept.Cross(m, cross)
-	return nil
+	return err
 }
 
 func (g *guest) unshaped(t *topo, r *result) error {
@@ -170,8 +204,9 @@ func status(cs []accept.Check) string {
 	return "fail"
 }
 
-// shaped configures the router through its UCI files, starts the backend,
-// grades, asks the doctor, stops it and checks nothing was left behind.
+// shaped configures the router through its UCI files, starts the backend
+// twice (first start of the boot, then warm) and measures both, grades,
+// asks the doctor, stops it and checks nothing was left behind.
 func (g *guest) shaped(t *topo, name string, r *result) error {
 	b, err := parseBackend(name)
 	if err != nil {
@@ -180,73 +215,59 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 	if !g.tools.start {
 		return fmt.Errorf("this sqmkit build has no start/stop yet (bin/sqmkit start -h fails)")
 	}
-	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
-	sc := &scenario{root: filepath.Join(t.dir, "root-"+strings.NewReplacer(":", "-", "/", "-").Replace(name)),
-		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit}
-	script := ""
-	if q, ok := b.(qosBackend); ok {
-		script = q.script
-	}
-	if err := writeRouterRoot(sc.root, t.p, sc.dev, b.kind(), script, r.DownKbit, r.UpKbit); err != nil {
+	sc, err := g.prepare(t, b, r)
+	if err != nil {
 		return err
 	}
-	if b.kind() == "nss" {
-		if _, err := os.Stat(g.tools.tcshim); err != nil {
-			return fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from lab/tcshim)", err)
+	run := func(stop bool) (string, cost, error) {
+		c, err := b.command(g, sc, stop)
+		if err != nil {
+			return "", cost{}, err
 		}
-		// The lab's stand-in for the NSS-patched tc (lab/tcshim).
-		shim := filepath.Join(t.dir, "shim")
-		os.MkdirAll(shim, 0o755)
-		os.Remove(filepath.Join(shim, "tc"))
-		if err := os.Symlink(g.tools.tcshim, filepath.Join(shim, "tc")); err != nil {
-			return err
-		}
-		sc.env = []string{"PATH=" + shim + ":" + os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc"}
+		return g.measure(&shell{log: t.sh.log, env: append(slices.Clone(sc.env), c.env...)}, nsRouter, c.args...)
 	}
-	sq := &shell{log: t.sh.log, env: sc.env}
 	before, err := t.qdiscs()
 	if err != nil {
 		return err
 	}
 	ifbsBefore := ifbs(t.sh)
 	os.WriteFile(filepath.Join(r.Dir, "tc-before.txt"), []byte(t.tcStats()), 0o644)
-	out, err := b.start(g, t, sc)
+	if err := dropCaches(); err != nil {
+		g.say("cannot drop the page cache (%v); the first start is not a cold one", err)
+	}
+	sc0 := &startCost{}
+	out, first, err := run(false)
+	os.WriteFile(filepath.Join(r.Dir, "start-first.log"), []byte(out), 0o644)
+	if err != nil {
+		return err
+	}
+	sc0.First = first
+	if out, _, err := run(true); err != nil {
+		return fmt.Errorf("stop after the first start: %w: %s", err, lastLine(out))
+	}
+	out, warm, err := run(false)
 	os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
 	if err != nil {
 		return err
 	}
+	sc0.Warm = warm
+	_, sc0.GoProcess, _ = g.measure(t.sh, nsRouter, routerSqmkit(sc.root), "version")
+	_, sc0.TCProcess, _ = g.measure(t.sh, nsRouter, "tc", "-V")
+	r.Start = sc0
 	os.WriteFile(filepath.Join(r.Dir, "tc-started.txt"), []byte(t.tcStats()), 0o644)
 	// A start that waits for hotplug exits 0 and shapes nothing; grading
 	// the bare link then would only blame the backend.
 	if started, err := t.qdiscs(); err != nil || started == before {
-		b.stop(g, t, sc)
+		run(true)
 		return fmt.Errorf("%s start on %s changed no qdisc: %s", name, sc.dev, lastLine(out))
 	}
 	gerr := g.grade(t, r)
 	if gerr == nil {
 		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
-		if regrade(r.Checks, t.p.Limitations[b.kind()]) && g.tools.test {
-			g.say("%s/%s: latency bars missed (%s); grading once more with new flows", t.p.Name, name, failedNames(r.Checks))
-			r.FirstTry = &firstTry{Test: r.Test, Checks: r.Checks}
-			m, err := t.sqmkitTest(g.tools.sqmkit, r.Dir, "retry")
-			if err != nil {
-				gerr = fmt.Errorf("sqmkit test (second try): %w", err)
-			} else {
-				r.Test = &m
-				r.Checks = accept.Shaped(m, r.DownKbit)
-			}
-		}
 	}
 	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
-	if g.tools.doc {
-		out, _ := sq.run(nsRouter, g.tools.sqmkit, "doctor", "--json", "--root", sc.root)
-		os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(out), 0o644)
-		r.Checks = append(r.Checks, doctorCheck(out))
-		if json.Valid([]byte(out)) {
-			r.Doctor = json.RawMessage(out)
-		}
-	}
-	out, err = b.stop(g, t, sc)
+	g.doctor(t, b, sc, r)
+	out, _, err = run(true)
 	os.WriteFile(filepath.Join(r.Dir, "stop.log"), []byte(out), 0o644)
 	if err != nil {
 		return err
@@ -265,30 +286,75 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 	return nil
 }
 
-// firstTry is the evidence of a grade that was repeated.
-type firstTry struct {
-	Test   *accept.Measurement `json:"test"`
-	Checks []accept.Check      `json:"checks"`
-}
-
-// regrade says whether a shaped grade earns one more try: only when every
-// failed check is a latency bar. A flow-queueing qdisc can put the probe flow
-// in a bulk flow's bucket (fq_codel: 1024 perturbed buckets), and a second
-// try with new flows tells such bad luck from a bad configuration. It also
-// covers an unexplained vdsl x nss pattern (lab/README.md); both tries are
-// kept. A goodput failure is never retried, nor a backend the profile already
-// records a limitation for; the doctor and leftover checks come after the
-// grade and always count.
-func regrade(cs []accept.Check, limitation string) bool {
-	if limitation != "" || accept.Passed(cs) {
-		return false
+// prepare writes the router root a backend runs with (UCI files for
+// sqmkit's own, none for an external one, which gets the LAB_*
+// environment instead), installs the router build, and runs what the
+// backend needs once: the package's files, an external setup.
+func (g *guest) prepare(t *topo, b backend, r *result) (*scenario, error) {
+	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
+	sc := &scenario{root: filepath.Join(t.dir, "root-"+strings.NewReplacer(":", "-", "/", "-", "=", "-").Replace(b.name())),
+		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit}
+	script := ""
+	if q, ok := b.(qosBackend); ok {
+		script = q.script
 	}
-	for _, c := range cs {
-		if !c.OK && !c.Latency {
-			return false
+	if err := writeRouterRoot(sc.root, t.p, sc.dev, b.kind(), script, r.DownKbit, r.UpKbit); err != nil {
+		return nil, err
+	}
+	if err := installSqmkit(g, sc.root); err != nil {
+		return nil, fmt.Errorf("router build: %w (make build builds bin/sqmkit-router)", err)
+	}
+	scratch := filepath.Join(t.dir, "scratch-"+filepath.Base(sc.root))
+	os.MkdirAll(scratch, 0o755)
+	sc.lab = labEnv(t.p, sc.dev, scratch, sc.down, sc.up)
+	switch b := b.(type) {
+	case qosBackend:
+		if err := installPackage(g, sc.root); err != nil {
+			return nil, err
+		}
+	case extBackend:
+		// Foreign trees are judged without sqmkit's config: doctor then
+		// looks at what the kernel holds.
+		os.Remove(filepath.Join(sc.root, "etc/config/sqm"))
+		if err := b.setup(g, t.sh, sc); err != nil {
+			return nil, err
 		}
 	}
-	return true
+	if b.kind() == "nss" {
+		if _, err := os.Stat(g.tools.tcshim); err != nil {
+			return nil, fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from lab/tcshim)", err)
+		}
+		// The lab's stand-in for the NSS-patched tc (lab/tcshim).
+		shim := filepath.Join(t.dir, "shim")
+		os.MkdirAll(shim, 0o755)
+		os.Remove(filepath.Join(shim, "tc"))
+		if err := os.Symlink(g.tools.tcshim, filepath.Join(shim, "tc")); err != nil {
+			return nil, err
+		}
+		sc.env = []string{"PATH=" + shim + ":" + os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc"}
+	}
+	return sc, nil
+}
+
+// doctor runs `sqmkit doctor` on the live tree. Its fail findings fail a
+// scenario of sqmkit's own; on a foreign tree they are recorded, not
+// failing: judging such trees is what the doctor is for.
+func (g *guest) doctor(t *topo, b backend, sc *scenario, r *result) {
+	if !g.tools.doc {
+		return
+	}
+	args := []string{routerSqmkit(sc.root), "doctor", "--json", "--root", sc.root}
+	if b.kind() == "" {
+		args = append(args, sc.dev)
+	}
+	out, _ := (&shell{log: t.sh.log, env: sc.env}).run(nsRouter, args...)
+	os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(out), 0o644)
+	if json.Valid([]byte(out)) {
+		r.Doctor = json.RawMessage(out)
+	}
+	if b.kind() != "" {
+		r.Checks = append(r.Checks, doctorCheck(out))
+	}
 }
 
 // doctorCheck fails on any finding of severity fail in `sqmkit doctor
@@ -361,8 +427,8 @@ func summaryLine(r *result) string {
 		return ": " + r.Error
 	}
 	var b strings.Builder
-	if r.FirstTry != nil {
-		fmt.Fprintf(&b, " (second try; first missed %s)", failedNames(r.FirstTry.Checks))
+	if n := len(r.Discarded); n > 0 {
+		fmt.Fprintf(&b, " (%d noisy phase measurement(s) discarded)", n)
 	}
 	if r.Test != nil {
 		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)

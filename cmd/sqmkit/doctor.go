@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/doctor"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
 
@@ -35,7 +36,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	o.Args, o.Watch = fs.Args(), time.Duration(*watch*float64(time.Second))
-	o.Read = (&tc.Runner{}).Read
+	o.Read, o.RateDir = (&tc.Runner{}).Read, ratestate.DefaultDir
 	o.Warn = func(s string) { fmt.Fprintln(stderr, "sqmkit doctor:", s) }
 	r, err := doctor.Run(o)
 	if err == nil && *asJSON {

@@ -6,6 +6,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/report/flent"
 	"github.com/sqmkit/sqmkit/internal/report/plot"
+	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
 // The full build renders plots and flent files; the router build (tag
@@ -13,3 +14,4 @@ import (
 // with its fonts is most of the binary.
 func writePlot(name string, r *bbresult.Result) error  { return plot.WritePlot(name, r) }
 func writeFlent(name string, r *bbresult.Result) error { return flent.WriteFlent(name, r) }
+func writeTunePlot(name string, r *tune.Report) error  { return plot.WriteTune(name, r) }

@@ -6,6 +6,7 @@ import (
 	"errors"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
 // errNotInRouterBuild: see outputs_full.go.
@@ -13,3 +14,4 @@ var errNotInRouterBuild = errors.New("not in the router build; write --json here
 
 func writePlot(string, *bbresult.Result) error  { return errNotInRouterBuild }
 func writeFlent(string, *bbresult.Result) error { return errNotInRouterBuild }
+func writeTunePlot(string, *tune.Report) error  { return errNotInRouterBuild }

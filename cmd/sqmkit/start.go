@@ -14,6 +14,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -81,25 +82,24 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
 	}
-	ts, err := targets(*root, qs)
-	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
-		return 1
-	}
-
-	logf := newLog(*root, stderr)
-	r := &tc.Runner{}
-	if *verbose {
-		r.Debug = logf
-	}
-	opts := apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: *cache, Log: logf}, Log: logf,
-		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: *lockWait}}
+	opts := systemOptions(*root, *cache, *lockWait, *verbose, stderr)
 	if hotplug != nil {
 		action := os.Getenv("ACTION")
 		opts.Hotplug = *hotplug || name != "stop" && (action == "ifup" || action == "ifupdate") || name == "stop" && action == "ifdown"
 	}
 	if dry != nil && *dry {
 		opts.DryRun = stdout
+	}
+	// Rates set by sqmkit rate (tune, autorate) hold until a full start:
+	// status and the hotplug and reload paths plan with them.
+	kept := ""
+	if name == "status" || name == "reload" || opts.Hotplug && name != "stop" {
+		kept = opts.RateDir
+	}
+	ts, err := targets(*root, qs, kept)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+		return 1
 	}
 
 	code := 0
@@ -114,7 +114,7 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	case "reload":
 		// reconcile what is enabled, remove what was disabled
 		opts.Hotplug = true
-		gone, err := targets(*root, retired)
+		gone, err := targets(*root, retired, "")
 		if err != nil {
 			fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 			return 1
@@ -144,13 +144,28 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	return code
 }
 
-// targets reads the device facts of each queue.
-func targets(root string, qs []config.Queue) ([]apply.Target, error) {
+// systemOptions are the options of a command acting on the running kernel.
+func systemOptions(root, cache string, lockWait time.Duration, verbose bool, stderr io.Writer) apply.Options {
+	logf := newLog(root, stderr)
+	r := &tc.Runner{}
+	if verbose {
+		r.Debug = logf
+	}
+	return apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache, Log: logf}, Log: logf,
+		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: ratestate.DefaultDir}
+}
+
+// targets reads the device facts of each queue and, from keptDir (""
+// for none), the rates sqmkit rate set since the last start.
+func targets(root string, qs []config.Queue, keptDir string) ([]apply.Target, error) {
 	var ts []apply.Target
 	for _, q := range qs {
 		f, err := linkinfo.Read(root, q.Interface)
 		if err != nil {
 			return nil, fmt.Errorf("section %s: %w", q.Section, err)
+		}
+		if _, err := ratestate.Apply(keptDir, &q); err != nil {
+			return nil, err
 		}
 		ts = append(ts, apply.Target{Queue: q, Facts: f})
 	}

@@ -40,6 +40,9 @@ type Options struct {
 	DryRun  io.Writer // non-nil: write what would run there and touch nothing
 	Log     func(string)
 	Locks   *Locks // nil: no locking (a test that owns its kernel)
+	// RateDir keeps the rates a Rate call set (ratestate.DefaultDir on a
+	// router); a full start and a stop forget them. "": nothing is kept.
+	RateDir string
 }
 
 // State is the outcome for one queue.

@@ -76,3 +76,51 @@ func oneByOne(b *testing.B, r *tc.Runner, p *plan.Plan) {
 		one("tc", d.TC, true)
 	}
 }
+
+// BenchmarkRateChange times one rate change of a running queue (both
+// directions, alternating between two rate pairs so every change changes
+// something) next to what it replaces, a full restart at the new rates,
+// on the host kernel in a test namespace through the lab shim. Metrics:
+// procs/op (processes started) and ms/op (mean wall time).
+func BenchmarkRateChange(b *testing.B) {
+	for _, be := range []config.Backend{config.NSS, config.FQCodel} {
+		tg := target(be)
+		rates := [2]Rates{{Download: 18000, Upload: 9000}, {Download: 20000, Upload: 10000}}
+		b.Run(string(be)+"/rate", func(b *testing.B) {
+			benchChange(b, tg, func(o Options, i int) {
+				if r := Rate(tg, rates[i%2], "bench", o); r.State != Changed {
+					b.Fatalf("rate: %s %v", r.State, r.Err)
+				}
+			})
+		})
+		b.Run(string(be)+"/restart", func(b *testing.B) {
+			benchChange(b, tg, func(o Options, i int) {
+				t := tg
+				t.Queue.Download, t.Queue.Upload = rates[i%2].Download, rates[i%2].Upload
+				Stop([]Target{t}, o)
+				mustStart(b, []Target{t}, o)
+			})
+		})
+	}
+}
+
+func benchChange(b *testing.B, tg Target, change func(o Options, i int)) {
+	useShim(b, "")
+	ns := tctest.NewNetns(b, "rate")
+	ns.Do(b, func() {
+		r := &tc.Runner{}
+		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
+		mustStart(b, []Target{tg}, o)
+		var took time.Duration
+		var procs int64
+		b.ResetTimer()
+		for i := range b.N {
+			before, t0 := r.Procs(), time.Now()
+			change(o, i)
+			took += time.Since(t0)
+			procs += r.Procs() - before
+		}
+		b.ReportMetric(float64(procs)/float64(b.N), "procs/op")
+		b.ReportMetric(took.Seconds()*1000/float64(b.N), "ms/op")
+	})
+}

@@ -88,12 +88,21 @@ func refuseAt(call, line int) func(tcfake.Line) tcfake.Fault {
 
 // callOf finds the batch that carries direction d's first tree line.
 func callOf(k fake, d *plan.Dir) int {
+	n, _ := lineOf(k, d)
+	return n
+}
+
+// lineOf finds the batch that carries direction d's first tree line and
+// how many lines (the teardown riding in front of egress) precede it.
+func lineOf(k fake, d *plan.Dir) (call, offset int) {
 	for n, c := range k.Calls {
-		if len(c.Lines) > 0 && slices.Equal(c.Lines[0], d.TC[0]) {
-			return n
+		for i, l := range c.Lines {
+			if slices.Equal(l, d.TC[0]) {
+				return n, i
+			}
 		}
 	}
-	return -1
+	return -1, 0
 }
 
 // A refusal at every line of either direction's batch, on every backend:
@@ -112,10 +121,10 @@ func TestFaultEveryLine(t *testing.T) {
 						// a dry start records which batch is which
 						probe := newFake()
 						Start([]Target{tg}, fakeOptions(t, probe))
-						call := callOf(probe, d)
+						call, offset := lineOf(probe, d)
 						k := newFake()
 						k.Fault = func(l tcfake.Line) tcfake.Fault {
-							if l.Call != call || l.I != line {
+							if l.Call != call || l.I != offset+line {
 								return tcfake.Run
 							}
 							if die {

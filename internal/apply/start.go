@@ -18,9 +18,10 @@ import (
 var needsAddress = map[string]string{"pppoe": "pppoe-", "dslite": "ds-", "map": "map-"}
 
 // Start applies every target. Per queue it validates and probes first, then,
-// holding the interface's lock, tears down what a previous start left (one
-// tc -force batch), raises the IFB if needed (one ip batch), and applies
-// egress and ingress with one tc batch each. A failed direction is rolled
+// holding the interface's lock, tears down what a previous start left and
+// applies egress (one tc -force batch), raises the IFB if needed (one ip
+// batch) and applies ingress (one tc batch): a warm start runs sqmkit, ip
+// and two tc. A failed direction is rolled
 // back and reported with what the kernel still holds; the other one still
 // applies.
 func Start(ts []Target, o Options) []Result {
@@ -59,6 +60,10 @@ func Start(ts []Target, o Options) []Result {
 			continue
 		}
 		o.start(ts[i], &rs[i])
+		if !o.Hotplug {
+			// the config is the truth again: forget rates set since
+			o.forgetRates(rs[i].Device)
+		}
 		release()
 	}
 	return rs
@@ -134,7 +139,13 @@ func (o *Options) start(t Target, r *Result) {
 		o.log("%s: no direction passed validation; kernel left untouched", p.Device)
 		return
 	}
-	if len(down) > 0 {
+	// The teardown rides in front of the egress batch when egress is
+	// rebuilt, saving a process: with -force, a teardown line that finds
+	// nothing fails harmlessly and the egress lines after it are judged by
+	// their own line numbers. Ingress never takes it: -force would go on to
+	// attach the redirect after a refused IFB qdisc.
+	lead := len(down) > 0 && p.Dirs[0].Direction == plan.Egress && todo[0] == rebuild && !r.Dirs[0].NotStarted
+	if len(down) > 0 && !lead {
 		if _, err := o.Kernel.Batch("tc", true, down); err != nil && !isRefusal(err) {
 			// tc did not run: nothing was removed and nothing can be added
 			o.failAll(r, fmt.Errorf("removing the previous qdiscs: %w", err))
@@ -157,7 +168,16 @@ func (o *Options) start(t Target, r *Result) {
 				continue
 			}
 		}
-		dr.Err = o.applyDir(t, r, j, lines)
+		var front [][]string
+		if lead && j == 0 {
+			front = down
+		}
+		ran, err := o.applyDir(t, r, j, front, lines)
+		if dr.Err = err; !ran {
+			// tc did not run: nothing was removed and nothing can be added
+			o.failAll(r, fmt.Errorf("removing the previous qdiscs: %w", dr.Err))
+			return
+		}
 	}
 	if r.Failed() && !o.Kernel.Link(p.Device).Exists {
 		// A PPPoE session that drops mid-start takes its device and every
@@ -262,31 +282,64 @@ func (o *Options) raiseIFB(ifb string, d *plan.Dir) error {
 	return nil
 }
 
-// applyDir runs one direction's lines. On a refusal it rolls back whatever
-// the batch had added; a refused ecn keyword gets one retry without ECN.
-func (o *Options) applyDir(t Target, r *Result, j int, lines [][]string) error {
+// applyDir runs one direction's lines, after the teardown lines front
+// when there are any (one tc -force batch). On a refusal it rolls back
+// whatever the batch had added; a refused ecn keyword gets one retry
+// without ECN. ran is false when tc did not run at all, so front did not
+// either.
+func (o *Options) applyDir(t Target, r *Result, j int, front, lines [][]string) (ran bool, err error) {
 	d := r.Plan.Dirs[j]
-	warns, err := o.Kernel.Batch("tc", false, lines)
+	warns, err := o.Kernel.Batch("tc", len(front) > 0, append(front[:len(front):len(front)], lines...))
 	for _, w := range warns {
 		o.log("%s %s: %s", d.Device, d.Direction, w)
 	}
+	if len(front) > 0 {
+		if err != nil && !isRefusal(err) {
+			return false, err
+		}
+		o.log("%s: removed previous qdiscs (%d teardown lines)", r.Plan.Device, len(front))
+		err = after(err, len(front), lines)
+	}
 	if err == nil {
 		o.log("%s %s: shaped at %d kbit/s (%d tc lines)", d.Device, d.Direction, d.RateKbit, len(lines))
-		return nil
+		return true, nil
 	}
 	r.Dirs[j].Left = o.rollback(r.Plan, d)
 	if !refusesECN(d, err) || len(r.Dirs[j].Left) > 0 {
-		return err
+		return true, err
 	}
 	nd, rerr := o.withoutECN(t, d)
 	if rerr != nil {
-		return rerr
+		return true, rerr
 	}
 	o.adopt(r.Plan, j, &r.Dirs[j], nd)
 	if _, err := o.Kernel.Batch("tc", false, nd.TC); err != nil {
 		r.Dirs[j].Left = o.rollback(r.Plan, nd)
-		return err
+		return true, err
 	}
 	o.log("%s %s: shaped at %d kbit/s without ECN", nd.Device, nd.Direction, nd.RateKbit)
-	return nil
+	return true, nil
+}
+
+// after keeps the failures of a batch that came after its first n lines,
+// numbered from there: what lines did, the teardown in front of them set
+// aside. A tool that died without naming a line counts against lines.
+func after(err error, n int, lines [][]string) error {
+	var be *tc.BatchError
+	if !errors.As(err, &be) {
+		return err
+	}
+	var fs []tc.Failure
+	for _, f := range be.Failures {
+		switch {
+		case f.Line == 0:
+			fs = append(fs, f)
+		case f.Line > n:
+			fs = append(fs, tc.Failure{Line: f.Line - n, Msg: f.Msg})
+		}
+	}
+	if len(fs) == 0 {
+		return nil
+	}
+	return &tc.BatchError{Prog: be.Prog, Lines: lines, Failures: fs, Err: be.Err}
 }

@@ -47,6 +47,7 @@ func Stop(ts []Target, o Options) []Result {
 			continue
 		}
 		o.stop(q, ifb, delIFB, r)
+		o.forgetRates(q.Interface)
 		release()
 	}
 	return rs

@@ -34,6 +34,10 @@ type Result struct {
 	Grades  Grades   `json:"grades"`
 	Samples Samples  `json:"samples"`
 	Notes   []string `json:"notes,omitempty"` // e.g. "path looks asymmetric: ..."
+	// Incomplete says why the measurement is not whole (streams failed, the
+	// server ended the test early); "" when it is. Its figures stand, but a
+	// caller that compares runs (tune) must not trust them.
+	Incomplete string `json:"incomplete,omitempty"`
 	RPM     *RPM     `json:"rpm,omitempty"`
 }
 

@@ -4,13 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbserver"
+	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
 )
 
 // The test binary doubles as a server or a client process, so tests can run
@@ -32,7 +31,7 @@ func TestMain(m *testing.M) {
 // helperServer serves with limits far above any test's, says "ready" on
 // stdout once listening, and runs until killed.
 func helperServer(addr string) {
-	ln, pc, err := listenPair(addr)
+	ln, pc, err := bbservertest.ListenPair(addr)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -67,43 +66,10 @@ func helperClient() {
 	json.NewEncoder(os.Stdout).Encode(res)
 }
 
-// listenPair listens on TCP and UDP with the same port, as the client
-// expects; port 0 picks a port free for both.
-func listenPair(addr string) (net.Listener, *net.UDPConn, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, nil, err
-	}
-	for try := 0; try < 20; try++ {
-		ln, err := net.Listen("tcp", addr)
-		if err != nil {
-			return nil, nil, err
-		}
-		p := ln.Addr().(*net.TCPAddr).Port
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(host, strconv.Itoa(p)))
-		if err == nil {
-			return ln, pc.(*net.UDPConn), nil
-		}
-		ln.Close()
-		if port != "0" {
-			return nil, nil, err
-		}
-	}
-	return nil, nil, fmt.Errorf("no port free for both TCP and UDP on %s", host)
-}
-
 // serve runs an in-process server on loopback and returns its address.
 func serve(t testing.TB, host string, cfg bbserver.Config) string {
-	t.Helper()
-	ln, pc, err := listenPair(net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Skipf("no %s loopback: %v", host, err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { bbserver.New(cfg).Serve(ctx, ln, pc); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return ln.Addr().String()
+	addr, _ := bbservertest.Serve(t, host, cfg)
+	return addr
 }
 
 func shortConfig(server string) Config {

@@ -289,10 +289,12 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		failed = slices.DeleteFunc(failed, closedByPeer)
 	}
 	if len(failed) > 0 {
-		rw.notes = append(rw.notes, fmt.Sprintf("%d TCP streams failed; the first: %v", len(failed), failed[0]))
+		res.Incomplete = fmt.Sprintf("%d TCP streams failed; the first: %v", len(failed), failed[0])
+		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	if report.Ended != "" {
-		rw.notes = append(rw.notes, endedNote(report.Ended, acc.MaxBytes, phases, spans))
+		res.Incomplete = endedNote(report.Ended, acc.MaxBytes, phases, spans)
+		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	analyze(rw, res)
 	return res, nil

@@ -36,11 +36,7 @@ func Path(root, file string) string {
 // rest once flags are applied.
 func Load(root, file string) ([]Queue, error) {
 	path := Path(root, file)
-	data, err := capped.ReadFile(path, capped.UCI, "UCI config file")
-	if err != nil {
-		return nil, fmt.Errorf("read SQM config: %w", err)
-	}
-	f, err := uci.Parse(path, data)
+	f, _, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
@@ -56,6 +52,16 @@ func Load(root, file string) ([]Queue, error) {
 		qs = append(qs, q)
 	}
 	return qs, nil
+}
+
+// readFile reads and parses the SQM file at path; data is its text.
+func readFile(path string) (f *uci.File, data []byte, err error) {
+	data, err = capped.ReadFile(path, capped.UCI, "UCI config file")
+	if err != nil {
+		return nil, nil, fmt.Errorf("read SQM config: %w", err)
+	}
+	f, err = uci.Parse(path, data)
+	return f, data, err
 }
 
 // newQueue returns a queue with sqm-scripts' defaults: disabled, ECN on

@@ -10,6 +10,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
@@ -24,7 +25,10 @@ type Options struct {
 	// and filters (optional), as file names.
 	Stats, Classes, Filters string
 	Read                    func(devs ...string) (*tcstats.Snapshot, error) // live: tc.Runner.Read
-	Warn                    func(string)                                    // what could not be judged, one line each
+	// RateDir holds the rates sqmkit rate set since the last start
+	// (ratestate); live runs judge the tree at those. "": the config's.
+	RateDir string
+	Warn    func(string) // what could not be judged, one line each
 }
 
 // Run gathers the input (pasted files or two live samples), the
@@ -54,6 +58,13 @@ func Run(o Options) (*Report, error) {
 		var err error
 		if qs, err = config.Expected(cfgRoot, o.File, o.Overrides, o.Args); err != nil {
 			return nil, err
+		}
+	}
+	if !offline {
+		for i := range qs {
+			if _, err := ratestate.Apply(o.RateDir, &qs[i]); err != nil {
+				return nil, err
+			}
 		}
 	}
 	expect := expectations(cfgRoot, qs, o.Warn)

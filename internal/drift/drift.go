@@ -170,19 +170,11 @@ func values(d *plan.Dir, s *tcstats.Snapshot) []Diff {
 		diff("root qdisc", root.Kind, want)
 		return out
 	}
-	rateAt, rateKey := root, "rate"
-	switch root.Kind {
-	case "cake":
-		rateKey = "bandwidth"
-	case "htb":
-		rateAt = s.Find(d.Device, "class", "1:1")
+	if got, ok := Rate(d, s); ok && !near(float64(got), float64(d.RateKbit)) {
+		diff("rate", tcstats.FormatRate(uint64(got)*1000), tcstats.FormatRate(uint64(d.RateKbit)*1000))
 	}
-	if rateAt != nil {
-		want := uint64(d.RateKbit) * 1000
-		if got, ok := rateAt.Rate(rateKey); ok && !near(float64(got), float64(want)) {
-			diff("rate", tcstats.FormatRate(got), tcstats.FormatRate(want))
-		}
-		if q, ok := rateAt.Size("quantum"); ok && root.Kind == "htb" && d.Quantum > 0 && q != uint64(d.Quantum) {
+	if class := s.Find(d.Device, "class", "1:1"); class != nil && root.Kind == "htb" && d.Quantum > 0 {
+		if q, ok := class.Size("quantum"); ok && q != uint64(d.Quantum) {
 			diff("htb quantum", fmt.Sprint(q), fmt.Sprint(d.Quantum))
 		}
 	}
@@ -230,3 +222,28 @@ func times(r *tcstats.Record, key string, want time.Duration, diff func(what, ke
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) <= tolerance*want }
+
+// Rate is the rate the kernel shapes direction d at, read where the plan
+// puts it (cake's bandwidth, htb's class 1:1, nsstbl's rate), in kbit/s;
+// false when d's root is not there or not of the planned kind.
+func Rate(d *plan.Dir, s *tcstats.Snapshot) (int, bool) {
+	root := s.Root(d.Device)
+	if root == nil || len(d.Tree) == 0 || root.Kind != d.Tree[0].Kind {
+		return 0, false
+	}
+	at, key := root, "rate"
+	switch root.Kind {
+	case "cake":
+		key = "bandwidth"
+	case "htb":
+		at = s.Find(d.Device, "class", "1:1")
+	}
+	if at == nil {
+		return 0, false
+	}
+	bps, ok := at.Rate(key)
+	if !ok {
+		return 0, false
+	}
+	return int((bps + 500) / 1000), true
+}

@@ -508,7 +508,6 @@ func TestUCIDefaults(t *testing.T) {
 	}
 }
 
-
 // Every shell file of the package passes shellcheck as the POSIX sh that
 // busybox ash runs.
 func TestShellcheck(t *testing.T) {

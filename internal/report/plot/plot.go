@@ -60,6 +60,11 @@ var (
 
 // WritePlot renders r to path, as PNG or SVG by the file's extension.
 func WritePlot(path string, r *bbresult.Result) error {
+	return write(path, func(c vg.CanvasSizer) error { return draw1(c, r) })
+}
+
+// write renders one figure drawn by draw to path, PNG or SVG by extension.
+func write(path string, draw func(vg.CanvasSizer) error) error {
 	var c interface {
 		vg.CanvasSizer
 		io.WriterTo
@@ -72,7 +77,7 @@ func WritePlot(path string, r *bbresult.Result) error {
 	default:
 		return fmt.Errorf("plot file %s: extension %q not supported, use .png or .svg", path, ext)
 	}
-	if err := draw1(c, r); err != nil {
+	if err := draw(c); err != nil {
 		return fmt.Errorf("plot %s: %w", path, err)
 	}
 	f, err := os.Create(path)

@@ -30,6 +30,8 @@ type Config struct {
 	Timeout time.Duration
 	// Out receives console lines that are not kernel messages.
 	Out io.Writer
+	// Watch, when set, runs beside qemu with its pid until stop closes.
+	Watch func(pid int, stop <-chan struct{})
 }
 
 // kernelLine matches printk lines ("[    4.451234] ..."); iperf3's "[SUM]"
@@ -60,9 +62,19 @@ func Args(c Config) ([]string, error) {
 			return nil, fmt.Errorf("guest command argument %q: the kernel command line carries it, so no spaces, quotes or colons", a)
 		}
 	}
-	appendLine := fmt.Sprintf("console=ttyS0 panic=-1 edd=off quiet labresults=%s labcmd=%s",
+	// clocksource=tsc tsc=reliable: without them the emulated guest finds
+	// its TSC unstable and reads time from the HPET, and every clock read
+	// (each packet's timestamp, each Go scheduler tick; the vDSO cannot
+	// read an HPET) becomes an emulated MMIO access under QEMU's global
+	// lock. Measured in the guest: a clock_gettime syscall per read, and
+	// vCPUs stalled for up to 1.8 s under load on a quiet host. TCG's rdtsc
+	// reads the host's invariant TSC, which is stable.
+	appendLine := fmt.Sprintf("console=ttyS0 panic=-1 edd=off quiet clocksource=tsc tsc=reliable labresults=%s labcmd=%s",
 		c.Results, strings.Join(c.Cmd, ":"))
 	return []string{
+		// debug-threads names the vCPU threads ("CPU 0/TCG"), so the host
+		// can read their scheduling delay (lab/internal/noise)
+		"-name", "sqmkit-lab,debug-threads=on",
 		"-accel", "tcg,thread=multi", "-smp", "2", "-m", "2G",
 		"-kernel", c.Kernel, "-initrd", c.Initrd, "-append", appendLine,
 		"-no-reboot", "-nographic", "-nic", "none",
@@ -106,6 +118,11 @@ func Run(ctx context.Context, c Config) error {
 	// nice is what counts. Best effort (needs root), errors ignored.
 	syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, priority)
 	os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", cmd.Process.Pid), []byte(fmt.Sprint(priority)), 0)
+	stop := make(chan struct{})
+	defer close(stop)
+	if c.Watch != nil {
+		go c.Watch(cmd.Process.Pid, stop)
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/tune"
+)
+
+func init() {
+	register(command{name: "tune", summary: "find the highest rates that keep the grade, against an 'sqmkit serve' past the bottleneck (--write stores them)", run: runTune})
+}
+
+func runTune(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("tune", "SERVER[:PORT] [SECTION|IFACE] | --undo [SECTION|IFACE]")
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
+	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
+	target := fs.String("target", "A+", "the grade to keep in every loaded phase: A+ (median +5 ms, p95 +15 ms) or A (+30/+90 ms)")
+	budget := fs.Duration("budget", 3*time.Minute, "most test time to spend (0: no limit)")
+	write := fs.Bool("write", false, "store the rates in the SQM config (through uci on OpenWrt) and keep the old ones for --undo")
+	undo := fs.Bool("undo", false, "restore the rates the last --write replaced")
+	jsonFile := fs.String("json", "", "write the search (every step) as JSON to `FILE`")
+	plotFile := fs.String("plot", "", "write the rate–latency–goodput curve to `FILE` (.png or .svg)")
+	token := fs.String("token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
+	v4 := fs.Bool("4", false, "use IPv4 only")
+	v6 := fs.Bool("6", false, "use IPv6 only")
+	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
+	o := config.RegisterFlags(fs)
+	pos, code, ok := parseInterspersed(fs, args)
+	if !ok {
+		return code
+	}
+	t, known := tune.Targets[*target]
+	want := 2
+	if *undo {
+		want = 1
+	}
+	switch {
+	case !known:
+		fmt.Fprintf(stderr, "sqmkit tune: --target %q: want A+ or A\n", *target)
+		return 2
+	case *v4 && *v6:
+		fmt.Fprintln(stderr, "sqmkit tune: -4 and -6 exclude each other")
+		return 2
+	case len(pos) > want || !*undo && len(pos) == 0:
+		fmt.Fprintln(stderr, "sqmkit tune: want SERVER[:PORT] and at most one SECTION or IFACE (see -h)")
+		return 2
+	}
+	sel := ""
+	if len(pos) == want {
+		sel = pos[want-1]
+	}
+	qs, err := config.Resolve(*root, *file, o, sel)
+	if err == nil && len(qs) > 1 {
+		err = fmt.Errorf("%d queues are enabled (%s, %s, ...); name the one to tune", len(qs), qs[0].Section, qs[1].Section)
+	}
+	opts := systemOptions(*root, tc.DefaultCacheDir, *lockWait, false, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+		return 1
+	}
+	targetsOf, err := targets(*root, qs, opts.RateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+		return 1
+	}
+	if *undo {
+		old, err := tune.Undo(*root, *file, targetsOf[0], opts)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit tune --undo: %v\n", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "%s: download %d, upload %d kbit/s restored\n", qs[0].Section, old.Download, old.Upload)
+		return 0
+	}
+	test := bbtest.Config{Server: pos[0], Token: *token, Streams: bbtest.DefaultStreams, ProbeInterval: bbtest.DefaultProbeInterval, Tool: "sqmkit " + version}
+	if *v4 {
+		test.Network = "tcp4"
+	} else if *v6 {
+		test.Network = "tcp6"
+	}
+	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
+	s := &tune.Session{
+		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine},
+		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	out, err := s.Run(ctx)
+	if out != nil && out.Report != nil {
+		printTune(stdout, out)
+		if *jsonFile != "" {
+			if werr := writeFile(*jsonFile, func(f *os.File) error {
+				enc := json.NewEncoder(f)
+				enc.SetIndent("", "  ")
+				return enc.Encode(out)
+			}); werr != nil {
+				fmt.Fprintf(stderr, "sqmkit tune: %v\n", werr)
+			}
+		}
+		if *plotFile != "" {
+			if werr := writeTunePlot(*plotFile, out.Report); werr != nil {
+				fmt.Fprintf(stderr, "sqmkit tune: %v\n", werr)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// printTune prints the steps per direction, the rates chosen and why, and
+// the goodput gained over the 95 % rule.
+func printTune(w io.Writer, o *tune.Outcome) {
+	r := o.Report
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tgoodput kbit/s\tverdict\t")
+	for _, st := range r.Steps {
+		v := "meets " + r.Target.Name
+		if !st.Pass {
+			v = "misses"
+		}
+		if st.Again {
+			v += " (measured twice)"
+		}
+		rate, share := fmt.Sprint(st.RateKbit), fmt.Sprintf("%.0f", 100*st.Share)
+		if st.Kind == tune.Bidir {
+			rate, share = fmt.Sprintf("%d/%d", st.RateKbit, st.Other), "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t+%.1f / +%.1f\t%d\t%s\t\n", st.Kind, rate, share, st.AddedMedian, st.AddedP95, st.GoodputKbit, v)
+	}
+	tw.Flush()
+	for _, c := range []struct {
+		name string
+		ch   tune.Choice
+	}{{"download", r.Download}, {"upload", r.Upload}} {
+		l := c.ch.Line
+		fmt.Fprintf(w, "%s: %d kbit/s (%.0f%% of the line's %d): %s\n", c.name, c.ch.RateKbit, 100*float64(c.ch.RateKbit)/float64(max(l.RateKbit, 1)), l.RateKbit, c.ch.Why)
+		if l.BoostKbit > 0 {
+			fmt.Fprintf(w, "  the line gave %d kbit/s goodput in its first seconds and %d sustained: a boost, not the line rate\n", l.BoostKbit, l.GoodputKbit)
+		}
+		switch {
+		case c.ch.Rule95Goodput > 0:
+			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s; tune's rate carries %+d kbit/s of goodput more\n", c.ch.Rule95, c.ch.GoodputKbit-c.ch.Rule95Goodput)
+		case c.ch.Rule95 > 0:
+			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s, which misses %s here\n", c.ch.Rule95, r.Target.Name)
+		}
+	}
+	if o.Confirm != nil {
+		fmt.Fprintf(w, "confirming test: grade %s", o.Confirm.Grades.DSLReports)
+		for _, ph := range o.Confirm.Phases {
+			if ph.Grade != "" {
+				fmt.Fprintf(w, ", %s +%.1f/+%.1f ms", ph.Name, ph.AddedMedian, ph.AddedP95)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	switch {
+	case o.Written:
+		fmt.Fprintf(w, "written to the config (was %d/%d; sqmkit tune --undo restores it); test time %s\n", o.Old.Download, o.Old.Upload, o.Spent.Round(time.Second))
+	default:
+		fmt.Fprintf(w, "nothing written; the shaper is back at its rates (--write stores these); test time %s\n", o.Spent.Round(time.Second))
+	}
+}

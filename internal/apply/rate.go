@@ -1,0 +1,192 @@
+package apply
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
+)
+
+// Changed is the state of a queue whose rates a Rate call moved.
+const Changed State = "changed"
+
+// Rates are new shaper rates in kbit/s; 0 keeps a direction's running rate.
+type Rates struct{ Download, Upload int }
+
+// Rate moves a running queue to new rates without tearing its tree down
+// (docs/design.md, "Rate changes"): the running tree is planned at the
+// rates the kernel holds, must match that plan exactly, and then one tc
+// batch of `change` lines (plan.Change) carries it to the plan at the new
+// rates, with the values the planner derives from a rate (htb burst and
+// quantum, the fq_codel leaf's limit) recomputed. A refused batch is rolled
+// back by the reverse change and the kernel read back, so the result says
+// what it holds; an accepted batch is trusted, as a start's is. The new
+// rates are kept in o.RateDir for status, the doctor and hotplug starts.
+// Costs one read of the live tree and one tc -batch.
+func Rate(t Target, to Rates, by string, o Options) Result {
+	r := Result{Section: t.Queue.Section, Device: t.Queue.Interface}
+	release, err := o.Locks.acquire(r.Device, false)
+	if err != nil {
+		r.State, r.Err = Failed, err
+		return r
+	}
+	defer release()
+	from, next, err := o.ratePlans(t, to)
+	if err != nil {
+		r.State, r.Err = Failed, err
+		o.log("%s: rate not changed: %v", r.Device, err)
+		return r
+	}
+	r.Plan = next
+	var lines, back [][]string
+	for j := range next.Dirs {
+		r.Dirs = append(r.Dirs, DirResult{Direction: next.Dirs[j].Direction, Device: next.Dirs[j].Device})
+		fwd, err := plan.Change(from.Dirs[j], next.Dirs[j])
+		if err != nil {
+			r.State, r.Err = Failed, err
+			return r
+		}
+		rev, _ := plan.Change(next.Dirs[j], from.Dirs[j])
+		lines, back = append(lines, fwd...), append(back, rev...)
+	}
+	if len(lines) == 0 {
+		r.State, r.Err = Skipped, errors.New("already at these rates; nothing changed")
+		return r
+	}
+	if o.DryRun != nil {
+		r.State = DryRun
+		fmt.Fprintf(o.DryRun, "# %s: rate change on %s (%s)\n", next.Section, next.Device, next.Backend)
+		writeBatch(o.DryRun, "tc", lines)
+		return r
+	}
+	_, err = o.Kernel.Batch("tc", false, lines)
+	if err != nil {
+		// The lines before the refused one did apply: undo them all. A
+		// reverse change of a node that was never changed is harmless.
+		o.Kernel.Batch("tc", true, back)
+		r.State, r.Err = Failed, fmt.Errorf("rate change refused, rolled back: %w", err)
+		o.log("%s: %v", r.Device, r.Err)
+		if bad := o.differs(from); bad != nil {
+			r.Err = fmt.Errorf("%w; after the rollback the tree differs from the previous rates (%v): run sqmkit start", r.Err, bad)
+		}
+		return r
+	}
+	r.State = Changed
+	o.log("%s: rates changed to %s (%d tc lines, no teardown)", r.Device, describe(next), len(lines))
+	if o.RateDir != "" {
+		if err := ratestate.Save(o.RateDir, r.Device, ratestate.Rates{Download: rateIn(next, plan.Ingress), Upload: rateIn(next, plan.Egress), By: by, At: time.Now().UTC()}); err != nil {
+			o.log("%s: rates changed, but not remembered (%v); status will report a drift", r.Device, err)
+		}
+	}
+	return r
+}
+
+// ratePlans plans the queue at the rates the kernel runs (from) and at the
+// new ones (to); from must match the live tree exactly, or the change is
+// refused: a tree that differs is a start's job, not a rate change's.
+func (o *Options) ratePlans(t Target, to Rates) (from, next *plan.Plan, err error) {
+	cur, err := o.build(t.Queue, t.Facts)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := o.Kernel.Read(o.devices(cur.Device, cur.IFB)...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the live tree: %w", err)
+	}
+	live, want := t.Queue, t.Queue
+	for _, d := range cur.Dirs {
+		k, ok := drift.Rate(d, s)
+		if !ok {
+			return nil, nil, fmt.Errorf("%s %s is not shaped by sqmkit (no %s root); run sqmkit start first", d.Device, d.Direction, d.Tree[0].Kind)
+		}
+		setRate(&live, d.Direction, k)
+		setRate(&want, d.Direction, k)
+	}
+	for _, c := range []struct {
+		dir  plan.Direction
+		kbit int
+		opt  string
+	}{{plan.Ingress, to.Download, "download"}, {plan.Egress, to.Upload, "upload"}} {
+		if c.kbit == 0 {
+			continue
+		}
+		if rateOf(t.Queue, c.dir) == 0 {
+			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: c.opt, Value: fmt.Sprint(c.kbit), Why: "this queue does not shape its " + c.opt, Fix: "set " + c.opt + " in the config and run sqmkit start"}
+		}
+		if c.kbit < 0 {
+			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: c.opt, Value: fmt.Sprint(c.kbit), Why: "a rate is a positive number of kbit/s", Fix: "give the new rate in kbit/s, e.g. 35000"}
+		}
+		setRate(&want, c.dir, c.kbit)
+	}
+	if from, err = o.build(live, t.Facts); err != nil {
+		return nil, nil, err
+	}
+	if bad := drift.Compare(from, s); len(bad) > 0 {
+		return nil, nil, fmt.Errorf("the running tree is not the planned one at its own rates (%v); run sqmkit start", bad[0])
+	}
+	if next, err = o.build(want, t.Facts); err != nil {
+		return nil, nil, err
+	}
+	return from, next, nil
+}
+
+// differs reads the queue's devices back and returns the first difference
+// from p, or nil.
+func (o *Options) differs(p *plan.Plan) error {
+	s, err := o.Kernel.Read(o.devices(p.Device, p.IFB)...)
+	if err != nil {
+		return err
+	}
+	if d := drift.Compare(p, s); len(d) > 0 {
+		return errors.New(d[0].String())
+	}
+	return nil
+}
+
+func setRate(q *config.Queue, d plan.Direction, kbit int) {
+	if d == plan.Ingress {
+		q.Download = kbit
+	} else {
+		q.Upload = kbit
+	}
+}
+
+func rateOf(q config.Queue, d plan.Direction) int {
+	if d == plan.Ingress {
+		return q.Download
+	}
+	return q.Upload
+}
+
+// rateIn is the planned rate of direction d, 0 when p does not shape it.
+func rateIn(p *plan.Plan, d plan.Direction) int {
+	for _, x := range p.Dirs {
+		if x.Direction == d {
+			return x.RateKbit
+		}
+	}
+	return 0
+}
+
+func describe(p *plan.Plan) string {
+	s := ""
+	for _, d := range p.Dirs {
+		if s != "" {
+			s += ", "
+		}
+		s += fmt.Sprintf("%s %d kbit/s", d.Direction, d.RateKbit)
+	}
+	return s
+}
+
+// forgetRates drops the rates kept for iface; a failure only costs a note,
+// since a later status would report the difference.
+func (o *Options) forgetRates(iface string) {
+	if err := ratestate.Clear(o.RateDir, iface); err != nil {
+		o.log("%s: cannot forget the rates set by sqmkit rate: %v", iface, err)
+	}
+}

@@ -1,0 +1,114 @@
+package tune
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/bbtest"
+)
+
+// Live is the Link of a running queue: rates change through apply.Rate
+// (tc change, no teardown), phases are `sqmkit test` runs against a
+// `sqmkit serve` past the bottleneck.
+type Live struct {
+	Target apply.Target
+	Opts   apply.Options
+	Test   bbtest.Config // server, family, token, streams, probe interval
+	// Phase lengths: Idle before (the baseline) and after each phase, Step
+	// for a search step, Line for the line measurement (long enough for a
+	// cable boost to be spent).
+	Idle, Step, Line time.Duration
+	// Spent is the test time used so far (idle and load); a phase that
+	// would take it past Budget (0: none) is not started.
+	Spent, Budget time.Duration
+}
+
+// Default phase lengths: a 1 s idle baseline holds 100 probes at 10 ms; 6 s
+// of load reaches a steady queue at broadband rates (TCP fills any buffer
+// up to a second deep within 2–3 s); 12 s of line measurement leaves the
+// second half past a boost of a few seconds.
+const (
+	DefaultIdle = time.Second
+	DefaultStep = 6 * time.Second
+	DefaultLine = 12 * time.Second
+)
+
+// SetRates changes the running shaper's rates.
+func (l *Live) SetRates(_ context.Context, down, up int) error {
+	r := apply.Rate(l.Target, apply.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)
+	if r.State == apply.Failed {
+		return r.Err
+	}
+	return nil
+}
+
+// Load runs one loaded phase of kind k.
+func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	cfg := l.Test
+	cfg.Idle, cfg.Download, cfg.Upload, cfg.Bidir = l.Idle, 0, 0, 0
+	n := l.Step
+	if line {
+		n = l.Line
+	}
+	switch k {
+	case Download:
+		cfg.Download = n
+	case Upload:
+		cfg.Upload = n
+	case Bidir:
+		cfg.Bidir = n
+	}
+	if l.Budget > 0 && l.Spent+2*l.Idle+n > l.Budget {
+		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
+	}
+	res, err := bbtest.Run(ctx, cfg)
+	l.Spent += 2*l.Idle + n
+	if err != nil {
+		return Phase{}, err
+	}
+	if res.Incomplete != "" {
+		return Phase{}, fmt.Errorf("the test against the server was incomplete: %s", res.Incomplete)
+	}
+	return phaseOf(res, k)
+}
+
+// phaseOf takes kind k's phase out of a test result, with its goodput per
+// second.
+func phaseOf(res *bbresult.Result, k Kind) (Phase, error) {
+	for _, ph := range res.Phases {
+		if ph.Name != string(k) {
+			continue
+		}
+		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95,
+			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000))}
+		// per-second means of the samples inside the phase
+		var sum float64
+		var cnt int
+		sec := ph.Start + 1
+		for _, s := range res.Samples.Throughput {
+			if s.T <= ph.Start || s.T > ph.End {
+				continue
+			}
+			for s.T > sec {
+				if cnt > 0 {
+					p.PerSecond = append(p.PerSecond, int(math.Round(sum/float64(cnt)*1000)))
+				}
+				sum, cnt, sec = 0, 0, sec+1
+			}
+			v := s.Download
+			if k == Upload {
+				v = s.Upload
+			}
+			sum, cnt = sum+v, cnt+1
+		}
+		if cnt > 0 && sec <= ph.End+1e-9 {
+			p.PerSecond = append(p.PerSecond, int(math.Round(sum/float64(cnt)*1000)))
+		}
+		return p, nil
+	}
+	return Phase{}, fmt.Errorf("the test returned no %s phase", k)
+}

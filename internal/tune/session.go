@@ -1,0 +1,169 @@
+package tune
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
+)
+
+// Session is one `sqmkit tune`: a search on a running queue, a confirming
+// full test, and then either the rates written to the config or the
+// shaper put back where it was.
+type Session struct {
+	Live   *Live
+	Target Target
+	Budget time.Duration // total test time; 0: no limit
+	Write  bool
+	Root   string // for the config and the undo file
+	File   string // the SQM config; "" is ROOT/etc/config/sqm
+	Log    func(string)
+}
+
+// Outcome is what a session did.
+type Outcome struct {
+	Report  *Report
+	Confirm *bbresult.Result // the full test at the chosen rates
+	Written bool
+	Old     config.Rates // the configured rates before --write
+	Spent   time.Duration
+}
+
+// undoPath keeps the rates a --write replaced, for --undo.
+func undoPath(root string) string { return filepath.Join(root, "etc", "sqmkit", "tune-undo.json") }
+
+type undo struct {
+	Section string       `json:"section"`
+	Old     config.Rates `json:"old"`
+	New     config.Rates `json:"new"`
+	At      time.Time    `json:"at"`
+}
+
+// Run tunes. Whatever happens (an interrupt, a lost server, a failed
+// step, a confirm that misses), the shaper ends at the rates it had
+// unless the new ones were written: the restore runs on its own context,
+// so a cancelled ctx still restores.
+func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
+	l := s.Live
+	q := l.Target.Queue
+	if q.Download == 0 || q.Upload == 0 {
+		return nil, &config.FieldError{Section: q.Section, Option: "download", Value: fmt.Sprintf("%d/%d", q.Download, q.Upload),
+			Why: "tune searches both directions and needs both shaped", Fix: "set download and upload (any rate near the line's) and run sqmkit start"}
+	}
+	if st := apply.Inspect([]apply.Target{l.Target}, l.Opts)[0]; !st.Matches() {
+		why := st.Err
+		if why == nil {
+			why = errors.New(st.Diffs[0].String())
+		}
+		return nil, fmt.Errorf("%s is not shaped as planned (%v); run sqmkit start first", q.Interface, why)
+	}
+	orig := config.Rates{Download: q.Download, Upload: q.Upload}
+	o = &Outcome{}
+	defer func() {
+		o.Spent = l.Spent
+		if o.Written {
+			return
+		}
+		r := apply.Rate(l.Target, apply.Rates{Download: orig.Download, Upload: orig.Upload}, "sqmkit tune", l.Opts)
+		switch {
+		case r.State == apply.Failed:
+			err = fmt.Errorf("%w; restoring %d/%d kbit/s failed too: %v (run sqmkit start)", err, orig.Download, orig.Upload, r.Err)
+		default:
+			s.log("rates restored to %d/%d kbit/s", orig.Download, orig.Upload)
+			// the configured rates run again: nothing to remember
+			ratestate.Clear(l.Opts.RateDir, q.Interface)
+		}
+	}()
+	l.Budget = s.Budget
+	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(q),
+		Progress: s.Log}
+	if o.Report, err = Search(ctx, l, cfg); err != nil {
+		return o, err
+	}
+	d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
+	s.log("confirming %d/%d kbit/s with a full test", d, u)
+	full := l.Test
+	full.Idle, full.Download, full.Upload, full.Bidir = 2*time.Second, l.Step, l.Step, l.Step
+	o.Confirm, err = bbtest.Run(ctx, full)
+	l.Spent += 4*time.Second + 3*l.Step
+	if err != nil {
+		return o, fmt.Errorf("confirming test: %w", err)
+	}
+	for _, ph := range o.Confirm.Phases {
+		if ph.Grade != "" && !meets(s.Target, ph.AddedMedian, ph.AddedP95) {
+			return o, fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms); nothing written", s.Target.Name, ph.Name, ph.AddedMedian, ph.AddedP95)
+		}
+	}
+	if !s.Write {
+		return o, nil
+	}
+	if o.Old, err = config.WriteRates(s.Root, s.File, q.Section, config.Rates{Download: d, Upload: u}); err != nil {
+		return o, err
+	}
+	o.Written = true
+	ratestate.Clear(l.Opts.RateDir, q.Interface) // the config says it now
+	b, _ := json.MarshalIndent(undo{Section: q.Section, Old: o.Old, New: config.Rates{Download: d, Upload: u}, At: time.Now().UTC()}, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(undoPath(s.Root)), 0o755); err == nil {
+		err = os.WriteFile(undoPath(s.Root), b, 0o644)
+	}
+	if err != nil {
+		s.log("written, but the undo record was not (%v); the old rates were %d/%d", err, o.Old.Download, o.Old.Upload)
+	}
+	return o, nil
+}
+
+// Undo writes back the rates the last --write replaced and moves the
+// running shaper to them (when it runs).
+func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, error) {
+	b, err := os.ReadFile(undoPath(root))
+	if err != nil {
+		return config.Rates{}, fmt.Errorf("nothing to undo: %w", err)
+	}
+	var u undo
+	if err := json.Unmarshal(b, &u); err != nil {
+		return config.Rates{}, fmt.Errorf("%s: %w", undoPath(root), err)
+	}
+	if u.Section != t.Queue.Section {
+		return config.Rates{}, fmt.Errorf("the last tune --write changed section %s, not %s", u.Section, t.Queue.Section)
+	}
+	if _, err := config.WriteRates(root, file, u.Section, u.Old); err != nil {
+		return config.Rates{}, err
+	}
+	if r := apply.Rate(t, apply.Rates{Download: u.Old.Download, Upload: u.Old.Upload}, "sqmkit tune --undo", opts); r.State == apply.Failed {
+		return u.Old, fmt.Errorf("config restored; the running shaper kept its rates (%v): run sqmkit start", r.Err)
+	}
+	ratestate.Clear(opts.RateDir, t.Queue.Interface)
+	return u.Old, os.Remove(undoPath(root))
+}
+
+func (s *Session) log(format string, a ...any) {
+	if s.Log != nil {
+		s.Log(fmt.Sprintf(format, a...))
+	}
+}
+
+// open is a rate far above any line the configured rate was near: the
+// shaper stays in place but never limits while the line is measured.
+func open(configured int) int { return min(configured*4, 10_000_000) }
+
+// RatePerGoodput is the shaper rate one kbit/s of TCP goodput needs on
+// q's link: the shaper counts IP and TCP headers (52 bytes with
+// timestamps) and the configured link overhead (or Ethernet's 14 when
+// none is set), goodput only the payload.
+func RatePerGoodput(q config.Queue) float64 {
+	const mtu, tcpip = 1500.0, 52.0
+	over := float64(q.Overhead)
+	if q.LinkLayer == config.LinkNone || over == 0 {
+		over = 14
+	}
+	return (mtu + over) / (mtu - tcpip)
+}

@@ -1,0 +1,176 @@
+package tune
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbserver"
+	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
+	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
+	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
+)
+
+// fakeKernel adapts tcfake to apply.Kernel (the simulated kernel shapes
+// nothing: loopback traffic is never bloated, so tune finds the line rate).
+type fakeKernel struct{ *tcfake.Kernel }
+
+func (f fakeKernel) Link(name string) apply.Link {
+	e, u, r := f.Kernel.Link(name)
+	return apply.Link{Exists: e, Up: u, Routable: r}
+}
+
+const sqmFile = `# tuned by hand before
+config queue 'wan'
+	option enabled '1'
+	option interface 'wan'
+	option download '20000'
+	option upload '10000'
+	option qdisc 'cake'
+`
+
+// session starts the queue of sqmFile on a fake kernel and returns a
+// session against an in-process server.
+func session(t *testing.T, write bool) (*Session, fakeKernel, func()) {
+	t.Helper()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte(sqmFile), 0o644)
+	qs, err := config.Resolve(root, "", nil, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fakeKernel{&tcfake.Kernel{}}
+	k.AddDevice("wan", true)
+	tg := apply.Target{Queue: qs[0], Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Kind: "veth"}}
+	opts := apply.Options{Kernel: k, RateDir: t.TempDir(), Log: func(s string) { t.Log(s) }}
+	if r := apply.Start([]apply.Target{tg}, opts)[0]; r.State != apply.Started {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	addr, stop := bbservertest.Serve(t, "127.0.0.1", bbserver.Config{MaxBytes: 1e15, MaxTests: 1000, PerIP: 1000})
+	test := bbtest.Config{Server: addr, Streams: 2, ProbeInterval: 10 * time.Millisecond}
+	return &Session{
+		Live:   &Live{Target: tg, Opts: opts, Test: test, Idle: 200 * time.Millisecond, Step: 400 * time.Millisecond, Line: 4 * time.Second},
+		Target: APlus, Write: write, Root: root, Log: func(s string) { t.Log(s) },
+	}, k, stop
+}
+
+// atRates says whether the kernel holds the queue's plan at down/up.
+func atRates(t *testing.T, s *Session, k fakeKernel, down, up int) bool {
+	t.Helper()
+	q := s.Live.Target.Queue
+	q.Download, q.Upload = down, up
+	p, err := plan.Build(q, s.Live.Target.Facts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := k.Read("wan", "ifb4wan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(drift.Compare(p, snap)) == 0
+}
+
+func TestSessionWriteUndo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs about 15 s of loopback tests")
+	}
+	s, k, _ := session(t, true)
+	o, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
+	if !o.Written || o.Old != (config.Rates{Download: 20000, Upload: 10000}) || d == 0 || u == 0 {
+		t.Fatalf("outcome %+v", o)
+	}
+	if !atRates(t, s, k, d, u) {
+		t.Errorf("the kernel is not at the written rates %d/%d", d, u)
+	}
+	b, _ := os.ReadFile(filepath.Join(s.Root, "etc/config/sqm"))
+	if !strings.Contains(string(b), "# tuned by hand before") || !strings.Contains(string(b), "option download '") {
+		t.Errorf("config after --write:\n%s", b)
+	}
+	qs, _ := config.Resolve(s.Root, "", nil, "")
+	if qs[0].Download != d || qs[0].Upload != u {
+		t.Errorf("config holds %d/%d, tune chose %d/%d", qs[0].Download, qs[0].Upload, d, u)
+	}
+	tg := s.Live.Target
+	tg.Queue = qs[0]
+	old, err := Undo(s.Root, "", tg, s.Live.Opts)
+	if err != nil || old != (config.Rates{Download: 20000, Upload: 10000}) {
+		t.Fatalf("undo: %+v %v", old, err)
+	}
+	if !atRates(t, s, k, 20000, 10000) {
+		t.Error("undo left the kernel at the tuned rates")
+	}
+	if qs, _ := config.Resolve(s.Root, "", nil, ""); qs[0].Download != 20000 || qs[0].Upload != 10000 {
+		t.Errorf("undo left the config at %d/%d", qs[0].Download, qs[0].Upload)
+	}
+	if _, err := Undo(s.Root, "", tg, s.Live.Opts); err == nil || !strings.Contains(err.Error(), "nothing to undo") {
+		t.Errorf("second undo: %v", err)
+	}
+}
+
+// Without --write, and whenever the search fails (a server that goes
+// away, an interrupt, a spent budget), the shaper ends at its old rates
+// and the config is untouched.
+func TestSessionRestores(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs loopback tests of several seconds")
+	}
+	for _, c := range []struct {
+		name string
+		do   func(s *Session, stop func()) context.Context
+		want string // in the error; "" for success
+	}{
+		{"no write", func(*Session, func()) context.Context { return context.Background() }, ""},
+		{"server goes away", func(_ *Session, stop func()) context.Context {
+			time.AfterFunc(6*time.Second, stop)
+			return context.Background()
+		}, "server"},
+		{"interrupted", func(*Session, func()) context.Context {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(5*time.Second, cancel)
+			return ctx
+		}, "cancel"},
+		{"budget", func(s *Session, _ func()) context.Context { s.Budget = 7 * time.Second; return context.Background() }, "budget"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, k, stop := session(t, false)
+			ctx := c.do(s, stop)
+			o, err := s.Run(ctx)
+			switch {
+			case c.want == "" && err != nil:
+				t.Fatal(err)
+			case c.want != "" && (err == nil || !strings.Contains(strings.ToLower(err.Error()), c.want)):
+				t.Fatalf("want an error about %q, got %v", c.want, err)
+			}
+			if o.Written {
+				t.Error("written without --write")
+			}
+			if !atRates(t, s, k, 20000, 10000) {
+				t.Error("the shaper was not restored to 20000/10000")
+			}
+			if b, _ := os.ReadFile(filepath.Join(s.Root, "etc/config/sqm")); string(b) != sqmFile {
+				t.Errorf("config changed:\n%s", b)
+			}
+		})
+	}
+}
+
+func TestSessionRefusesUnshaped(t *testing.T) {
+	s, k, _ := session(t, false)
+	k.Batch("tc", true, [][]string{{"qdisc", "del", "dev", "wan", "root"}})
+	if _, err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "run sqmkit start first") {
+		t.Errorf("unshaped queue: %v", err)
+	}
+}

@@ -1,0 +1,377 @@
+// Package tune finds, per direction, the highest shaper rate whose loaded
+// phase still meets a latency target: the session every SQM guide leaves
+// to its reader ("set 90–95 %, test, read the plot, lower it, try again"),
+// done by the tool that owns the shaper and the test (docs/design.md,
+// "Tuning"). The search is pure: it drives a Link, which the live code
+// backs with `sqmkit rate` and `sqmkit test` phases and the tests with a
+// simulated link.
+package tune
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+)
+
+// Kind is a loaded phase.
+type Kind string
+
+const (
+	Download Kind = "download"
+	Upload   Kind = "upload"
+	Bidir    Kind = "bidirectional"
+)
+
+// Target is the latency a rate must keep in its loaded phase.
+type Target struct {
+	Name     string
+	MedianMs float64 // added latency, median
+	P95Ms    float64 // added latency, 95th percentile
+}
+
+// The targets: A+ is the lab's bar (and the grade's 5 ms); A keeps the
+// same 1:3 ratio of median to p95 under the grade's 30 ms.
+var (
+	APlus = Target{"A+", 5, 15}
+	A     = Target{"A", 30, 90}
+)
+
+// Targets by name.
+var Targets = map[string]Target{"A+": APlus, "A": A}
+
+// Phase is one loaded phase's outcome.
+type Phase struct {
+	AddedMedian, AddedP95 float64 // ms
+	DownKbit, UpKbit      int     // goodput
+	// PerSecond is the goodput of the loaded direction per second (the
+	// line measurement's boost detection reads it).
+	PerSecond []int
+}
+
+func (p Phase) goodput(k Kind) int {
+	if k == Upload {
+		return p.UpKbit
+	}
+	return p.DownKbit
+}
+
+// Link is what a search drives.
+type Link interface {
+	// SetRates moves the shaper; 0 keeps a direction's rate.
+	SetRates(ctx context.Context, down, up int) error
+	// Load runs one loaded phase of kind; line marks the long unshaped
+	// measurement of the line itself.
+	Load(ctx context.Context, k Kind, line bool) (Phase, error)
+}
+
+// Config is one search.
+type Config struct {
+	Target Target
+	// Open are rates far above the line: the shaper stays on the path but
+	// never limits, so the line itself is measured.
+	OpenDown, OpenUp int
+	// RatePerGoodput converts TCP goodput to the shaper's rate: the framing
+	// (IP, TCP, link overhead) the shaper counts and goodput does not.
+	RatePerGoodput float64
+	// Resolution is the search's step, a share of the line rate.
+	Resolution float64
+	Progress   func(string) // one line per step
+}
+
+// Line is a measured line rate.
+type Line struct {
+	GoodputKbit int // sustained: the median of the last half of the phase
+	RateKbit    int // the shaper rate that carries that goodput
+	// BoostKbit is the goodput of the first seconds when it was more than
+	// BoostRatio of the sustained one: a cable modem's token-bucket boost,
+	// which a one-off speed test reports as the line rate. 0: none seen.
+	BoostKbit int
+}
+
+// BoostRatio: first-seconds goodput above this share of the sustained one
+// is a boost, not noise (TCP's slow start undershoots, it never
+// overshoots by a tenth for seconds).
+const BoostRatio = 1.1
+
+// Step is one rate tried.
+type Step struct {
+	Kind                  Kind
+	RateKbit              int     // of the direction searched; the other one's in Other
+	Other                 int     // bidirectional: the upload rate
+	Share                 float64 // of the line rate
+	AddedMedian, AddedP95 float64
+	GoodputKbit           int
+	Pass                  bool
+	Again                 bool // borderline: measured twice, judged on the mean
+}
+
+// Choice is one direction's result.
+type Choice struct {
+	Line     Line
+	RateKbit int
+	Rule95   int    // 95 % of the measured line rate: the usual advice
+	Why      string // how the rate was chosen
+	// GoodputKbit at the chosen rate and at the 95 % rule's rate (as the
+	// search measured it; 0 when not measured).
+	GoodputKbit, Rule95Goodput int
+}
+
+// Report is a whole search.
+type Report struct {
+	Target         Target
+	Download       Choice
+	Upload         Choice
+	Steps          []Step
+	BidirLowered   int // times both rates were lowered for the bidirectional phase
+	BidirMedian    float64
+	BidirP95       float64
+	BidirGoodputDn int
+	BidirGoodputUp int
+}
+
+// ErrNoRate: no rate down to Floor of the line met the target.
+var ErrNoRate = errors.New("no rate meets the target")
+
+// Floor is the lowest share of the line searched: below half the line, a
+// link that still misses the target has a problem a shaper cannot fix
+// (Wi-Fi in the path, a saturated CPU).
+const Floor = 0.5
+
+// borderline is how close to a bar a measurement must be to be measured
+// again: within this share of the bar either way.
+const borderline = 0.25
+
+// Search finds the rates. On error the Link is left wherever the search
+// was: the caller restores the rates it started with.
+func Search(ctx context.Context, l Link, c Config) (*Report, error) {
+	if c.Resolution <= 0 {
+		c.Resolution = 0.01
+	}
+	r := &Report{Target: c.Target}
+	s := &search{l: l, c: c, r: r}
+	if err := l.SetRates(ctx, c.OpenDown, c.OpenUp); err != nil {
+		return r, err
+	}
+	for _, k := range []Kind{Download, Upload} {
+		line, err := s.line(ctx, k)
+		if err != nil {
+			return r, err
+		}
+		s.choice(k).Line = line
+	}
+	// Search one direction with the other at its line rate: shaped, so
+	// its ACKs and probes do not queue in the modem, never limiting.
+	if err := l.SetRates(ctx, 0, r.Upload.Line.RateKbit); err != nil {
+		return r, err
+	}
+	for _, k := range []Kind{Download, Upload} {
+		if err := s.direction(ctx, k); err != nil {
+			return r, err
+		}
+	}
+	return r, s.bidir(ctx)
+}
+
+type search struct {
+	l Link
+	c Config
+	r *Report
+}
+
+func (s *search) choice(k Kind) *Choice {
+	if k == Upload {
+		return &s.r.Upload
+	}
+	return &s.r.Download
+}
+
+func (s *search) say(format string, a ...any) {
+	if s.c.Progress != nil {
+		s.c.Progress(fmt.Sprintf(format, a...))
+	}
+}
+
+// line measures the unshaped line in direction k.
+func (s *search) line(ctx context.Context, k Kind) (Line, error) {
+	s.say("%s: measuring the line (shaper open)", k)
+	p, err := s.l.Load(ctx, k, true)
+	if err != nil {
+		return Line{}, err
+	}
+	ps := p.PerSecond
+	if len(ps) < 4 {
+		return Line{}, fmt.Errorf("%s line measurement: %d seconds of goodput, want at least 4", k, len(ps))
+	}
+	tail := slices.Clone(ps[len(ps)/2:])
+	slices.Sort(tail)
+	l := Line{GoodputKbit: tail[len(tail)/2]}
+	// seconds 2-3: past slow start, inside any boost worth the name
+	first := (ps[1] + ps[2]) / 2
+	if float64(first) > BoostRatio*float64(l.GoodputKbit) {
+		l.BoostKbit = first
+	}
+	l.RateKbit = int(math.Round(float64(l.GoodputKbit) * s.c.RatePerGoodput))
+	if l.GoodputKbit <= 0 {
+		return l, fmt.Errorf("%s: no goodput through the line; is the server reachable and the link up?", k)
+	}
+	msg := fmt.Sprintf("%s line: %d kbit/s goodput sustained (shaper rate %d)", k, l.GoodputKbit, l.RateKbit)
+	if l.BoostKbit > 0 {
+		msg += fmt.Sprintf("; %d kbit/s in the first seconds was a boost, not the line", l.BoostKbit)
+	}
+	s.say("%s", msg)
+	return l, nil
+}
+
+// try sets direction k to rate and judges one loaded phase, measuring a
+// borderline one again.
+func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
+	down, up := rate, 0
+	if k == Upload {
+		down, up = 0, rate
+	}
+	if err := s.l.SetRates(ctx, down, up); err != nil {
+		return Step{}, err
+	}
+	st := Step{Kind: k, RateKbit: rate, Share: float64(rate) / float64(s.choice(k).Line.RateKbit)}
+	p, err := s.l.Load(ctx, k, false)
+	if err != nil {
+		return st, err
+	}
+	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.goodput(k)
+	if near(s.c.Target, st.AddedMedian, st.AddedP95) {
+		q, err := s.l.Load(ctx, k, false)
+		if err != nil {
+			return st, err
+		}
+		st.Again = true
+		st.AddedMedian = (st.AddedMedian + q.AddedMedian) / 2
+		st.AddedP95 = (st.AddedP95 + q.AddedP95) / 2
+		st.GoodputKbit = (st.GoodputKbit + q.goodput(k)) / 2
+	}
+	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
+	s.r.Steps = append(s.r.Steps, st)
+	verdict := "meets " + s.c.Target.Name
+	if !st.Pass {
+		verdict = "misses " + s.c.Target.Name
+	}
+	again := ""
+	if st.Again {
+		again = " (borderline, mean of two)"
+	}
+	s.say("%s at %d kbit/s (%.0f%% of line): +%.1f/+%.1f ms, %d kbit/s goodput: %s%s",
+		k, rate, 100*st.Share, st.AddedMedian, st.AddedP95, st.GoodputKbit, verdict, again)
+	return st, nil
+}
+
+func meets(t Target, med, p95 float64) bool { return med <= t.MedianMs && p95 <= t.P95Ms }
+
+// near: within borderline of either bar, on either side.
+func near(t Target, med, p95 float64) bool {
+	in := func(v, bar float64) bool { return math.Abs(v-bar) <= borderline*bar }
+	return in(med, t.MedianMs) || in(p95, t.P95Ms)
+}
+
+// direction bisects direction k's rate between Floor and the line rate,
+// starting where the usual advice does (95 %), to c.Resolution.
+func (s *search) direction(ctx context.Context, k Kind) error {
+	c := s.choice(k)
+	line := c.Line.RateKbit
+	at := func(share float64) int { return int(math.Round(share * float64(line))) }
+	c.Rule95 = at(0.95)
+	step := max(at(s.c.Resolution), 1)
+	st, err := s.try(ctx, k, c.Rule95)
+	if err != nil {
+		return err
+	}
+	var lo, hi int // lo meets the target, hi does not
+	if st.Pass {
+		c.Rule95Goodput = st.GoodputKbit
+		top, err := s.try(ctx, k, line)
+		if err != nil {
+			return err
+		}
+		if top.Pass {
+			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
+			c.Why = fmt.Sprintf("the line meets %s even at its full rate: not bloated here, shaped at the line rate", s.c.Target.Name)
+			return nil
+		}
+		lo, hi = c.Rule95, line
+		c.GoodputKbit = st.GoodputKbit
+	} else {
+		floor, err := s.try(ctx, k, at(Floor))
+		if err != nil {
+			return err
+		}
+		if !floor.Pass {
+			return fmt.Errorf("%s: %w down to %.0f%% of the line (%d kbit/s: +%.1f/+%.1f ms); something other than the line's buffer adds the delay (Wi-Fi, CPU)",
+				k, ErrNoRate, 100*Floor, floor.RateKbit, floor.AddedMedian, floor.AddedP95)
+		}
+		lo, hi = floor.RateKbit, c.Rule95
+		c.GoodputKbit = floor.GoodputKbit
+	}
+	for hi-lo > step {
+		mid := (lo + hi) / 2
+		st, err := s.try(ctx, k, mid)
+		if err != nil {
+			return err
+		}
+		if st.Pass {
+			lo, c.GoodputKbit = mid, st.GoodputKbit
+		} else {
+			hi = mid
+		}
+	}
+	c.RateKbit = lo
+	c.Why = fmt.Sprintf("the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", s.c.Target.Name, lo, hi)
+	return s.l.SetRates(ctx, pick(k == Download, lo), pick(k == Upload, lo))
+}
+
+func pick(ok bool, v int) int {
+	if ok {
+		return v
+	}
+	return 0
+}
+
+// bidirLowerings bounds how often both rates are lowered for the
+// bidirectional phase, by bidirStep each time.
+const (
+	bidirLowerings = 3
+	bidirStep      = 0.03
+)
+
+// bidir checks both directions loaded at once at the chosen rates; the
+// ACKs of each direction then share the other's queue, so it can miss
+// where each alone met the target. Both rates come down a little until it
+// meets it.
+func (s *search) bidir(ctx context.Context) error {
+	d, u := &s.r.Download, &s.r.Upload
+	for n := 0; ; n++ {
+		if err := s.l.SetRates(ctx, d.RateKbit, u.RateKbit); err != nil {
+			return err
+		}
+		p, err := s.l.Load(ctx, Bidir, false)
+		if err != nil {
+			return err
+		}
+		st := Step{Kind: Bidir, RateKbit: d.RateKbit, Other: u.RateKbit, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
+			GoodputKbit: p.DownKbit, Pass: meets(s.c.Target, p.AddedMedian, p.AddedP95)}
+		s.r.Steps = append(s.r.Steps, st)
+		s.r.BidirMedian, s.r.BidirP95, s.r.BidirGoodputDn, s.r.BidirGoodputUp = p.AddedMedian, p.AddedP95, p.DownKbit, p.UpKbit
+		s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms", d.RateKbit, u.RateKbit, p.AddedMedian, p.AddedP95)
+		if st.Pass {
+			return nil
+		}
+		if n == bidirLowerings {
+			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering both rates %d times by %.0f%%",
+				ErrNoRate, p.AddedMedian, p.AddedP95, n, 100*bidirStep)
+		}
+		s.r.BidirLowered++
+		for _, c := range []*Choice{d, u} {
+			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
+			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*bidirStep)
+		}
+	}
+}

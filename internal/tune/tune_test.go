@@ -1,0 +1,237 @@
+package tune
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+)
+
+// sim is a simulated link: a line of Line kbit/s (shaper-rate terms) per
+// direction whose added latency under load grows once the shaper rate
+// passes Knee of the line (the queue moves into the modem), with optional
+// noise, a boost at the start of the line measurement, and a server that
+// vanishes after a number of phases.
+type sim struct {
+	down, up   float64 // line rates
+	knee       float64 // share of the line where the latency starts to grow
+	slopeMs    float64 // added ms per 1 % of the line above the knee
+	flat       bool    // never bloated
+	noiseMs    float64
+	boost      float64 // first 5 s of a line phase run at this multiple
+	bidirExtra float64 // ms the bidirectional phase adds
+	failAfter  int     // phases before the server vanishes; 0 never
+	perGood    float64
+
+	rng            *rand.Rand
+	rateD, rateU   float64
+	phases, setsOK int
+}
+
+func newSim() *sim {
+	return &sim{down: 38000, up: 7600, knee: 0.96, slopeMs: 8, perGood: 1.05, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
+func (s *sim) SetRates(_ context.Context, down, up int) error {
+	if down > 0 {
+		s.rateD = float64(down)
+	}
+	if up > 0 {
+		s.rateU = float64(up)
+	}
+	s.setsOK++
+	return nil
+}
+
+// added is the model's latency at share x of the line, without noise.
+func (s *sim) added(x float64) (med, p95 float64) {
+	med, p95 = 1, 4
+	if !s.flat && x > s.knee {
+		over := (x - s.knee) * 100 * s.slopeMs
+		med, p95 = med+over, p95+2*over
+	}
+	return med, p95
+}
+
+func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
+	s.phases++
+	if s.failAfter > 0 && s.phases > s.failAfter {
+		return Phase{}, errors.New("server went away")
+	}
+	var p Phase
+	xd, xu := s.rateD/s.down, s.rateU/s.up
+	good := func(rate, line float64) int { return int(math.Min(rate, line) / s.perGood) }
+	switch k {
+	case Download:
+		p.AddedMedian, p.AddedP95 = s.added(xd)
+		p.DownKbit = good(s.rateD, s.down)
+	case Upload:
+		p.AddedMedian, p.AddedP95 = s.added(xu)
+		p.UpKbit = good(s.rateU, s.up)
+	case Bidir:
+		md, pd := s.added(xd)
+		mu, pu := s.added(xu)
+		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
+		p.DownKbit, p.UpKbit = good(s.rateD, s.down), good(s.rateU, s.up)
+	}
+	if s.noiseMs > 0 {
+		n := (s.rng.Float64()*2 - 1) * s.noiseMs
+		p.AddedMedian, p.AddedP95 = math.Max(0, p.AddedMedian+n), math.Max(0, p.AddedP95+2*n)
+	}
+	if line {
+		g := p.goodput(k)
+		for sec := range 12 {
+			v := g
+			if sec < 5 && s.boost > 0 {
+				v = int(float64(g) * s.boost)
+			}
+			p.PerSecond = append(p.PerSecond, v)
+		}
+	}
+	return p, nil
+}
+
+// best is the highest rate (to 0.1 % of the line) the noiseless model
+// says meets t.
+func (s *sim) best(line float64, t Target) int {
+	for x := 1.0; x > 0.3; x -= 0.001 {
+		m, p := s.added(x)
+		if meets(t, m, p) {
+			return int(x * line)
+		}
+	}
+	return 0
+}
+
+func searchConfig() Config {
+	return Config{Target: APlus, OpenDown: 400000, OpenUp: 80000, RatePerGoodput: 1.05}
+}
+
+func TestSearch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(*sim)
+	}{
+		{"monotone", func(*sim) {}},
+		{"knee low", func(s *sim) { s.knee = 0.85 }},
+		{"noisy", func(s *sim) { s.noiseMs = 1 }},
+		{"steep", func(s *sim) { s.slopeMs = 40 }},
+		{"boost", func(s *sim) { s.boost = 1.2 }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim()
+			tc.setup(s)
+			r, err := Search(context.Background(), s, searchConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []struct {
+				k    Kind
+				c    Choice
+				line float64
+			}{{Download, r.Download, s.down}, {Upload, r.Upload, s.up}} {
+				best := s.best(d.line, APlus)
+				// the lab's acceptance: >= 97 % of the best, never above it by more than 1 %
+				if float64(d.c.RateKbit) < 0.97*float64(best) || float64(d.c.RateKbit) > 1.01*float64(best) {
+					t.Errorf("%s: chose %d kbit/s, best is %d (%s)", d.k, d.c.RateKbit, best, d.c.Why)
+				}
+				if d.c.Rule95 != int(math.Round(0.95*float64(d.c.Line.RateKbit))) {
+					t.Errorf("%s: 95%% rule %d of line %d", d.k, d.c.Rule95, d.c.Line.RateKbit)
+				}
+				if s.boost > 0 && d.c.Line.BoostKbit == 0 {
+					t.Errorf("%s: the boost went unnoticed: %+v", d.k, d.c.Line)
+				}
+				if s.boost == 0 && d.c.Line.BoostKbit != 0 {
+					t.Errorf("%s: a boost where there is none: %+v", d.k, d.c.Line)
+				}
+				// the line measured is the sustained one, boost or not
+				if want := int(d.line / s.perGood); d.c.Line.GoodputKbit != want {
+					t.Errorf("%s: line goodput %d, want %d", d.k, d.c.Line.GoodputKbit, want)
+				}
+			}
+			// few steps: two line phases, a bisection each, a bidirectional check
+			if s.phases > 24 {
+				t.Errorf("%d phases", s.phases)
+			}
+			if s.rateD != float64(r.Download.RateKbit) || s.rateU != float64(r.Upload.RateKbit) {
+				t.Errorf("left the link at %v/%v, chose %d/%d", s.rateD, s.rateU, r.Download.RateKbit, r.Upload.RateKbit)
+			}
+		})
+	}
+}
+
+func TestNotBloated(t *testing.T) {
+	s := newSim()
+	s.flat = true
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Download.RateKbit != r.Download.Line.RateKbit || !strings.Contains(r.Download.Why, "not bloated") {
+		t.Errorf("flat link: %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
+	}
+}
+
+func TestNoRate(t *testing.T) {
+	s := newSim()
+	s.knee = 0.3
+	_, err := Search(context.Background(), s, searchConfig())
+	if !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "50%") {
+		t.Errorf("err %v", err)
+	}
+}
+
+func TestBidirLowers(t *testing.T) {
+	s := newSim()
+	s.knee = 0.9
+	s.slopeMs = 1 // a gentle curve: a few % lower buys the bidirectional phase back
+	s.bidirExtra = 2
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BidirLowered == 0 || r.BidirMedian > APlus.MedianMs {
+		t.Errorf("lowered %d times, bidirectional +%.1f ms", r.BidirLowered, r.BidirMedian)
+	}
+	s = newSim()
+	s.bidirExtra = 50
+	if _, err := Search(context.Background(), s, searchConfig()); !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "bidirectional") {
+		t.Errorf("hopeless bidirectional: %v", err)
+	}
+}
+
+// A server that vanishes mid-search ends it with the error; the caller
+// restores the rates (cmd/sqmkit's tune does, and its test checks it).
+func TestServerVanishes(t *testing.T) {
+	for n := 1; n < 12; n++ {
+		s := newSim()
+		s.failAfter = n
+		if _, err := Search(context.Background(), s, searchConfig()); err == nil || !strings.Contains(err.Error(), "server went away") {
+			t.Errorf("after %d phases: %v", n, err)
+		}
+	}
+}
+
+func TestBorderlineMeasuredTwice(t *testing.T) {
+	s := newSim()
+	s.noiseMs = 0.5
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := 0
+	for _, st := range r.Steps {
+		m, p := st.AddedMedian, st.AddedP95
+		if st.Again {
+			again++
+		}
+		if st.Kind != Bidir && !st.Again && near(APlus, m, p) {
+			t.Errorf("borderline step measured once: %+v", st)
+		}
+	}
+	if again == 0 {
+		t.Error("no step was borderline; the test does not test")
+	}
+}

@@ -1,0 +1,189 @@
+package noise
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fake writes what Sample would have: one file per vCPU of steal values,
+// and a clock that ticks, as the live sampler's does.
+func fake(t *testing.T, steal ...[]float32) *Reader {
+	dir := t.TempDir()
+	start := time.Unix(1000, 0)
+	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d\n", start.UnixNano()), 0o644)
+	for i, l := range steal {
+		b := make([]byte, 4*len(l))
+		for k, v := range l {
+			binary.LittleEndian.PutUint32(b[4*k:], math.Float32bits(v))
+		}
+		os.WriteFile(filepath.Join(dir, fmt.Sprintf("cpu%d", i)), b, 0o644)
+	}
+	stop := tickClock(t, dir, 0)
+	defer stop()
+	r, err := Open(dir, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start = start // the fake's host clock is this one
+	return r
+}
+
+// tickClock rewrites dir's clock file every millisecond with this clock
+// plus skew, as the host's sampler does with its own.
+func tickClock(t *testing.T, dir string, skew time.Duration) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			os.WriteFile(filepath.Join(dir, clockFile), fmt.Appendf(nil, "%020d", time.Now().Add(skew).UnixNano()), 0o644)
+			select {
+			case <-done:
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func TestWindow(t *testing.T) {
+	r := fake(t,
+		[]float32{0, 0.1, 0.1, 0.1, 3, 2, 1, 0.1, 0.1, 0.1},
+		[]float32{0, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2}, // its sampler got less far
+	)
+	at := func(k int) time.Time { return r.start.Add(time.Duration(k) * Period) }
+	ms := float64(Period) / 1e6
+	for _, tc := range []struct {
+		name     string
+		from, to int
+		want     Stats
+	}{
+		{"quiet start", 1, 4, Stats{Samples: 6, Steal: 0.9 / 6 / ms, P99: 0.2, Max: 0.2}},
+		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6}}, // exactly StallMs is not a stall
+		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18}},
+		{"before the start", -5, 1, Stats{Samples: 2}},
+		{"past the end", 20, 30, Stats{}},
+	} {
+		got, err := r.Window(at(tc.from), at(tc.to))
+		if err != nil || got.Samples != tc.want.Samples || !near(got.Steal, tc.want.Steal) || !near(got.P99, tc.want.P99) ||
+			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) {
+			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+func TestSeries(t *testing.T) {
+	r := fake(t, []float32{0.1, 0.1, 4, 0.1, 0.1, 0.1}, []float32{0.3, 0.1, 0.1, 0.1, 0.1, 2})
+	ts, worst, err := r.Series(r.start, r.start.Add(6*Period), 2*Period)
+	ms := float64(Period) / 1e6
+	want := []float64{0.4 / 2 / ms, 4.1 / 2 / ms, 2.1 / 2 / ms} // the worse vCPU's share of each bin
+	if err != nil || len(worst) != 3 || len(ts) != 3 {
+		t.Fatalf("series %v %v %v, want 3 bins", ts, worst, err)
+	}
+	for i := range want {
+		if !near(worst[i], want[i]) || !near(ts[i], float64(i)*2*Period.Seconds()) {
+			t.Errorf("bin %d: t %v worst %v, want t %v worst %v", i, ts[i], worst[i], float64(i)*2*Period.Seconds(), want[i])
+		}
+	}
+}
+
+func TestOpen(t *testing.T) {
+	if _, err := Open(t.TempDir(), 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not start") {
+		t.Errorf("no sampler: %v", err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, startFile), []byte("garbage\n"), 0o644)
+	if _, err := Open(dir, time.Second); err == nil {
+		t.Error("bad start file, no error")
+	}
+	// a sampler that stopped: its clock never changes
+	dir = t.TempDir()
+	os.WriteFile(filepath.Join(dir, startFile), []byte("5\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, clockFile), fmt.Appendf(nil, "%020d", 7), 0o644)
+	if _, err := Open(dir, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "stopped") {
+		t.Errorf("stopped sampler: %v", err)
+	}
+	// the host's clock runs 3 s ahead: sample 0 is 3 s earlier here
+	dir = t.TempDir()
+	host := time.Now().Add(3 * time.Second)
+	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d\n", host.UnixNano()), 0o644)
+	stop := tickClock(t, dir, 3*time.Second)
+	r, err := Open(dir, time.Second)
+	stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := r.start.Sub(host.Add(-3 * time.Second)); d < -20*time.Millisecond || d > 20*time.Millisecond {
+		t.Errorf("clock offset off by %v", d)
+	}
+}
+
+// Sample writes one value per Period per vCPU: the growth of its
+// cumulative run_delay, in ms.
+func TestSample(t *testing.T) {
+	dir := t.TempDir()
+	var mu sync.Mutex
+	delay := []int64{0, 0}
+	read := func(cpu int) (int64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		delay[cpu] += int64(cpu+1) * 250_000 // 0.25 ms, 0.5 ms per read
+		return delay[cpu], nil
+	}
+	stop := make(chan struct{})
+	done := make(chan error)
+	go func() { done <- Sample(dir, 2, read, stop) }()
+	r, err := Open(dir, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * Period)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	per, err := r.PerCPU(r.start, time.Now().Add(time.Second))
+	if err != nil || len(per) != 2 || len(per[0]) < 10 {
+		t.Fatalf("per vCPU %v %v", per, err)
+	}
+	for cpu, s := range per {
+		for k, v := range s {
+			if !near(v, float64(cpu+1)*0.25) {
+				t.Fatalf("vCPU %d sample %d: %v ms, want %v", cpu, k, v, float64(cpu+1)*0.25)
+			}
+		}
+	}
+}
+
+// The live sampler's readers, on a real process: a thread's run_delay
+// only grows, and a process without vCPU threads is named as such.
+func TestLive(t *testing.T) {
+	c := exec.Command("sleep", "5")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { c.Process.Kill(); c.Wait() }()
+	if _, err := VCPUs(c.Process.Pid); err == nil || !strings.Contains(err.Error(), "debug-threads") {
+		t.Errorf("sleep has no vCPU threads: %v", err)
+	}
+	a, err := RunDelay(os.Getpid(), os.Getpid())
+	if err != nil {
+		t.Skipf("no schedstat here: %v", err)
+	}
+	b, err := RunDelay(os.Getpid(), os.Getpid())
+	if err != nil || b < a {
+		t.Errorf("run_delay %d then %d (%v)", a, b, err)
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
