@@ -197,7 +197,9 @@ func TestPrintTable(t *testing.T) {
 	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"},
 		{Profile: "cable", Backend: "fq_codel", Status: "inconclusive", Error: "inconclusive: host busy (no clean upload phase in 3 tries)", Dir: "/r/cable/fq_codel",
 			Discarded: []discarded{{Phase: "upload", Run: "test", Why: "vCPUs stalled"}}},
-		{Profile: "adsl-atm", Backend: "ext:htb-fifo", Status: "pass", Test: m, Start: &startCost{Warm: cost{Processes: -1}}}}
+		{Profile: "adsl-atm", Backend: "ext:htb-fifo", Status: "pass", Test: m, Start: &startCost{Warm: cost{Processes: -1}}},
+		{Profile: "cable", Backend: "cake", Status: "pass", Test: m, Tune: &tuned{LineDown: 40000, LineUp: 8000, Rule95Down: 38000, Rule95Up: 7600,
+			Down: 39000, Up: 7300, BoostDown: 47000, TestSeconds: 151}}}
 	var b strings.Builder
 	printTable(&b, rs)
 	out := b.String()
@@ -213,6 +215,7 @@ func TestPrintTable(t *testing.T) {
 		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
 		"cable/fq_codel: inconclusive: inconclusive: host busy",
 		"cable/fq_codel: upload phase of run test discarded as host noise: vCPUs stalled",
+		"cable/cake: tune: download 39000 (98% of line 40000; 95% rule 38000) upload 7300 (91% of 8000; rule 7600), test time 151 s; boost seen 47000/0 kbit/s goodput",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

@@ -64,6 +64,9 @@ func printTable(w io.Writer, rs []result) {
 		tw.Flush()
 	}
 	for _, r := range rs {
+		if t := r.Tune; t != nil {
+			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, tuneLine(t))
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}
@@ -87,6 +90,17 @@ func printTable(w io.Writer, rs []result) {
 	}
 }
 
+// tuneLine says what tune chose against the line and the 95 % rule.
+func tuneLine(t *tuned) string {
+	pct := func(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
+	s := fmt.Sprintf("tune: download %d (%.0f%% of line %d; 95%% rule %d) upload %d (%.0f%% of %d; rule %d), test time %.0f s",
+		t.Down, pct(t.Down, t.LineDown), t.LineDown, t.Rule95Down, t.Up, pct(t.Up, t.LineUp), t.LineUp, t.Rule95Up, t.TestSeconds)
+	if t.BoostDown > 0 || t.BoostUp > 0 {
+		s += fmt.Sprintf("; boost seen %d/%d kbit/s goodput", t.BoostDown, t.BoostUp)
+	}
+	return s
+}
+
 // markdown renders the side-by-side tables for the README, headed by the
 // run's date and commit.
 func markdown(rs []result) string {
@@ -99,6 +113,11 @@ func markdown(rs []result) string {
 		fmt.Fprintf(&b, "\n**%s**\n\n| %s |\n|%s\n", name, strings.Join(tableHead, " | "), strings.Repeat("---|", len(tableHead)))
 		for _, r := range groups[name] {
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(row(r), " | "))
+		}
+		for _, r := range groups[name] {
+			if r.Tune != nil {
+				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, tuneLine(r.Tune))
+			}
 		}
 	}
 	return b.String()

@@ -153,8 +153,9 @@ func printTune(w io.Writer, o *tune.Outcome) {
 			fmt.Fprintf(w, "  the line gave %d kbit/s goodput in its first seconds and %d sustained: a boost, not the line rate\n", l.BoostKbit, l.GoodputKbit)
 		}
 		switch {
-		case c.ch.Rule95Goodput > 0:
-			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s; tune's rate carries %+d kbit/s of goodput more\n", c.ch.Rule95, c.ch.GoodputKbit-c.ch.Rule95Goodput)
+		case c.ch.Rule95Goodput > 0 && c.ch.GoodputKbit > 0:
+			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s (%d kbit/s goodput); tune's rate: %d kbit/s goodput (%+d)\n",
+				c.ch.Rule95, c.ch.Rule95Goodput, c.ch.GoodputKbit, c.ch.GoodputKbit-c.ch.Rule95Goodput)
 		case c.ch.Rule95 > 0:
 			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s, which misses %s here\n", c.ch.Rule95, r.Target.Name)
 		}

@@ -38,7 +38,7 @@ type Result struct {
 	// server ended the test early); "" when it is. Its figures stand, but a
 	// caller that compares runs (tune) must not trust them.
 	Incomplete string `json:"incomplete,omitempty"`
-	RPM     *RPM     `json:"rpm,omitempty"`
+	RPM        *RPM   `json:"rpm,omitempty"`
 }
 
 // Phase summarises one phase of the test.

@@ -29,7 +29,7 @@ type Config struct {
 	MaxTests    int           // concurrent tests (default 20)
 	MaxDuration time.Duration // per test (default 120 s)
 	MaxBytes    int64         // payload bytes per test, both directions (default 25 GB)
-	PerIP       int           // tests started per client address per minute (default 6)
+	PerIP       int           // tests started per client address per minute (default 12)
 	MaxStreams  int           // per direction per test (default 16)
 	// Stall is how long any single read or write may block before the
 	// connection is dropped (default 10 s).
@@ -45,9 +45,12 @@ const (
 	DefaultMaxTests    = 20
 	DefaultMaxDuration = 120 * time.Second
 	DefaultMaxBytes    = 25e9
-	DefaultPerIP       = 6
-	DefaultMaxStreams  = 16
-	DefaultStall       = 10 * time.Second
+	// sqmkit tune runs a short test every 8 s or so (7–8 a minute); twelve
+	// leaves it room while a flood from one address stays bounded (each
+	// test is capped in time and bytes too).
+	DefaultPerIP      = 12
+	DefaultMaxStreams = 16
+	DefaultStall      = 10 * time.Second
 )
 
 // grace is how long after its announced duration a session may live: the

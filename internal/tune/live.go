@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -26,6 +27,10 @@ type Live struct {
 	// would take it past Budget (0: none) is not started.
 	Spent, Budget time.Duration
 }
+
+// rateLimited is how a server refuses a client that started too many
+// tests in its last minute (bbserver, --per-ip).
+const rateLimited = "rate limit:"
 
 // Default phase lengths: a 1 s idle baseline holds 100 probes at 10 ms; 6 s
 // of load reaches a steady queue at broadband rates (TCP fills any buffer
@@ -66,6 +71,16 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
 	res, err := bbtest.Run(ctx, cfg)
+	for try := 0; err != nil && strings.Contains(err.Error(), rateLimited) && try < 3; try++ {
+		// a server with a stricter --per-ip than the default: wait
+		// for its minute to pass rather than give up the search
+		select {
+		case <-ctx.Done():
+			return Phase{}, ctx.Err()
+		case <-time.After(20 * time.Second):
+		}
+		res, err = bbtest.Run(ctx, cfg)
+	}
 	l.Spent += 2*l.Idle + n
 	if err != nil {
 		return Phase{}, err

@@ -98,6 +98,16 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	if err != nil {
 		return o, fmt.Errorf("confirming test: %w", err)
 	}
+	// The goodput at the final rates is the confirming test's (the
+	// bidirectional check may have lowered them below every step).
+	for _, ph := range o.Confirm.Phases {
+		switch Kind(ph.Name) {
+		case Download:
+			o.Report.Download.GoodputKbit = int(ph.DownloadMbps * 1000)
+		case Upload:
+			o.Report.Upload.GoodputKbit = int(ph.UploadMbps * 1000)
+		}
+	}
 	for _, ph := range o.Confirm.Phases {
 		if ph.Grade != "" && !meets(s.Target, ph.AddedMedian, ph.AddedP95) {
 			return o, fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms); nothing written", s.Target.Name, ph.Name, ph.AddedMedian, ph.AddedP95)

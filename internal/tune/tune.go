@@ -113,8 +113,9 @@ type Choice struct {
 	RateKbit int
 	Rule95   int    // 95 % of the measured line rate: the usual advice
 	Why      string // how the rate was chosen
-	// GoodputKbit at the chosen rate and at the 95 % rule's rate (as the
-	// search measured it; 0 when not measured).
+	// GoodputKbit at the chosen rate (the search's step; a session puts
+	// the confirming test's there) and at the 95 % rule's rate (0 when
+	// that step missed the target).
 	GoodputKbit, Rule95Goodput int
 }
 
