@@ -235,8 +235,8 @@ func TestNoisy(t *testing.T) {
 		want bool
 	}{
 		{nil, false},
-		{&noise.Stats{Steal: maxSteal, Stalled: 0.5}, false},
-		{&noise.Stats{Steal: maxSteal + 0.001, P99: 3, Max: 40}, true},
+		{&noise.Stats{Foreign: maxForeign, Steal: 0.5}, false},
+		{&noise.Stats{Foreign: maxForeign + 0.001, P99: 3, Max: 40}, true},
 	} {
 		if got := noisy(tc.st); (got != "") != tc.want {
 			t.Errorf("noisy(%+v) = %q, want noisy %v", tc.st, got, tc.want)
@@ -247,7 +247,7 @@ func TestNoisy(t *testing.T) {
 // keepClean measures noisy phases again, keeps clean ones, recomputes the
 // grade from what it kept, and gives up after maxReruns.
 func TestKeepClean(t *testing.T) {
-	quiet, loud := &noise.Stats{Steal: 0.01}, &noise.Stats{Steal: 0.5}
+	quiet, loud := &noise.Stats{Foreign: 0.01, Steal: 0.08}, &noise.Stats{Foreign: 0.5}
 	phase := func(name string, mean float64, n *noise.Stats) accept.Phase {
 		return accept.Phase{Name: name, AddedMean: mean, AddedMedian: mean, Noise: n}
 	}

@@ -381,15 +381,13 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 		Console: filepath.Join(out, "console.log"),
 		// the host's steal sampler, beside qemu (package noise)
 		Watch: func(pid int, stop <-chan struct{}) {
-			tids, err := noise.VCPUs(pid)
+			q, err := noise.NewQEMU(pid)
 			for try := 0; err != nil && try < 100; try++ { // qemu starts its vCPU threads after a while
 				time.Sleep(50 * time.Millisecond)
-				tids, err = noise.VCPUs(pid)
+				q, err = noise.NewQEMU(pid)
 			}
 			if err == nil {
-				err = noise.Sample(filepath.Join(out, noiseDir), len(tids), func(cpu int) (int64, error) {
-					return noise.RunDelay(pid, tids[cpu])
-				}, stop)
+				err = noise.Sample(filepath.Join(out, noiseDir), q, stop)
 			}
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "sqmkit-lab: no host noise figures: %v\n", err)

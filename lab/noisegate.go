@@ -11,13 +11,12 @@ import (
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
 
-// Host noise (lab/README.md, "Host noise"): a load phase during which the
-// host kept the guest's vCPUs waiting more than this is not graded.
-//
-// maxSteal is the share of the phase's vCPU time the host may take (steal,
-// noise.Stats.Steal). Derived from quiet runs: see lab/README.md for the
-// figures it rests on.
-const maxSteal = 0.08
+// Host noise (lab/README.md, "Host noise"): a load phase during which
+// other processes on the host used more than maxForeign of its CPU is not
+// graded. The vCPUs' steal is recorded beside it but does not gate: qemu's
+// own threads (two vCPUs and its main loop on two host cores) make it 3–9 %
+// on a quiet host, overlapping what a loaded host adds.
+const maxForeign = 0.03
 
 // openNoise opens what the host's sampler writes into the results
 // directory (noise.Sample, started by the host beside qemu).
@@ -34,11 +33,11 @@ const maxReruns = 2
 
 // noisy says why a phase's scheduling delay disqualifies it, or "".
 func noisy(st *noise.Stats) string {
-	if st == nil || st.Steal <= maxSteal {
+	if st == nil || st.Foreign <= maxForeign {
 		return ""
 	}
-	return fmt.Sprintf("the host took %.1f%% of the vCPUs' time (limit %.0f%%); stalls over %g ms in %.1f%% of %v samples, worst %.1f ms",
-		100*st.Steal, 100*maxSteal, noise.StallMs, 100*st.Stalled, noise.Period, st.Max)
+	return fmt.Sprintf("other processes used %.1f%% of the host's CPU (limit %.0f%%); the vCPUs waited %.1f%% of the time, worst %.1f ms per %v",
+		100*st.Foreign, 100*maxForeign, 100*st.Steal, st.Max, noise.Period)
 }
 
 // discarded is a phase measurement the gauge threw away.
@@ -143,12 +142,18 @@ func (g *guest) gaugedTest(t *topo, dir, run, only string) (accept.Measurement, 
 		g.say("noise plot: %v", err)
 	}
 	if len(r.Phases) > 0 {
-		per, err := g.noise.PerCPU(r.Started, at(r.Phases[len(r.Phases)-1].End))
+		end := at(r.Phases[len(r.Phases)-1].End)
+		per, err := g.noise.PerCPU(r.Started, end)
+		var fg []float64
+		if err == nil {
+			fg, err = g.noise.ForeignSeries(r.Started, end, noise.Period)
+		}
 		if err == nil {
 			err = writeJSON(filepath.Join(dir, run+".noise.json"), struct {
 				PeriodMs float64     `json:"period_ms"`
 				CPUs     [][]float64 `json:"vcpus_steal_ms"` // per vCPU, per period from the test's start
-			}{float64(noise.Period) / 1e6, per})
+				Foreign  []float64   `json:"foreign_share"`  // of the host's CPU, per period
+			}{float64(noise.Period) / 1e6, per, fg})
 		}
 		if err != nil {
 			g.say("noise data: %v", err)

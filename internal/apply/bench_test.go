@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
@@ -81,9 +82,12 @@ func oneByOne(b *testing.B, r *tc.Runner, p *plan.Plan) {
 // directions, alternating between two rate pairs so every change changes
 // something) next to what it replaces, a full restart at the new rates,
 // on the host kernel in a test namespace through the lab shim. Metrics:
-// procs/op (processes started) and ms/op (mean wall time).
+// procs/op (processes started) and ms/op (mean wall time). fq_codel only:
+// the host kernel has neither cake nor fq_codel, and behind the shim the
+// nss tree's read-back does not match its plan (the shim's tbf limit shows
+// as the leaf's), so a rate change refuses it here; the lab runs both.
 func BenchmarkRateChange(b *testing.B) {
-	for _, be := range []config.Backend{config.NSS, config.FQCodel} {
+	for _, be := range []config.Backend{config.FQCodel} {
 		tg := target(be)
 		rates := [2]Rates{{Download: 18000, Upload: 9000}, {Download: 20000, Upload: 10000}}
 		b.Run(string(be)+"/rate", func(b *testing.B) {
@@ -109,7 +113,15 @@ func benchChange(b *testing.B, tg Target, change func(o Options, i int)) {
 	ns := tctest.NewNetns(b, "rate")
 	ns.Do(b, func() {
 		r := &tc.Runner{}
-		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}}
+		// plans name the leaf the host kernel shows behind the shim (norm)
+		build := func(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
+			p, err := plan.Build(q, f)
+			if err != nil {
+				return nil, err
+			}
+			return norm(p), nil
+		}
+		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}, Build: build}
 		mustStart(b, []Target{tg}, o)
 		var took time.Duration
 		var procs int64

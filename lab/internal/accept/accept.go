@@ -10,12 +10,23 @@ import (
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
 
-// The shaped bar (issue 4): A+ median added latency in every loaded phase,
-// a tight p95, and most of the shaper's rate as goodput.
+// The shaped bar (issue 4): A+ median added latency in the download and
+// upload phases, a tight p95, and most of the shaper's rate as goodput.
+//
+// The bidirectional phase has its own, looser bar (lab/README.md,
+// "Grading and bars"): with both directions loaded on an asymmetric link,
+// the download's ACKs queue behind the upload, its ACK clock turns bursty,
+// and bursts fill the modem's FIFO before the ingress shaper behind it can
+// act. At the lab's fixed 95 % rates its median measured 2.8–5.5 ms on a
+// quiet host for unchanged code (cable, 2026-11-23, 12 runs): a 5 ms bar
+// there graded luck. sqmkit tune holds it to 5/15 by lowering the rates
+// (on cable to 94 %/97 % of the measured line).
 const (
-	MaxMedianMs     = 5.0
-	MaxP95Ms        = 15.0
-	MinGoodputShare = 0.85
+	MaxMedianMs      = 5.0
+	MaxP95Ms         = 15.0
+	MaxBidirMedianMs = 10.0
+	MaxBidirP95Ms    = 30.0
+	MinGoodputShare  = 0.85
 )
 
 // Cross-check tolerances (issue 3): goodput within 5 %, latency within
@@ -119,9 +130,13 @@ func Shaped(m Measurement, downKbit int) []Check {
 			cs = append(cs, missing(name))
 			continue
 		}
+		med, p95 := MaxMedianMs, MaxP95Ms
+		if name == Bidir {
+			med, p95 = MaxBidirMedianMs, MaxBidirP95Ms
+		}
 		cs = append(cs,
-			Check{Name: name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", MaxMedianMs), OK: p.AddedMedian <= MaxMedianMs},
-			Check{Name: name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", MaxP95Ms), OK: p.AddedP95 <= MaxP95Ms})
+			Check{Name: name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", med), OK: p.AddedMedian <= med},
+			Check{Name: name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", p95), OK: p.AddedP95 <= p95})
 		if name == Download {
 			min := MinGoodputShare * float64(downKbit) / 1000
 			cs = append(cs, Check{Name: "download goodput Mbit/s", Got: p.DownMbps,

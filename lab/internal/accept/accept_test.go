@@ -33,10 +33,15 @@ func TestShaped(t *testing.T) {
 		{"edge values pass", meas(Phase{AddedMedian: 5, AddedP95: 15, DownMbps: 32.3}, calm, calm), nil},
 		{"bloated upload", meas(calm, Phase{AddedMedian: 80, AddedP95: 120}, calm),
 			[]string{"upload median added ms", "upload p95 added ms"}},
-		{"spiky bidir", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 16}), []string{"bidirectional p95 added ms"}},
+		{"spiky bidir", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 31}), []string{"bidirectional p95 added ms"}},
+		// bidirectional has its own bar: 10/30
+		{"bidir at its edge", meas(calm, calm, Phase{AddedMedian: 10, AddedP95: 30}), nil},
+		{"bidir median", meas(calm, calm, Phase{AddedMedian: 10.1, AddedP95: 20}), []string{"bidirectional median added ms"}},
+		{"download held to 5/15", meas(Phase{AddedMedian: 5.1, AddedP95: 15.1, DownMbps: 34}, calm, calm),
+			[]string{"download median added ms", "download p95 added ms"}},
 		// The first-10 s p95 is a diagnostic: it neither fails nor rescues a run.
 		{"start transient alone", meas(Phase{AddedMedian: 1, AddedP95: 4, AddedP95First: ptr(30), DownMbps: 34}, calm, calm), nil},
-		{"spiky steady state", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 20, AddedP95First: ptr(4)}), []string{"bidirectional p95 added ms"}},
+		{"spiky steady state", meas(calm, calm, Phase{AddedMedian: 3, AddedP95: 35, AddedP95First: ptr(4)}), []string{"bidirectional p95 added ms"}},
 		{"slow download", meas(Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 32.2}, calm, calm), []string{"download goodput Mbit/s"}},
 		{"missing phase", Measurement{Phases: []Phase{{Name: Download, DownMbps: 34}, {Name: Upload}}},
 			[]string{"bidirectional phase present"}},

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -43,16 +44,31 @@ const Period = 10 * time.Millisecond
 const StallMs = 1.0
 
 const (
-	startFile = "start" // "<host wall unix ns>" of sample 0
-	clockFile = "clock" // the host's wall clock, rewritten every Period
+	startFile   = "start"   // "<host wall unix ns of sample 0> <host CPUs>"
+	clockFile   = "clock"   // the host's wall clock, rewritten every Period
+	foreignFile = "foreign" // other processes' CPU ms per Period
 )
 
 // vcpuName is what QEMU names a vCPU thread with -name debug-threads=on.
 var vcpuName = regexp.MustCompile(`^CPU (\d+)/(TCG|KVM)$`)
 
-// VCPUs finds the vCPU threads of a QEMU process: their thread ids by
-// vCPU number.
-func VCPUs(pid int) ([]int, error) {
+// Source is what Sample reads: cumulative counters, in ns.
+type Source interface {
+	VCPUs() int
+	// RunDelay is vCPU cpu's time runnable but not running.
+	RunDelay(cpu int) (int64, error)
+	// Foreign is the CPU time every other process on the host used.
+	Foreign() (int64, error)
+}
+
+// QEMU is the Source of a running qemu process.
+type QEMU struct {
+	pid  int
+	tids []int // by vCPU number
+}
+
+// NewQEMU finds the vCPU threads of qemu process pid.
+func NewQEMU(pid int) (*QEMU, error) {
 	tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	if err != nil {
 		return nil, err
@@ -74,33 +90,74 @@ func VCPUs(pid int) ([]int, error) {
 	if len(byCPU) == 0 {
 		return nil, fmt.Errorf("process %d has no thread named like a vCPU (qemu needs -name ...,debug-threads=on)", pid)
 	}
-	out := make([]int, len(byCPU))
+	q := &QEMU{pid: pid, tids: make([]int, len(byCPU))}
 	for cpu, tid := range byCPU {
-		if cpu >= len(out) {
-			return nil, fmt.Errorf("process %d: vCPU threads %v are not numbered 0..%d", pid, byCPU, len(out)-1)
+		if cpu >= len(q.tids) {
+			return nil, fmt.Errorf("process %d: vCPU threads %v are not numbered 0..%d", pid, byCPU, len(q.tids)-1)
 		}
-		out[cpu] = tid
+		q.tids[cpu] = tid
 	}
-	return out, nil
+	return q, nil
 }
 
-// RunDelay reads a thread's cumulative run_delay, ns.
-func RunDelay(pid, tid int) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", pid, tid))
+// VCPUs is the number of vCPU threads.
+func (q *QEMU) VCPUs() int { return len(q.tids) }
+
+// RunDelay reads the vCPU thread's schedstat.
+func (q *QEMU) RunDelay(cpu int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", q.pid, q.tids[cpu]))
 	if err != nil {
 		return 0, err
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 2 {
-		return 0, fmt.Errorf("schedstat of %d: %q", tid, b)
+		return 0, fmt.Errorf("schedstat of %d: %q", q.tids[cpu], b)
 	}
 	return strconv.ParseInt(f[1], 10, 64)
 }
 
-// Sample records until stop is closed, reading each vCPU's cumulative
-// run_delay (ns) through read, every Period. It returns at once on a
-// setup error, else when stopped or when a read fails (the VM is gone).
-func Sample(dir string, cpus int, read func(cpu int) (int64, error), stop <-chan struct{}) error {
+// clockTick is USER_HZ, the unit of /proc/stat and /proc/PID/stat: 100 on
+// every Linux architecture Go supports.
+const clockTick = 10 * time.Millisecond
+
+// Foreign is the host's busy time (/proc/stat: user, nice, system, irq,
+// softirq) minus qemu's own (utime + stime of /proc/PID/stat).
+func (q *QEMU) Foreign() (int64, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 8 || f[0] != "cpu" {
+		return 0, fmt.Errorf("/proc/stat: %q", line)
+	}
+	var busy int64
+	for _, i := range []int{1, 2, 3, 6, 7} {
+		v, _ := strconv.ParseInt(f[i], 10, 64)
+		busy += v
+	}
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", q.pid))
+	if err != nil {
+		return 0, err
+	}
+	// the fields after the command name, which may hold spaces
+	_, rest, ok := strings.Cut(string(st), ") ")
+	g := strings.Fields(rest)
+	if !ok || len(g) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", q.pid, st)
+	}
+	ut, _ := strconv.ParseInt(g[11], 10, 64)
+	stime, _ := strconv.ParseInt(g[12], 10, 64)
+	return (busy - ut - stime) * int64(clockTick), nil
+}
+
+// Sample records src until stop is closed, every Period: per vCPU the ms
+// of run_delay, and (file "foreign") the ms of CPU other processes used.
+// It returns at once on a setup error, else when stopped or when a read
+// fails (the VM is gone).
+func Sample(dir string, src Source, stop <-chan struct{}) error {
+	cpus, read := src.VCPUs(), src.RunDelay
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -117,13 +174,22 @@ func Sample(dir string, cpus int, read func(cpu int) (int64, error), stop <-chan
 			return err
 		}
 	}
+	foreign, err := os.Create(filepath.Join(dir, foreignFile))
+	if err != nil {
+		return err
+	}
+	defer foreign.Close()
+	lastForeign, err := src.Foreign()
+	if err != nil {
+		return err
+	}
 	clock, err := os.Create(filepath.Join(dir, clockFile))
 	if err != nil {
 		return err
 	}
 	defer clock.Close()
 	start := time.Now()
-	if err := os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d\n", start.UnixNano()), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d %d\n", start.UnixNano(), runtime.NumCPU()), 0o644); err != nil {
 		return err
 	}
 	var buf [4]byte
@@ -146,6 +212,15 @@ func Sample(dir string, cpus int, read func(cpu int) (int64, error), stop <-chan
 				return err
 			}
 		}
+		v, err := src.Foreign()
+		if err != nil {
+			return nil
+		}
+		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(float32(v-lastForeign)/1e6))
+		lastForeign = v
+		if _, err := foreign.WriteAt(buf[:], k*4); err != nil {
+			return err
+		}
 		// fixed width, so a reader never sees a shorter number's tail
 		if _, err := clock.WriteAt(fmt.Appendf(nil, "%020d", time.Now().UnixNano()), 0); err != nil {
 			return err
@@ -155,9 +230,10 @@ func Sample(dir string, cpus int, read func(cpu int) (int64, error), stop <-chan
 
 // Reader reads what Sample wrote, in the guest's time.
 type Reader struct {
-	dir   string
-	start time.Time // sample 0, on the reader's clock
-	cpus  []string
+	dir      string
+	start    time.Time // sample 0, on the reader's clock
+	cpus     []string
+	hostCPUs int
 }
 
 // Open waits (up to timeout) for Sample to run on dir, and measures the
@@ -168,8 +244,15 @@ func Open(dir string, timeout time.Duration) (*Reader, error) {
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, startFile))
 		if err == nil {
-			start, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			if err != nil {
+			f := strings.Fields(string(b))
+			var start, ncpu int64
+			if len(f) == 2 {
+				start, err = strconv.ParseInt(f[0], 10, 64)
+				if err == nil {
+					ncpu, err = strconv.ParseInt(f[1], 10, 64)
+				}
+			}
+			if len(f) != 2 || err != nil || ncpu < 1 {
 				return nil, fmt.Errorf("noise: bad %s: %q", startFile, b)
 			}
 			off, err := offset(filepath.Join(dir, clockFile), deadline)
@@ -178,7 +261,7 @@ func Open(dir string, timeout time.Duration) (*Reader, error) {
 			}
 			cpus, _ := filepath.Glob(filepath.Join(dir, "cpu*"))
 			sort.Strings(cpus)
-			return &Reader{dir: dir, start: time.Unix(0, start).Add(-off), cpus: cpus}, nil
+			return &Reader{dir: dir, start: time.Unix(0, start).Add(-off), cpus: cpus, hostCPUs: int(ncpu)}, nil
 		}
 		if time.Now().After(deadline) {
 			return nil, fmt.Errorf("noise: the host's sampler did not start within %v: %w", timeout, err)
@@ -219,6 +302,9 @@ type Stats struct {
 	Max     float64 `json:"max_ms"`
 	// Stalled is the share of samples with more than StallMs stolen.
 	Stalled float64 `json:"stalled"`
+	// Foreign is the share of the host's CPU capacity that processes
+	// other than qemu used in the window: the load the gate judges.
+	Foreign float64 `json:"foreign"`
 }
 
 // Window returns the stats of the samples between from and to.
@@ -231,7 +317,19 @@ func (r *Reader) Window(from, to time.Time) (Stats, error) {
 	for _, s := range per {
 		v = append(v, s...)
 	}
-	return summarize(v), nil
+	st := summarize(v)
+	fg, err := readSeries(filepath.Join(r.dir, foreignFile), max(r.index(from), 0), r.index(to))
+	if err != nil {
+		return st, err
+	}
+	sum := 0.0
+	for _, x := range fg {
+		sum += x
+	}
+	if len(fg) > 0 {
+		st.Foreign = sum / (float64(len(fg)) * float64(Period) / 1e6 * float64(r.hostCPUs))
+	}
+	return st, nil
 }
 
 // read returns each vCPU's steal per sample from index(from) on, up to
@@ -240,20 +338,29 @@ func (r *Reader) read(from, to time.Time) ([][]float64, error) {
 	lo, hi := max(r.index(from), 0), r.index(to)
 	var out [][]float64
 	for _, name := range r.cpus {
-		f, err := os.Open(name)
+		s, err := readSeries(name, lo, hi)
 		if err != nil {
 			return nil, err
-		}
-		b := make([]byte, max(hi-lo, 0)*4)
-		n, _ := f.ReadAt(b, lo*4)
-		f.Close()
-		s := make([]float64, n/4)
-		for i := range s {
-			s[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// readSeries reads samples lo..hi (or as far as written) of one file.
+func readSeries(name string, lo, hi int64) ([]float64, error) {
+	f, err := os.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, max(hi-lo, 0)*4)
+	n, _ := f.ReadAt(b, lo*4)
+	s := make([]float64, n/4)
+	for i := range s {
+		s[i] = float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
+	}
+	return s, nil
 }
 
 // PerCPU returns each vCPU's steal per sample between from and to, ms:
@@ -305,4 +412,24 @@ func (r *Reader) Series(from, to time.Time, bin time.Duration) (t, worst []float
 		t = append(t, (time.Duration(lo) * Period).Seconds())
 		worst = append(worst, w)
 	}
+}
+
+// ForeignSeries is the share of the host's CPU other processes used, per
+// bin of the window (the plot's second line).
+func (r *Reader) ForeignSeries(from, to time.Time, bin time.Duration) ([]float64, error) {
+	fg, err := readSeries(filepath.Join(r.dir, foreignFile), max(r.index(from), 0), r.index(to))
+	if err != nil {
+		return nil, err
+	}
+	n := int(bin / Period)
+	var out []float64
+	for lo := 0; lo < len(fg); lo += n {
+		part := fg[lo:min(lo+n, len(fg))]
+		sum := 0.0
+		for _, x := range part {
+			sum += x
+		}
+		out = append(out, sum/(float64(len(part))*float64(Period)/1e6*float64(r.hostCPUs)))
+	}
+	return out, nil
 }

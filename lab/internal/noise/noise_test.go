@@ -13,18 +13,27 @@ import (
 	"time"
 )
 
+// foreignMs is the other processes' CPU per sample in the fake: 2 ms of a
+// 2-CPU host's 20 ms per period, 10 %.
+var foreignMs = []float32{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
+
+func writeSeries(dir, name string, v []float32) {
+	b := make([]byte, 4*len(v))
+	for k, x := range v {
+		binary.LittleEndian.PutUint32(b[4*k:], math.Float32bits(x))
+	}
+	os.WriteFile(filepath.Join(dir, name), b, 0o644)
+}
+
 // fake writes what Sample would have: one file per vCPU of steal values,
-// and a clock that ticks, as the live sampler's does.
+// other processes' CPU, and a clock that ticks, as the live sampler's does.
 func fake(t *testing.T, steal ...[]float32) *Reader {
 	dir := t.TempDir()
 	start := time.Unix(1000, 0)
-	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d\n", start.UnixNano()), 0o644)
+	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d 2\n", start.UnixNano()), 0o644)
+	writeSeries(dir, foreignFile, foreignMs)
 	for i, l := range steal {
-		b := make([]byte, 4*len(l))
-		for k, v := range l {
-			binary.LittleEndian.PutUint32(b[4*k:], math.Float32bits(v))
-		}
-		os.WriteFile(filepath.Join(dir, fmt.Sprintf("cpu%d", i)), b, 0o644)
+		writeSeries(dir, fmt.Sprintf("cpu%d", i), l)
 	}
 	stop := tickClock(t, dir, 0)
 	defer stop()
@@ -68,15 +77,15 @@ func TestWindow(t *testing.T) {
 		from, to int
 		want     Stats
 	}{
-		{"quiet start", 1, 4, Stats{Samples: 6, Steal: 0.9 / 6 / ms, P99: 0.2, Max: 0.2}},
-		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6}}, // exactly StallMs is not a stall
-		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18}},
-		{"before the start", -5, 1, Stats{Samples: 2}},
+		{"quiet start", 1, 4, Stats{Samples: 6, Steal: 0.9 / 6 / ms, P99: 0.2, Max: 0.2, Foreign: 0.1}},
+		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6, Foreign: 0.1}}, // exactly StallMs is not a stall
+		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18, Foreign: 0.1}},
+		{"before the start", -5, 1, Stats{Samples: 2, Foreign: 0.1}},
 		{"past the end", 20, 30, Stats{}},
 	} {
 		got, err := r.Window(at(tc.from), at(tc.to))
 		if err != nil || got.Samples != tc.want.Samples || !near(got.Steal, tc.want.Steal) || !near(got.P99, tc.want.P99) ||
-			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) {
+			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) || !near(got.Foreign, tc.want.Foreign) {
 			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
 		}
 	}
@@ -108,7 +117,7 @@ func TestOpen(t *testing.T) {
 	}
 	// a sampler that stopped: its clock never changes
 	dir = t.TempDir()
-	os.WriteFile(filepath.Join(dir, startFile), []byte("5\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, startFile), []byte("5 2\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, clockFile), fmt.Appendf(nil, "%020d", 7), 0o644)
 	if _, err := Open(dir, 200*time.Millisecond); err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Errorf("stopped sampler: %v", err)
@@ -116,7 +125,7 @@ func TestOpen(t *testing.T) {
 	// the host's clock runs 3 s ahead: sample 0 is 3 s earlier here
 	dir = t.TempDir()
 	host := time.Now().Add(3 * time.Second)
-	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d\n", host.UnixNano()), 0o644)
+	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d 4\n", host.UnixNano()), 0o644)
 	stop := tickClock(t, dir, 3*time.Second)
 	r, err := Open(dir, time.Second)
 	stop()
@@ -128,21 +137,37 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// Sample writes one value per Period per vCPU: the growth of its
-// cumulative run_delay, in ms.
+// fakeSource grows each vCPU's run_delay by (cpu+1) × 0.25 ms and the
+// foreign CPU by 3 ms per read.
+type fakeSource struct {
+	mu      sync.Mutex
+	delay   []int64
+	foreign int64
+}
+
+func (f *fakeSource) VCPUs() int { return len(f.delay) }
+
+func (f *fakeSource) RunDelay(cpu int) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay[cpu] += int64(cpu+1) * 250_000
+	return f.delay[cpu], nil
+}
+
+func (f *fakeSource) Foreign() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.foreign += 3_000_000
+	return f.foreign, nil
+}
+
+// Sample writes one value per Period per vCPU (the growth of its
+// run_delay) and one of the foreign CPU, in ms.
 func TestSample(t *testing.T) {
 	dir := t.TempDir()
-	var mu sync.Mutex
-	delay := []int64{0, 0}
-	read := func(cpu int) (int64, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		delay[cpu] += int64(cpu+1) * 250_000 // 0.25 ms, 0.5 ms per read
-		return delay[cpu], nil
-	}
 	stop := make(chan struct{})
 	done := make(chan error)
-	go func() { done <- Sample(dir, 2, read, stop) }()
+	go func() { done <- Sample(dir, &fakeSource{delay: []int64{0, 0}}, stop) }()
 	r, err := Open(dir, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -163,26 +188,38 @@ func TestSample(t *testing.T) {
 			}
 		}
 	}
+	st, err := r.Window(r.start, r.start.Add(10*Period))
+	if want := 3.0 / (float64(Period) / 1e6 * float64(r.hostCPUs)); err != nil || !near(st.Foreign, want) {
+		t.Errorf("foreign %v (%v), want %v", st.Foreign, err, want)
+	}
 }
 
-// The live sampler's readers, on a real process: a thread's run_delay
-// only grows, and a process without vCPU threads is named as such.
+// The live source's readers, on a real process: a process without vCPU
+// threads is named as such, and the host's counters only grow.
 func TestLive(t *testing.T) {
 	c := exec.Command("sleep", "5")
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer func() { c.Process.Kill(); c.Wait() }()
-	if _, err := VCPUs(c.Process.Pid); err == nil || !strings.Contains(err.Error(), "debug-threads") {
+	if _, err := NewQEMU(c.Process.Pid); err == nil || !strings.Contains(err.Error(), "debug-threads") {
 		t.Errorf("sleep has no vCPU threads: %v", err)
 	}
-	a, err := RunDelay(os.Getpid(), os.Getpid())
+	q := &QEMU{pid: os.Getpid(), tids: []int{os.Getpid()}}
+	a, err := q.RunDelay(0)
 	if err != nil {
 		t.Skipf("no schedstat here: %v", err)
 	}
-	b, err := RunDelay(os.Getpid(), os.Getpid())
-	if err != nil || b < a {
-		t.Errorf("run_delay %d then %d (%v)", a, b, err)
+	fa, err := q.Foreign()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
+	}
+	b, _ := q.RunDelay(0)
+	fb, err := q.Foreign()
+	if err != nil || b < a || fb < fa-int64(time.Second) {
+		t.Errorf("run_delay %d then %d, foreign %d then %d (%v)", a, b, fa, fb, err)
 	}
 }
 
