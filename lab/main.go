@@ -215,12 +215,20 @@ func exitStatus(rs []result) int {
 func report(args []string) int {
 	fs := flag.NewFlagSet("sqmkit-lab report", flag.ExitOnError)
 	readme := fs.String("readme", "", "rewrite the results section of this `FILE` (README.md)")
-	fs.Parse(args)
-	if fs.NArg() != 1 {
+	// flags may follow the directory, as the usage shows
+	var pos []string
+	for rest := args; ; {
+		fs.Parse(rest)
+		if fs.NArg() == 0 {
+			break
+		}
+		pos, rest = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+	if len(pos) != 1 {
 		fatal(fmt.Errorf("usage: sqmkit-lab report RESULTS-DIR [--readme FILE]"))
 	}
 	var rs []result
-	b, err := os.ReadFile(filepath.Join(fs.Arg(0), "summary.json"))
+	b, err := os.ReadFile(filepath.Join(pos[0], "summary.json"))
 	if err == nil {
 		err = json.Unmarshal(b, &rs)
 	}

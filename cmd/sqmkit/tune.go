@@ -92,7 +92,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
 	s := &tune.Session{
-		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine},
+		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp},
 		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -7,8 +7,9 @@
 //
 // The files: start.go (start and its rollback), probe.go (validation in a
 // throwaway namespace and the ECN retry), reconcile.go (a hotplug start
-// changes only what differs from the plan), stop.go, status.go, dryrun.go,
-// lock.go (one change per interface at a time).
+// changes only what differs from the plan), rate.go (new rates without a
+// teardown), stop.go, status.go, dryrun.go, lock.go (one change per
+// interface at a time).
 package apply
 
 import (

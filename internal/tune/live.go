@@ -20,9 +20,9 @@ type Live struct {
 	Opts   apply.Options
 	Test   bbtest.Config // server, family, token, streams, probe interval
 	// Phase lengths: Idle before (the baseline) and after each phase, Step
-	// for a search step, Line for the line measurement (long enough for a
-	// cable boost to be spent).
-	Idle, Step, Line time.Duration
+	// for a search step, Line and LineUp for the line measurements of the
+	// download (long enough for a cable boost to be spent) and the upload.
+	Idle, Step, Line, LineUp time.Duration
 	// Spent is the test time used so far (idle and load); a phase that
 	// would take it past Budget (0: none) is not started.
 	Spent, Budget time.Duration
@@ -34,12 +34,16 @@ const rateLimited = "rate limit:"
 
 // Default phase lengths: a 1 s idle baseline holds 100 probes at 10 ms; 6 s
 // of load reaches a steady queue at broadband rates (TCP fills any buffer
-// up to a second deep within 2–3 s); 12 s of line measurement leaves the
-// second half past a boost of a few seconds.
+// up to a second deep within 2–3 s). The download's line is measured for
+// 30 s, so that a cable boost of up to ~15 s (20 MB at 120 % of 40 Mbit/s
+// drains in 20 s, most of it in the first half) leaves the second half's
+// median to the sustained rate; the upload's, which boosts rarely and
+// briefly, for 12 s.
 const (
-	DefaultIdle = time.Second
-	DefaultStep = 6 * time.Second
-	DefaultLine = 12 * time.Second
+	DefaultIdle   = time.Second
+	DefaultStep   = 6 * time.Second
+	DefaultLine   = 30 * time.Second
+	DefaultLineUp = 12 * time.Second
 )
 
 // SetRates changes the running shaper's rates.
@@ -56,7 +60,10 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	cfg := l.Test
 	cfg.Idle, cfg.Download, cfg.Upload, cfg.Bidir = l.Idle, 0, 0, 0
 	n := l.Step
-	if line {
+	switch {
+	case line && k == Upload:
+		n = l.LineUp
+	case line:
 		n = l.Line
 	}
 	switch k {

@@ -58,7 +58,7 @@ func session(t *testing.T, write bool) (*Session, fakeKernel, func()) {
 	addr, stop := bbservertest.Serve(t, "127.0.0.1", bbserver.Config{MaxBytes: 1e15, MaxTests: 1000, PerIP: 1000})
 	test := bbtest.Config{Server: addr, Streams: 2, ProbeInterval: 10 * time.Millisecond}
 	return &Session{
-		Live:   &Live{Target: tg, Opts: opts, Test: test, Idle: 200 * time.Millisecond, Step: 400 * time.Millisecond, Line: 4 * time.Second},
+		Live:   &Live{Target: tg, Opts: opts, Test: test, Idle: 200 * time.Millisecond, Step: 400 * time.Millisecond, Line: 4 * time.Second, LineUp: 4 * time.Second},
 		Target: APlus, Write: write, Root: root, Log: func(s string) { t.Log(s) },
 	}, k, stop
 }

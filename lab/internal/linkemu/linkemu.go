@@ -56,9 +56,17 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 	// (an ATM-expanded 1500-byte packet is 1696 bytes).
 	burst := max(2*bytesPerMs, 4000)
 	limit := max(bytesPerMs*p.BufferMs, 2*burst)
+	shaper := fmt.Sprintf("tbf rate %dkbit burst %d limit %d", rate, burst, limit)
+	if p.BoostMB > 0 && d == Down {
+		// A cable modem's boost: a token bucket of BoostMB at the line
+		// rate, drained at most at the boost rate (tbf's peak bucket of
+		// one frame, mtu); after an idle spell the bucket is full again.
+		shaper = fmt.Sprintf("tbf rate %dkbit burst %d peakrate %dkbit mtu 2000 limit %d",
+			rate, p.BoostMB*1000000, rate*p.BoostPct/100, limit)
+	}
 	// netem counts the packets queued in its child against its own limit.
 	return []string{
 		fmt.Sprintf("qdisc replace dev %s root handle 1: %s netem delay %dus limit 100000", dev, stab, p.RTTms*500),
-		fmt.Sprintf("qdisc replace dev %s parent 1:1 handle 10: tbf rate %dkbit burst %d limit %d", dev, rate, burst, limit),
+		fmt.Sprintf("qdisc replace dev %s parent 1:1 handle 10: %s", dev, shaper),
 	}
 }

@@ -12,6 +12,8 @@ func TestBatch(t *testing.T) {
 	vdsl := &profile.Profile{Down: 30000, Up: 10000, RTTms: 15, BufferMs: 300, Overhead: 34, LinkLayer: "ptm",
 		Encap: profile.Encap{PPPoE: true, VLAN: 7}}
 	adsl := &profile.Profile{Down: 8000, Up: 1000, RTTms: 30, BufferMs: 800, Overhead: 32, LinkLayer: "atm"}
+	boost := *cable
+	boost.BoostMB, boost.BoostPct = 20, 120
 	tests := []struct {
 		name string
 		p    *profile.Profile
@@ -35,6 +37,15 @@ func TestBatch(t *testing.T) {
 		{"vdsl up", vdsl, Up, []string{
 			"qdisc replace dev m root handle 1: stab overhead 20 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 9846kbit burst 4000 limit 369000",
+		}},
+		// the boost is the download's: a 20 MB bucket drained at 48 Mbit/s
+		{"cable-boost down", &boost, Down, []string{
+			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 20000000 peakrate 48000kbit mtu 2000 limit 2500000",
+		}},
+		{"cable-boost up: none", &boost, Up, []string{
+			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 8000kbit burst 4000 limit 500000",
 		}},
 		{"adsl up: floor on limit", adsl, Up, []string{
 			"qdisc replace dev m root handle 1: stab overhead 18 linklayer atm netem delay 15000us limit 100000",

@@ -55,6 +55,10 @@ type Profile struct {
 	Overhead  int    // wire bytes per IP packet beyond the IP packet itself
 	LinkLayer string // ethernet, atm or ptm
 	Encap     Encap
+	// BoostMB and BoostPct model a cable modem's token-bucket "speed boost"
+	// on the download: the first BoostMB megabytes after an idle spell pass
+	// at BoostPct % of the line rate. 0: no boost.
+	BoostMB, BoostPct int
 	// ExpectBloatMs is the median added latency the unshaped link must show
 	// under bidirectional load; it proves the emulation really is bloated.
 	ExpectBloatMs int
@@ -94,6 +98,9 @@ func Parse(r io.Reader, name string) (*Profile, error) {
 		if !seen[k] {
 			return nil, fmt.Errorf("%s: missing %s (see lab/README.md for the profile format)", name, k)
 		}
+	}
+	if seen["boost_mb"] != seen["boost_pct"] {
+		return nil, fmt.Errorf("%s: boost_mb and boost_pct go together (a boost needs its size and its rate)", name)
 	}
 	return p, nil
 }
@@ -137,6 +144,10 @@ func (p *Profile) set(k, v string) error {
 		return num(&p.Overhead, 0, 256)
 	case "expect_bloat_ms":
 		return num(&p.ExpectBloatMs, 0, 5000)
+	case "boost_mb":
+		return num(&p.BoostMB, 0, 1000)
+	case "boost_pct":
+		return num(&p.BoostPct, 101, 300)
 	case "linklayer":
 		switch v {
 		case "ethernet", "atm", "ptm":

@@ -26,6 +26,9 @@ func TestParse(t *testing.T) {
 		{"no equals", base + "oops\n", Encap{}, ":7: want `key = value`"},
 		{"bad linklayer", base + "linklayer = docsis\n", Encap{}, "linklayer: want"},
 		{"bad limitation", base + "limitation.hfsc = x\n", Encap{}, "unknown backend"},
+		{"boost", base + "boost_mb = 20\nboost_pct = 120\n", Encap{}, ""},
+		{"boost without its rate", base + "boost_mb = 20\n", Encap{}, "boost_mb and boost_pct go together"},
+		{"boost below the line", base + "boost_mb = 20\nboost_pct = 90\n", Encap{}, "boost_pct: want a whole number from 101"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
