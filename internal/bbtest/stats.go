@@ -53,3 +53,40 @@ func median(v []float64) float64 {
 	slices.Sort(s)
 	return percentile(s, 50)
 }
+
+// Steady returns the added latency (median and p95 over the idle-before
+// median, ms) of phase name's probes from skip seconds into the phase on:
+// the steady state, without the slow-start transient with which every
+// download-bearing phase starts when the shaper sits behind the bottleneck
+// (docs/design.md, "Tuning"). ok is false when the phase or its baseline
+// has no replied probe.
+func Steady(r *bbresult.Result, name string, skip float64) (med, p95 float64, ok bool) {
+	var ph, idle *bbresult.Phase
+	for i := range r.Phases {
+		switch r.Phases[i].Name {
+		case name:
+			ph = &r.Phases[i]
+		case bbresult.PhaseIdleBefore:
+			idle = &r.Phases[i]
+		}
+	}
+	if ph == nil || idle == nil {
+		return 0, 0, false
+	}
+	in := func(from, to float64) []float64 {
+		var v []float64
+		for _, p := range r.Samples.Probes {
+			if p.Lost == "" && p.T >= from && p.T < to {
+				v = append(v, p.RTT)
+			}
+		}
+		slices.Sort(v)
+		return v
+	}
+	base, load := in(idle.Start, idle.End), in(ph.Start+skip, ph.End)
+	if len(base) == 0 || len(load) == 0 {
+		return 0, 0, false
+	}
+	b := percentile(base, 50)
+	return percentile(load, 50) - b, percentile(load, 95) - b, true
+}

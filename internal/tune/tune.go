@@ -82,7 +82,7 @@ type Config struct {
 
 // Line is a measured line rate.
 type Line struct {
-	GoodputKbit int // sustained: the median of the last half of the phase
+	GoodputKbit int // sustained: the median of the last quarter of the phase
 	RateKbit    int // the shaper rate that carries that goodput
 	// BoostKbit is the goodput of the first seconds when it was more than
 	// BoostRatio of the sustained one: a cable modem's token-bucket boost,
@@ -139,6 +139,9 @@ var ErrNoRate = errors.New("no rate meets the target")
 // link that still misses the target has a problem a shaper cannot fix
 // (Wi-Fi in the path, a saturated CPU).
 const Floor = 0.5
+
+// Bracket is where the search looks first below 95 %.
+const Bracket = 0.85
 
 // borderline is how close to a bar a measurement must be to be measured
 // again: within this share of the bar either way.
@@ -205,7 +208,10 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	if len(ps) < 4 {
 		return Line{}, fmt.Errorf("%s line measurement: %d seconds of goodput, want at least 4", k, len(ps))
 	}
-	tail := slices.Clone(ps[len(ps)/2:])
+	// The sustained rate is the median of the last quarter: a boost that
+	// outlasts the first half (TCP rarely reaches the boost rate, so the
+	// bucket drains slower than its size suggests) is spent by then.
+	tail := slices.Clone(ps[len(ps)*3/4:])
 	slices.Sort(tail)
 	l := Line{GoodputKbit: tail[len(tail)/2]}
 	// seconds 2-3: past slow start, inside any boost worth the name
@@ -301,16 +307,24 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		lo, hi = c.Rule95, line
 		c.GoodputKbit = st.GoodputKbit
 	} else {
-		floor, err := s.try(ctx, k, at(Floor))
-		if err != nil {
-			return err
+		// Most knees sit between 85 and 95 % of the line: bracket there
+		// first, and go down to the floor only when 85 % misses too.
+		lo, hi = 0, c.Rule95
+		for _, share := range []float64{Bracket, Floor} {
+			st, err := s.try(ctx, k, at(share))
+			if err != nil {
+				return err
+			}
+			if st.Pass {
+				lo, c.GoodputKbit = st.RateKbit, st.GoodputKbit
+				break
+			}
+			hi = st.RateKbit
 		}
-		if !floor.Pass {
-			return fmt.Errorf("%s: %w down to %.0f%% of the line (%d kbit/s: +%.1f/+%.1f ms); something other than the line's buffer adds the delay (Wi-Fi, CPU)",
-				k, ErrNoRate, 100*Floor, floor.RateKbit, floor.AddedMedian, floor.AddedP95)
+		if lo == 0 {
+			return fmt.Errorf("%s: %w down to %.0f%% of the line (%d kbit/s); something other than the line's buffer adds the delay (Wi-Fi, CPU)",
+				k, ErrNoRate, 100*Floor, at(Floor))
 		}
-		lo, hi = floor.RateKbit, c.Rule95
-		c.GoodputKbit = floor.GoodputKbit
 	}
 	for hi-lo > step {
 		mid := (lo + hi) / 2
