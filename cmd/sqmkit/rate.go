@@ -52,7 +52,7 @@ func runRate(args []string, stdout, stderr io.Writer) int {
 	if *dry {
 		opts.DryRun = stdout
 	}
-	r := apply.Rate(ts[0], apply.Rates{Download: *down, Upload: *up}, "sqmkit rate", opts)
+	r := apply.Rate(ts[0], config.Rates{Download: *down, Upload: *up}, "sqmkit rate", opts)
 	if r.State == apply.DryRun {
 		return 0
 	}

@@ -89,7 +89,7 @@ func oneByOne(b *testing.B, r *tc.Runner, p *plan.Plan) {
 func BenchmarkRateChange(b *testing.B) {
 	for _, be := range []config.Backend{config.FQCodel} {
 		tg := target(be)
-		rates := [2]Rates{{Download: 18000, Upload: 9000}, {Download: 20000, Upload: 10000}}
+		rates := [2]config.Rates{{Download: 18000, Upload: 9000}, {Download: 20000, Upload: 10000}}
 		b.Run(string(be)+"/rate", func(b *testing.B) {
 			benchChange(b, tg, func(o Options, i int) {
 				if r := Rate(tg, rates[i%2], "bench", o); r.State != Changed {
@@ -108,20 +108,22 @@ func BenchmarkRateChange(b *testing.B) {
 	}
 }
 
+// normBuild plans with the leaf the host kernel shows behind the shim
+// (norm), so a rate change's read-back matches on the host.
+func normBuild(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
+	p, err := plan.Build(q, f)
+	if err != nil {
+		return nil, err
+	}
+	return norm(p), nil
+}
+
 func benchChange(b *testing.B, tg Target, change func(o Options, i int)) {
 	useShim(b, "")
 	ns := tctest.NewNetns(b, "rate")
 	ns.Do(b, func() {
 		r := &tc.Runner{}
-		// plans name the leaf the host kernel shows behind the shim (norm)
-		build := func(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
-			p, err := plan.Build(q, f)
-			if err != nil {
-				return nil, err
-			}
-			return norm(p), nil
-		}
-		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}, Build: build}
+		o := Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: b.TempDir()}, Build: normBuild}
 		mustStart(b, []Target{tg}, o)
 		var took time.Duration
 		var procs int64

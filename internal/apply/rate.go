@@ -14,10 +14,8 @@ import (
 // Changed is the state of a queue whose rates a Rate call moved.
 const Changed State = "changed"
 
-// Rates are new shaper rates in kbit/s; 0 keeps a direction's running rate.
-type Rates struct{ Download, Upload int }
-
-// Rate moves a running queue to new rates without tearing its tree down
+// Rate moves a running queue to new rates (kbit/s; 0 keeps a direction's
+// running rate) without tearing its tree down
 // (docs/design.md, "Rate changes"): the running tree is planned at the
 // rates the kernel holds, must match that plan exactly, and then one tc
 // batch of `change` lines (plan.Change) carries it to the plan at the new
@@ -27,7 +25,7 @@ type Rates struct{ Download, Upload int }
 // what it holds; an accepted batch is trusted, as a start's is. The new
 // rates are kept in o.RateDir for status, the doctor and hotplug starts.
 // Costs one read of the live tree and one tc -batch.
-func Rate(t Target, to Rates, by string, o Options) Result {
+func Rate(t Target, to config.Rates, by string, o Options) Result {
 	r := Result{Section: t.Queue.Section, Device: t.Queue.Interface}
 	release, err := o.Locks.acquire(r.Device, false)
 	if err != nil {
@@ -88,7 +86,7 @@ func Rate(t Target, to Rates, by string, o Options) Result {
 // ratePlans plans the queue at the rates the kernel runs (from) and at the
 // new ones (to); from must match the live tree exactly, or the change is
 // refused: a tree that differs is a start's job, not a rate change's.
-func (o *Options) ratePlans(t Target, to Rates) (from, next *plan.Plan, err error) {
+func (o *Options) ratePlans(t Target, to config.Rates) (from, next *plan.Plan, err error) {
 	cur, err := o.build(t.Queue, t.Facts)
 	if err != nil {
 		return nil, nil, err

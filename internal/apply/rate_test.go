@@ -10,7 +10,9 @@ import (
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
+	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // started is a fake kernel with tg started on it, and options that keep
@@ -42,12 +44,12 @@ func TestRateChangesInPlace(t *testing.T) {
 	for _, b := range backends {
 		for _, c := range []struct {
 			name     string
-			to       Rates
+			to       config.Rates
 			down, up int // what the kernel must hold after
 		}{
-			{"both", Rates{Download: 18000, Upload: 9000}, 18000, 9000},
-			{"download only", Rates{Download: 15000}, 15000, 10000},
-			{"across 100 Mbit/s", Rates{Download: 200000}, 200000, 10000},
+			{"both", config.Rates{Download: 18000, Upload: 9000}, 18000, 9000},
+			{"download only", config.Rates{Download: 15000}, 15000, 10000},
+			{"across 100 Mbit/s", config.Rates{Download: 200000}, 200000, 10000},
 		} {
 			t.Run(fmt.Sprintf("%s/%s", b, c.name), func(t *testing.T) {
 				tg := target(b)
@@ -89,7 +91,7 @@ func TestRateRefusedRollsBack(t *testing.T) {
 		tg := target(b)
 		k, o := started(t, tg)
 		before := len(k.Calls)
-		Rate(tg, Rates{Download: 30000, Upload: 5000}, "probe", o)
+		Rate(tg, config.Rates{Download: 30000, Upload: 5000}, "probe", o)
 		lines := len(k.Calls[before].Lines)
 		for line := 1; line <= lines; line++ {
 			t.Run(fmt.Sprintf("%s/line%d", b, line), func(t *testing.T) {
@@ -101,7 +103,7 @@ func TestRateRefusedRollsBack(t *testing.T) {
 					}
 					return tcfake.Run
 				}
-				r := Rate(tg, Rates{Download: 30000, Upload: 5000}, "test", o)
+				r := Rate(tg, config.Rates{Download: 30000, Upload: 5000}, "test", o)
 				if r.State != Failed || r.Err == nil || !strings.Contains(r.Err.Error(), "rolled back") {
 					t.Fatalf("want a refused change, got %s %v", r.State, r.Err)
 				}
@@ -125,19 +127,19 @@ func TestRateRefuses(t *testing.T) {
 		name  string
 		setup func(k fake, o Options) // from a started queue
 		tg    func() Target
-		to    Rates
+		to    config.Rates
 		want  string
 	}{
-		{"not started", func(k fake, o Options) { Stop([]Target{tg}, o) }, nil, Rates{Download: 15000}, "run sqmkit start first"},
+		{"not started", func(k fake, o Options) { Stop([]Target{tg}, o) }, nil, config.Rates{Download: 15000}, "run sqmkit start first"},
 		{"tree changed by hand", func(k fake, o Options) {
 			k.Batch("tc", false, [][]string{{"qdisc", "change", "dev", "wan", "root", "handle", "1:", "cake", "rtt", "50ms"}})
-		}, nil, Rates{Download: 15000}, "run sqmkit start"},
+		}, nil, config.Rates{Download: 15000}, "run sqmkit start"},
 		{"direction not shaped", nil, func() Target {
 			u := tg
 			u.Queue.Download = 0
 			return u
-		}, Rates{Download: 15000}, "sqm.wan.download: this queue does not shape its download"},
-		{"negative", nil, nil, Rates{Upload: -5}, "sqm.wan.upload: a rate is a positive number"},
+		}, config.Rates{Download: 15000}, "sqm.wan.download: this queue does not shape its download"},
+		{"negative", nil, nil, config.Rates{Upload: -5}, "sqm.wan.upload: a rate is a positive number"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			use := tg
@@ -176,7 +178,7 @@ func TestStartStopForgetRates(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, o := started(t, tg)
-			if r := Rate(tg, Rates{Download: 15000}, "test", o); r.State != Changed {
+			if r := Rate(tg, config.Rates{Download: 15000}, "test", o); r.State != Changed {
 				t.Fatalf("rate: %s %v", r.State, r.Err)
 			}
 			c.do(o)
@@ -188,7 +190,7 @@ func TestStartStopForgetRates(t *testing.T) {
 	// a hotplug start keeps them, and plans with them (the caller applies
 	// them to the queue): nothing to change
 	k, o := started(t, tg)
-	Rate(tg, Rates{Download: 15000}, "test", o)
+	Rate(tg, config.Rates{Download: 15000}, "test", o)
 	q := tg.Queue
 	if _, err := ratestate.Apply(o.RateDir, &q); err != nil {
 		t.Fatal(err)
@@ -201,4 +203,32 @@ func TestStartStopForgetRates(t *testing.T) {
 	if _, ok, _ := ratestate.Load(o.RateDir, "wan"); !ok {
 		t.Error("a hotplug start forgot the kept rates")
 	}
+}
+
+// On the host kernel (a test namespace, through the lab shim): a rate
+// change leaves the same tree a start at the new rates builds, in one tc
+// process besides the read, and never deletes a qdisc.
+func TestRateOnHostKernel(t *testing.T) {
+	useShim(t, "")
+	tg := target(config.FQCodel)
+	ns := tctest.NewNetns(t, "rate")
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		o := options(t, r, t.TempDir())
+		o.Build = normBuild
+		mustStart(t, []Target{tg}, o)
+		var lines []string
+		r.Debug = func(s string) { lines = append(lines, s) }
+		if res := Rate(tg, config.Rates{Download: 15000, Upload: 9000}, "test", o); res.State != Changed {
+			t.Fatalf("rate: %s %v", res.State, res.Err)
+		}
+		if joined := strings.Join(lines, "\n"); strings.Contains(joined, " del ") {
+			t.Errorf("a rate change deleted something:\n%s", joined)
+		}
+		want, _ := normBuild(config.Queue{Section: "wan", Enabled: true, Interface: "wan", Download: 15000, Upload: 9000,
+			Backend: config.FQCodel, IngressECN: true, LinkLayer: config.LinkNone}, tg.Facts)
+		if d := drift.Compare(want, kernel(t, want)); len(d) > 0 {
+			t.Errorf("kernel differs from a start at 15000/9000: %v", d)
+		}
+	})
 }

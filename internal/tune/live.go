@@ -10,6 +10,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Live is the Link of a running queue: rates change through apply.Rate
@@ -55,7 +56,7 @@ const (
 
 // SetRates changes the running shaper's rates.
 func (l *Live) SetRates(_ context.Context, down, up int) error {
-	r := apply.Rate(l.Target, apply.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)
+	r := apply.Rate(l.Target, config.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)
 	if r.State == apply.Failed {
 		return r.Err
 	}

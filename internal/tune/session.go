@@ -73,7 +73,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		if o.Written {
 			return
 		}
-		r := apply.Rate(l.Target, apply.Rates{Download: orig.Download, Upload: orig.Upload}, "sqmkit tune", l.Opts)
+		r := apply.Rate(l.Target, config.Rates{Download: orig.Download, Upload: orig.Upload}, "sqmkit tune", l.Opts)
 		switch {
 		case r.State == apply.Failed:
 			err = fmt.Errorf("%w; restoring %d/%d kbit/s failed too: %v (run sqmkit start)", err, orig.Download, orig.Upload, r.Err)
@@ -149,7 +149,7 @@ func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, 
 	if _, err := config.WriteRates(root, file, u.Section, u.Old); err != nil {
 		return config.Rates{}, err
 	}
-	if r := apply.Rate(t, apply.Rates{Download: u.Old.Download, Upload: u.Old.Upload}, "sqmkit tune --undo", opts); r.State == apply.Failed {
+	if r := apply.Rate(t, config.Rates{Download: u.Old.Download, Upload: u.Old.Upload}, "sqmkit tune --undo", opts); r.State == apply.Failed {
 		return u.Old, fmt.Errorf("config restored; the running shaper kept its rates (%v): run sqmkit start", r.Err)
 	}
 	ratestate.Clear(opts.RateDir, t.Queue.Interface)
