@@ -60,8 +60,11 @@ type planRun struct {
 	Backends []string `json:"backends"`
 	// Mode is what the guest does with them: "" grades each backend,
 	// "hotplug" runs the OpenWrt hotplug scenario (hotplug.go), "tune"
-	// sqmkit tune before the grade (tune.go).
+	// sqmkit tune before the grade (tune.go), "sweep" the exhaustive
+	// measurement alone.
 	Mode string `json:"mode,omitempty"`
+	// Sweep, in tune and sweep modes: the range and its early stop.
+	Sweep *sweepSpec `json:"sweep,omitempty"`
 }
 
 const usageText = `Usage: sqmkit-lab COMMAND
@@ -74,8 +77,11 @@ const usageText = `Usage: sqmkit-lab COMMAND
   run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]
   report RESULTS-DIR [--readme FILE]  the tables of a finished run again (and into FILE's results)
   hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session
-  tune   --profile NAME|PATH [--backends cake,fq_codel,nss]  sqmkit tune --write from the router, then the
-         full grade at the rates it wrote
+  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep]  sqmkit tune --write from the router, then
+         the full grade at the rates it wrote; --sweep measures the sweep first and checks tune against it
+  sweep  --profile NAME|PATH [--backends cake,fq_codel,nss] [--from 80] [--to 100] [--stop N]  every shaper rate
+         from FROM to TO percent of the line in 1 % steps per direction: the best A+ rate (--stop N: a direction
+         ends after N passing steps in a row)
   kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)
   guest  PLAN.json (inside the VM; started by the others)
 
@@ -136,19 +142,32 @@ func main() {
 		}
 		plan = append(plan, planRun{Profile: "cable", Backends: cable},
 			planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
-	case "run", "hotplug", "tune":
+	case "run", "hotplug", "tune", "sweep":
 		fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
 		defProfile, defBackends, mode := "cable", allBackends, ""
 		switch name {
 		case "hotplug":
 			defProfile, defBackends, mode = "vdsl-pppoe-vlan7", sqmkitBackends, "hotplug"
-		case "tune":
-			defBackends, mode = sqmkitBackends, "tune"
+		case "tune", "sweep":
+			defBackends, mode = sqmkitBackends, name
 		}
 		prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
 		backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
 		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
+		sp := sweepSpec{From: 80, To: 100}
+		withSweep := name == "sweep"
+		if name == "tune" {
+			fs.BoolVar(&withSweep, "sweep", false, "sweep first (--from, --to, --stop) and check tune's rates against the sweep's best")
+		}
+		if name == "tune" || name == "sweep" {
+			fs.IntVar(&sp.From, "from", sp.From, "sweep from `PCT` of the line")
+			fs.IntVar(&sp.To, "to", sp.To, "sweep up to `PCT` of the line")
+			fs.IntVar(&sp.Stop, "stop", 0, "end a direction after `N` passing steps in a row (0: every step)")
+		}
 		fs.Parse(os.Args[2:])
+		if withSweep && (sp.From <= 0 || sp.To < sp.From || sp.Stop < 0) {
+			fatal(fmt.Errorf("--from %d --to %d --stop %d: want 0 < from <= to and stop >= 0", sp.From, sp.To, sp.Stop))
+		}
 		bs := strings.Split(*backends, ",")
 		for _, b := range bs {
 			if _, err := parseBackend(b); err != nil && b != unshaped {
@@ -156,6 +175,9 @@ func main() {
 			}
 		}
 		plan = []planRun{{Profile: *prof, Backends: bs, Mode: mode}}
+		if withSweep {
+			plan[0].Sweep = &sp
+		}
 		name = *prof
 	case "-h", "--help", "help":
 		fmt.Print(usageText)
@@ -508,7 +530,9 @@ func runGuest(planPath string) int {
 		case "hotplug":
 			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
 		case "tune":
-			rs = append(rs, g.profileRuns(p, run.Backends, g.tuneScenario)...)
+			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep) })...)
+		case "sweep":
+			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
 		default:
 			rs = append(rs, g.profileRuns(p, run.Backends, nil)...)
 		}

@@ -67,6 +67,9 @@ func printTable(w io.Writer, rs []result) {
 		if t := r.Tune; t != nil {
 			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, tuneLine(t))
 		}
+		if sw := r.Sweep; sw != nil {
+			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, sweepLine(sw))
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}
@@ -92,13 +95,21 @@ func printTable(w io.Writer, rs []result) {
 
 // tuneLine says what tune chose against the line and the 95 % rule.
 func tuneLine(t *tuned) string {
-	pct := func(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
 	s := fmt.Sprintf("tune: download %d (%.0f%% of line %d; 95%% rule %d) upload %d (%.0f%% of %d; rule %d), test time %.0f s",
 		t.Down, pct(t.Down, t.LineDown), t.LineDown, t.Rule95Down, t.Up, pct(t.Up, t.LineUp), t.LineUp, t.Rule95Up, t.TestSeconds)
 	if t.BoostDown > 0 || t.BoostUp > 0 {
 		s += fmt.Sprintf("; boost seen %d/%d kbit/s goodput", t.BoostDown, t.BoostUp)
 	}
 	return s
+}
+
+// sweepLine says what a sweep found.
+func sweepLine(s *swept) string {
+	stop := "every step"
+	if s.Stop > 0 {
+		stop = fmt.Sprintf("a direction ends after %d passing steps in a row", s.Stop)
+	}
+	return fmt.Sprintf("sweep %d-%d%% (%s): best A+ download %d, upload %d (%d steps, %.0f s)", s.From, s.To, stop, s.BestDown, s.BestUp, s.Steps, s.WallSeconds)
 }
 
 // markdown renders the side-by-side tables for the README, headed by the
@@ -117,6 +128,9 @@ func markdown(rs []result) string {
 		for _, r := range groups[name] {
 			if r.Tune != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, tuneLine(r.Tune))
+			}
+			if r.Sweep != nil {
+				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, sweepLine(r.Sweep))
 			}
 		}
 	}

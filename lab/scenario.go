@@ -47,6 +47,7 @@ type result struct {
 	Discarded   []discarded     `json:"discarded,omitempty"`
 	Start       *startCost      `json:"start_cost,omitempty"`
 	Tune        *tuned          `json:"tune,omitempty"`
+	Sweep       *swept          `json:"sweep,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`

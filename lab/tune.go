@@ -26,27 +26,119 @@ type tuned struct {
 	Why         string  `json:"why"`
 }
 
+// swept is a sweep's figures (result.Sweep): the best A+ rate per
+// direction between From and To percent of the profile's line.
+type swept struct {
+	From        int     `json:"from_pct"`
+	To          int     `json:"to_pct"`
+	Stop        int     `json:"stop_after"` // passing steps in a row that end a direction; 0 every step
+	BestDown    int     `json:"best_download_kbit"`
+	BestUp      int     `json:"best_upload_kbit"`
+	Steps       int     `json:"steps"`
+	WallSeconds float64 `json:"wall_seconds"`
+}
+
+// sweepSpec is what planRun asks of a sweep.
+type sweepSpec struct {
+	From, To, Stop int
+}
+
+// sweep runs `sqmkit tune --sweep` on the running queue: the other
+// direction at the line rate, every step a short loaded phase judged like
+// tune's, the profile's sync rates as 100 %.
+func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp sweepSpec) error {
+	js := filepath.Join(r.Dir, "sweep.json")
+	t0 := time.Now()
+	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--budget", "0", "--json", js,
+		"--sweep", fmt.Sprintf("%d:%d", sp.From, sp.To), "--sweep-stop", fmt.Sprint(sp.Stop),
+		"--line", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up), serverIP, sc.dev)
+	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(out), 0o644)
+	if err != nil {
+		return fmt.Errorf("sqmkit tune --sweep: %w: %s", err, lastLine(out))
+	}
+	var res tune.SweepResult
+	bs, err := os.ReadFile(js)
+	if err == nil {
+		err = json.Unmarshal(bs, &res)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", js, err)
+	}
+	r.Sweep = &swept{From: sp.From, To: sp.To, Stop: sp.Stop, BestDown: res.BestDown, BestUp: res.BestUp, Steps: len(res.Steps),
+		WallSeconds: time.Since(t0).Seconds()}
+	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%), %d steps in %.0f s", t.p.Name, r.Backend,
+		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), len(res.Steps), r.Sweep.WallSeconds)
+	return nil
+}
+
+func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
+
+// againstSweep is the acceptance of a tuned rate: at least 97 % of the
+// sweep's best A+ rate and never more than 1 % above it.
+func againstSweep(name string, tuned, best int) accept.Check {
+	c := accept.Check{Name: name + " tuned/sweep best", Want: ">= 0.97 and <= 1.01"}
+	if best > 0 {
+		c.Got = float64(tuned) / float64(best)
+	}
+	c.OK = best > 0 && c.Got >= 0.97 && c.Got <= 1.01
+	return c
+}
+
+// sweepScenario starts a sqmkit backend at the lab's 95 % rates and sweeps
+// it (`sqmkit-lab sweep`).
+func (g *guest) sweepScenario(t *topo, name string, r *result, sp sweepSpec) error {
+	sh, sq, sc, err := g.startTuned(t, name, r)
+	if err != nil {
+		return err
+	}
+	defer sh.run(nsRouter, sq, "stop", "--root", sc.root)
+	if err := g.sweep(t, sh, sq, sc, r, sp); err != nil {
+		return err
+	}
+	r.Checks = []accept.Check{
+		{Name: "sweep: an A+ download rate", Got: float64(r.Sweep.BestDown), Want: "> 0", OK: r.Sweep.BestDown > 0},
+		{Name: "sweep: an A+ upload rate", Got: float64(r.Sweep.BestUp), Want: "> 0", OK: r.Sweep.BestUp > 0},
+	}
+	r.Status = status(r.Checks)
+	return nil
+}
+
+// startTuned prepares backend name and starts it from the router's config.
+func (g *guest) startTuned(t *topo, name string, r *result) (*shell, string, *scenario, error) {
+	b, err := parseBackend(name)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	if _, ok := b.(sqmkitBackend); !ok {
+		return nil, "", nil, fmt.Errorf("tune and sweep run on sqmkit's own backends (%v), not %s", sqmkitBackends, name)
+	}
+	sc, err := g.prepare(t, b, r)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	sh := &shell{log: t.sh.log, env: sc.env}
+	sq := routerSqmkit(sc.root)
+	if out, err := sh.run(nsRouter, sq, "start", "--root", sc.root); err != nil {
+		return nil, "", nil, fmt.Errorf("start: %w: %s", err, lastLine(out))
+	}
+	return sh, sq, sc, nil
+}
+
 // tuneScenario starts a sqmkit backend at the lab's usual 95 % rates, runs
 // `sqmkit tune --write` in the router namespace against `sqmkit serve` in
 // the server namespace (the router's own traffic crosses its shaper both
 // ways, as on a real router), restarts at the rates it wrote, and grades
 // them with the full test from the client like any other scenario.
-func (g *guest) tuneScenario(t *topo, name string, r *result) error {
-	b, err := parseBackend(name)
+func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec) error {
+	sh, sq, sc, err := g.startTuned(t, name, r)
 	if err != nil {
 		return err
 	}
-	if _, ok := b.(sqmkitBackend); !ok {
-		return fmt.Errorf("tune runs on sqmkit's own backends (%v), not %s", sqmkitBackends, name)
-	}
-	sc, err := g.prepare(t, b, r)
-	if err != nil {
-		return err
-	}
-	sh := &shell{log: t.sh.log, env: sc.env}
-	sq := routerSqmkit(sc.root)
-	if out, err := sh.run(nsRouter, sq, "start", "--root", sc.root); err != nil {
-		return fmt.Errorf("start: %w: %s", err, lastLine(out))
+	if sp != nil {
+		if err := g.sweep(t, sh, sq, sc, r, *sp); err != nil {
+			sh.run(nsRouter, sq, "stop", "--root", sc.root)
+			return err
+		}
 	}
 	js := filepath.Join(r.Dir, "tune.json")
 	t0 := time.Now()
@@ -83,9 +175,15 @@ func (g *guest) tuneScenario(t *topo, name string, r *result) error {
 	}
 	r.Checks = accept.Shaped(*r.Test, r.DownKbit)
 	r.Checks = append(r.Checks, accept.Check{Name: "tune test time s", Got: o.Spent.Seconds(), Want: "<= 180", OK: o.Spent <= 3*time.Minute})
+	if sw := r.Sweep; sw != nil {
+		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
+	}
 	r.Status = status(r.Checks)
-	g.say("tune: %s/%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
-		t.p.Name, r.Backend, d.RateKbit, 100*float64(d.RateKbit)/float64(t.p.Down), u.RateKbit, 100*float64(u.RateKbit)/float64(t.p.Up),
-		r.Test.Grade, o.Spent.Seconds())
+	line := fmt.Sprintf("tune: %s/%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
+		t.p.Name, r.Backend, d.RateKbit, pct(d.RateKbit, t.p.Down), u.RateKbit, pct(u.RateKbit, t.p.Up), r.Test.Grade, o.Spent.Seconds())
+	if sw := r.Sweep; sw != nil {
+		line += fmt.Sprintf("; sweep best %d/%d (tune at %.1f%%/%.1f%% of it)", sw.BestDown, sw.BestUp, pct(d.RateKbit, sw.BestDown), pct(u.RateKbit, sw.BestUp))
+	}
+	g.say("%s", line)
 	return nil
 }

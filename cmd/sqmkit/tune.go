@@ -35,6 +35,9 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	token := fs.String("token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
 	v4 := fs.Bool("4", false, "use IPv4 only")
 	v6 := fs.Bool("6", false, "use IPv6 only")
+	sweep := fs.String("sweep", "", "measure every rate from `FROM:TO` percent of the line in 1 % steps per direction instead of searching (e.g. 80:100); changes nothing")
+	line := fs.String("line", "", "with --sweep: the line's `DOWN:UP` shaper rates in kbit/s that are 100 % (e.g. the modem's sync rates; default: measured)")
+	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	o := config.RegisterFlags(fs)
 	pos, code, ok := parseInterspersed(fs, args)
@@ -52,6 +55,9 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *v4 && *v6:
 		fmt.Fprintln(stderr, "sqmkit tune: -4 and -6 exclude each other")
+		return 2
+	case *sweep != "" && (*write || *undo):
+		fmt.Fprintln(stderr, "sqmkit tune: --sweep measures and changes nothing; it does not combine with --write or --undo")
 		return 2
 	case len(pos) > want || !*undo && len(pos) == 0:
 		fmt.Fprintln(stderr, "sqmkit tune: want SERVER[:PORT] and at most one SECTION or IFACE (see -h)")
@@ -97,17 +103,19 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *sweep != "" {
+		c, err := sweepConfig(*sweep, *line, *sweepStop)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+			return 2
+		}
+		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
+	}
 	out, err := s.Run(ctx)
 	if out != nil && out.Report != nil {
 		printTune(stdout, out)
 		if *jsonFile != "" {
-			if werr := writeFile(*jsonFile, func(f *os.File) error {
-				enc := json.NewEncoder(f)
-				enc.SetIndent("", "  ")
-				return enc.Encode(out)
-			}); werr != nil {
-				fmt.Fprintf(stderr, "sqmkit tune: %v\n", werr)
-			}
+			writeTuneJSON(*jsonFile, out, stderr)
 		}
 		if *plotFile != "" {
 			if werr := writeTunePlot(*plotFile, out.Report); werr != nil {
@@ -122,14 +130,12 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// printTune prints the steps per direction, the rates chosen and why, and
-// the goodput gained over the 95 % rule.
-func printTune(w io.Writer, o *tune.Outcome) {
-	r := o.Report
+// printSteps prints one line per rate tried.
+func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tgoodput kbit/s\tverdict\t")
-	for _, st := range r.Steps {
-		v := "meets " + r.Target.Name
+	for _, st := range steps {
+		v := "meets " + t.Name
 		if !st.Pass {
 			v = "misses"
 		}
@@ -143,6 +149,13 @@ func printTune(w io.Writer, o *tune.Outcome) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t+%.1f / +%.1f\t%d\t%s\t\n", st.Kind, rate, share, st.AddedMedian, st.AddedP95, st.GoodputKbit, v)
 	}
 	tw.Flush()
+}
+
+// printTune prints the steps per direction, the rates chosen and why, and
+// the goodput gained over the 95 % rule.
+func printTune(w io.Writer, o *tune.Outcome) {
+	r := o.Report
+	printSteps(w, r.Target, r.Steps)
 	for _, c := range []struct {
 		name string
 		ch   tune.Choice
@@ -174,5 +187,61 @@ func printTune(w io.Writer, o *tune.Outcome) {
 		fmt.Fprintf(w, "written to the config (was %d/%d; sqmkit tune --undo restores it); test time %s\n", o.Old.Download, o.Old.Upload, o.Spent.Round(time.Second))
 	default:
 		fmt.Fprintf(w, "nothing written; the shaper is back at its rates (--write stores these); test time %s\n", o.Spent.Round(time.Second))
+	}
+}
+
+// sweepConfig parses --sweep FROM:TO (percent) and --line DOWN:UP (kbit/s).
+func sweepConfig(sweep, line string, stopAfter int) (tune.SweepConfig, error) {
+	c := tune.SweepConfig{Step: 0.01, StopAfter: stopAfter}
+	var from, to float64
+	if n, err := fmt.Sscanf(sweep, "%g:%g", &from, &to); n != 2 || err != nil || from <= 0 || to < from || to > 200 {
+		return c, fmt.Errorf("--sweep %q: want FROM:TO in percent of the line, e.g. 80:100", sweep)
+	}
+	c.From, c.To = from/100, to/100
+	if line != "" {
+		if n, err := fmt.Sscanf(line, "%d:%d", &c.LineDown, &c.LineUp); n != 2 || err != nil || c.LineDown <= 0 || c.LineUp <= 0 {
+			return c, fmt.Errorf("--line %q: want DOWN:UP in kbit/s, e.g. 40000:8000", line)
+		}
+	}
+	if stopAfter < 0 {
+		return c, fmt.Errorf("--sweep-stop %d: want 0 (every step) or more", stopAfter)
+	}
+	return c, nil
+}
+
+// runSweep prints every step and the best rate per direction.
+func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile string, stdout, stderr io.Writer) int {
+	r, err := s.Sweep(ctx, c)
+	if r != nil {
+		printSteps(stdout, r.Target, r.Steps)
+		for _, d := range []struct {
+			name       string
+			best, line int
+		}{{"download", r.BestDown, r.LineDown}, {"upload", r.BestUp, r.LineUp}} {
+			if d.best == 0 {
+				fmt.Fprintf(stdout, "%s: no rate in the range meets %s\n", d.name, r.Target.Name)
+				continue
+			}
+			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s with the next lower step meeting it too\n",
+				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, r.Target.Name)
+		}
+		if jsonFile != "" {
+			writeTuneJSON(jsonFile, r, stderr)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune --sweep: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func writeTuneJSON(path string, v any, stderr io.Writer) {
+	if err := writeFile(path, func(f *os.File) error {
+		enc := json.NewEncoder(f)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}); err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 	}
 }

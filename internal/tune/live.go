@@ -43,8 +43,8 @@ const rateLimited = "rate limit:"
 // Default phase lengths: a 1 s idle baseline holds 100 probes at 10 ms; 6 s
 // of load reaches a steady queue at broadband rates (TCP fills any buffer
 // up to a second deep within 2–3 s). The download's line is measured for
-// 30 s, so that a cable boost of up to ~22 s leaves the last quarter's
-// median to the sustained rate (the lab's 10 MB bucket at 120 % of 40 Mbit/s
+// 30 s, so that a cable boost of up to ~20 s leaves the last third
+// to the sustained rate (the lab's 10 MB bucket at 120 % of 40 Mbit/s
 // lasts about 20 s: its modem forwards at most ~44 Mbit/s); the
 // upload's, which boosts rarely and briefly, for 12 s.
 const (

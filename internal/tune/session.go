@@ -55,33 +55,14 @@ type undo struct {
 func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	l := s.Live
 	q := l.Target.Queue
-	if q.Download == 0 || q.Upload == 0 {
-		return nil, &config.FieldError{Section: q.Section, Option: "download", Value: fmt.Sprintf("%d/%d", q.Download, q.Upload),
-			Why: "tune searches both directions and needs both shaped", Fix: "set download and upload (any rate near the line's) and run sqmkit start"}
+	restore, err := s.begin()
+	if err != nil {
+		return nil, err
 	}
-	if st := apply.Inspect([]apply.Target{l.Target}, l.Opts)[0]; !st.Matches() {
-		why := st.Err
-		if why == nil {
-			why = errors.New(st.Diffs[0].String())
-		}
-		return nil, fmt.Errorf("%s is not shaped as planned (%v); run sqmkit start first", q.Interface, why)
-	}
-	orig := config.Rates{Download: q.Download, Upload: q.Upload}
 	o = &Outcome{}
 	defer func() {
 		o.Spent = l.Spent
-		if o.Written {
-			return
-		}
-		r := apply.Rate(l.Target, config.Rates{Download: orig.Download, Upload: orig.Upload}, "sqmkit tune", l.Opts)
-		switch {
-		case r.State == apply.Failed:
-			err = fmt.Errorf("%w; restoring %d/%d kbit/s failed too: %v (run sqmkit start)", err, orig.Download, orig.Upload, r.Err)
-		default:
-			s.log("rates restored to %d/%d kbit/s", orig.Download, orig.Upload)
-			// the configured rates run again: nothing to remember
-			ratestate.Clear(l.Opts.RateDir, q.Interface)
-		}
+		err = restore(o.Written, err)
 	}()
 	l.Budget = s.Budget
 	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(q),
@@ -130,6 +111,56 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		s.log("written, but the undo record was not (%v); the old rates were %d/%d", err, o.Old.Download, o.Old.Upload)
 	}
 	return o, nil
+}
+
+// begin refuses a queue that is not running as planned, and returns what
+// puts the shaper back at the rates it had: the caller defers it, with
+// keep true once new rates are written. It runs on its own context, so a
+// cancelled one still restores.
+func (s *Session) begin() (restore func(keep bool, err error) error, err error) {
+	l := s.Live
+	q := l.Target.Queue
+	if q.Download == 0 || q.Upload == 0 {
+		return nil, &config.FieldError{Section: q.Section, Option: "download", Value: fmt.Sprintf("%d/%d", q.Download, q.Upload),
+			Why: "tune searches both directions and needs both shaped", Fix: "set download and upload (any rate near the line's) and run sqmkit start"}
+	}
+	if st := apply.Inspect([]apply.Target{l.Target}, l.Opts)[0]; !st.Matches() {
+		why := st.Err
+		if why == nil {
+			why = errors.New(st.Diffs[0].String())
+		}
+		return nil, fmt.Errorf("%s is not shaped as planned (%v); run sqmkit start first", q.Interface, why)
+	}
+	orig := config.Rates{Download: q.Download, Upload: q.Upload}
+	return func(keep bool, err error) error {
+		if keep {
+			return err
+		}
+		if r := apply.Rate(l.Target, orig, "sqmkit tune", l.Opts); r.State == apply.Failed {
+			lost := fmt.Errorf("restoring %d/%d kbit/s failed: %v (run sqmkit start)", orig.Download, orig.Upload, r.Err)
+			return errors.Join(err, lost)
+		}
+		s.log("rates restored to %d/%d kbit/s", orig.Download, orig.Upload)
+		// the configured rates run again: nothing to remember
+		ratestate.Clear(l.Opts.RateDir, q.Interface)
+		return err
+	}, nil
+}
+
+// Sweep measures the whole rate–latency curve of the running queue (see
+// SweepConfig) and leaves the shaper at the rates it had.
+func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, err error) {
+	l := s.Live
+	restore, err := s.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = restore(false, err) }()
+	l.Budget = s.Budget
+	q := l.Target.Queue
+	c.Target, c.Progress = s.Target, s.Log
+	c.OpenDown, c.OpenUp, c.RatePerGoodput = open(q.Download), open(q.Upload), RatePerGoodput(q)
+	return Sweep(ctx, l, c)
 }
 
 // Undo writes back the rates the last --write replaced and moves the

@@ -174,3 +174,35 @@ func TestSessionRefusesUnshaped(t *testing.T) {
 		t.Errorf("unshaped queue: %v", err)
 	}
 }
+
+// A sweep on a running queue measures every step and puts the shaper back
+// at its rates, also when the server goes away mid-sweep; it never writes.
+func TestSessionSweep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs loopback tests of several seconds")
+	}
+	for _, lose := range []bool{false, true} {
+		s, k, stop := session(t, true)
+		if lose {
+			time.AfterFunc(2*time.Second, stop)
+		}
+		r, err := s.Sweep(context.Background(), SweepConfig{LineDown: 30000, LineUp: 12000, From: 0.97, To: 1.00, Step: 0.01})
+		switch {
+		case lose && err == nil:
+			t.Error("the server went away and the sweep did not say so")
+		case !lose && err != nil:
+			t.Fatal(err)
+		case !lose:
+			// loopback is never bloated: every step passes, the best is the line
+			if len(r.Steps) != 8 || r.BestDown != 30000 || r.BestUp != 12000 {
+				t.Errorf("sweep %+v", r)
+			}
+		}
+		if !atRates(t, s, k, 20000, 10000) {
+			t.Errorf("lose=%v: the shaper was not restored to 20000/10000", lose)
+		}
+		if b, _ := os.ReadFile(filepath.Join(s.Root, "etc/config/sqm")); string(b) != sqmFile {
+			t.Errorf("a sweep changed the config:\n%s", b)
+		}
+	}
+}

@@ -121,7 +121,7 @@ func TestSearch(t *testing.T) {
 		{"steep", func(s *sim) { s.slopeMs = 40 }},
 		{"boost", func(s *sim) { s.boost = 1.2 }},
 		// a boost past the phase's half (TCP drains the bucket slower than
-		// its size suggests): the last quarter is still the line
+		// its size suggests): the last third is still the line
 		{"long boost", func(s *sim) { s.boost, s.boostSecs = 1.15, 8 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

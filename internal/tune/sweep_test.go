@@ -1,0 +1,111 @@
+package tune
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+)
+
+// lucky makes the steps at some shares of the line pass whatever the
+// link says: a sweep must not take one of them for the best rate.
+type lucky struct {
+	*sim
+	at map[int]bool // per mille of the line
+}
+
+func (l lucky) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	p, err := l.sim.Load(ctx, k, line)
+	x := l.rateD / l.down
+	if k == Upload {
+		x = l.rateU / l.up
+	}
+	if l.at[int(math.Round(1000*x))] {
+		p.AddedMedian, p.AddedP95 = 1, 3
+	}
+	return p, err
+}
+
+func TestSweep(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		setup    func(*sim) Link
+		cfg      func(*SweepConfig)
+		best     float64 // share of the line; 0: none
+		maxSteps int     // per direction, borderline repeats not counted
+	}{
+		{"every step", nil, nil, 0.95, 21},
+		{"stop after three", nil, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8},
+		{"lucky step above the knee", func(s *sim) Link { return lucky{s, map[int]bool{980: true}} }, nil, 0.95, 21},
+		{"lucky step does not end the run", func(s *sim) Link { return lucky{s, map[int]bool{980: true, 970: true}} },
+			func(c *SweepConfig) { c.StopAfter = 3 }, 0.98, 8},
+		{"line measured first", nil, func(c *SweepConfig) { c.LineDown, c.LineUp = 0, 0 }, 0.95, 21},
+		{"lowest step alone", func(s *sim) Link { s.knee = 0.8; return s }, nil, 0.80, 21},
+		{"nothing meets it", func(s *sim) Link { s.knee = 0.5; return s }, nil, 0, 21},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim()
+			s.knee = 0.955
+			var l Link = s
+			if tc.setup != nil {
+				l = tc.setup(s)
+			}
+			c := SweepConfig{Target: APlus, LineDown: 38000, LineUp: 7600, OpenDown: 400000, OpenUp: 80000, RatePerGoodput: 1.05,
+				From: 0.80, To: 1.00, Step: 0.01}
+			if tc.cfg != nil {
+				tc.cfg(&c)
+			}
+			r, err := Sweep(context.Background(), l, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []struct {
+				k          Kind
+				best, line int
+			}{{Download, r.BestDown, r.LineDown}, {Upload, r.BestUp, r.LineUp}} {
+				if math.Abs(float64(d.line)-map[Kind]float64{Download: s.down, Upload: s.up}[d.k]) > 2 {
+					t.Errorf("%s: line %d", d.k, d.line)
+				}
+				if want := int(math.Round(tc.best * float64(d.line))); d.best != want {
+					t.Errorf("%s: best %d, want %d (%.2f of %d)", d.k, d.best, want, tc.best, d.line)
+				}
+				n := 0
+				for _, st := range r.Steps {
+					if st.Kind == d.k {
+						n++
+					}
+				}
+				if n > tc.maxSteps || c.StopAfter == 0 && n != tc.maxSteps {
+					t.Errorf("%s: %d steps, want %d", d.k, n, tc.maxSteps)
+				}
+			}
+			// the first step is the line rate, the last no lower than From
+			if st := r.Steps[0]; st.Kind != Download || st.RateKbit != r.LineDown {
+				t.Errorf("first step %+v", st)
+			}
+			if s.rateD != float64(r.LineDown) || s.rateU != float64(r.LineUp) {
+				t.Errorf("left the link at %v/%v", s.rateD, s.rateU)
+			}
+		})
+	}
+}
+
+func TestSweepErrors(t *testing.T) {
+	c := SweepConfig{Target: APlus, LineDown: 38000, LineUp: 7600, From: 0.80, To: 1.00, Step: 0.01}
+	for n := 1; n < 30; n += 7 {
+		s := newSim()
+		s.failAfter = n
+		r, err := Sweep(context.Background(), s, c)
+		if err == nil || !strings.Contains(err.Error(), "server went away") {
+			t.Errorf("after %d phases: %v", n, err)
+		}
+		if r == nil || len(r.Steps) > n {
+			t.Errorf("after %d phases: %+v", n, r)
+		}
+	}
+	bad := c
+	bad.From, bad.To = 1.0, 0.8
+	if _, err := Sweep(context.Background(), newSim(), bad); err == nil || !strings.Contains(err.Error(), "range") {
+		t.Errorf("reversed range: %v", err)
+	}
+}
