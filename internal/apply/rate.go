@@ -40,47 +40,80 @@ func Rate(t Target, to config.Rates, by string, o Options) Result {
 		return r
 	}
 	r.Plan = next
-	var lines, back [][]string
 	for j := range next.Dirs {
 		r.Dirs = append(r.Dirs, DirResult{Direction: next.Dirs[j].Direction, Device: next.Dirs[j].Device})
-		fwd, err := plan.Change(from.Dirs[j], next.Dirs[j])
-		if err != nil {
-			r.State, r.Err = Failed, err
+	}
+	if o.DryRun != nil {
+		lines, _, err := changeLines(from, next)
+		if err == nil && len(lines) > 0 {
+			r.State = DryRun
+			fmt.Fprintf(o.DryRun, "# %s: rate change on %s (%s)\n", next.Section, next.Device, next.Backend)
+			writeBatch(o.DryRun, "tc", lines)
 			return r
 		}
-		rev, _ := plan.Change(next.Dirs[j], from.Dirs[j])
-		lines, back = append(lines, fwd...), append(back, rev...)
 	}
-	if len(lines) == 0 {
+	n, err := o.change(from, next, func(lines [][]string) error {
+		_, err := o.Kernel.Batch("tc", false, lines)
+		return err
+	})
+	switch {
+	case err != nil:
+		r.State, r.Err = Failed, err
+		return r
+	case n == 0:
 		r.State, r.Err = Skipped, errors.New("already at these rates; nothing changed")
 		return r
 	}
-	if o.DryRun != nil {
-		r.State = DryRun
-		fmt.Fprintf(o.DryRun, "# %s: rate change on %s (%s)\n", next.Section, next.Device, next.Backend)
-		writeBatch(o.DryRun, "tc", lines)
-		return r
-	}
-	_, err = o.Kernel.Batch("tc", false, lines)
-	if err != nil {
-		// The lines before the refused one did apply: undo them all. A
-		// reverse change of a node that was never changed is harmless.
-		o.Kernel.Batch("tc", true, back)
-		r.State, r.Err = Failed, fmt.Errorf("rate change refused, rolled back: %w", err)
-		o.log("%s: %v", r.Device, r.Err)
-		if bad := o.differs(from); bad != nil {
-			r.Err = fmt.Errorf("%w; after the rollback the tree differs from the previous rates (%v): run sqmkit start", r.Err, bad)
-		}
-		return r
-	}
 	r.State = Changed
-	o.log("%s: rates changed to %s (%d tc lines, no teardown)", r.Device, describe(next), len(lines))
-	if o.RateDir != "" {
-		if err := ratestate.Save(o.RateDir, r.Device, ratestate.Rates{Download: rateIn(next, plan.Ingress), Upload: rateIn(next, plan.Egress), By: by, At: time.Now().UTC()}); err != nil {
-			o.log("%s: rates changed, but not remembered (%v); status will report a drift", r.Device, err)
-		}
-	}
+	o.log("%s: rates changed to %s (%d tc lines, no teardown)", r.Device, describe(next), n)
+	o.keepRates(next, by)
 	return r
+}
+
+// keepRates remembers p's rates for status, the doctor and hotplug.
+func (o *Options) keepRates(p *plan.Plan, by string) {
+	if o.RateDir == "" {
+		return
+	}
+	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Download: rateIn(p, plan.Ingress), Upload: rateIn(p, plan.Egress), By: by, At: time.Now().UTC()}); err != nil {
+		o.log("%s: rates changed, but not remembered (%v); status will report a drift", p.Device, err)
+	}
+}
+
+// changeLines are the tc change lines from one plan of a queue to
+// another, and the lines back.
+func changeLines(from, next *plan.Plan) (fwd, back [][]string, err error) {
+	for j := range next.Dirs {
+		f, err := plan.Change(from.Dirs[j], next.Dirs[j])
+		if err != nil {
+			return nil, nil, err
+		}
+		b, _ := plan.Change(next.Dirs[j], from.Dirs[j])
+		fwd, back = append(fwd, f...), append(back, b...)
+	}
+	return fwd, back, nil
+}
+
+// change moves a queue from one plan to the next through send and returns
+// the number of lines. The lines before a refused one did apply: the
+// reverse of them all runs (a reverse change of a node that was never
+// changed is harmless), and the kernel is read back, so the error says
+// whether the tree is still the previous plan.
+func (o *Options) change(from, next *plan.Plan, send func([][]string) error) (int, error) {
+	lines, back, err := changeLines(from, next)
+	if err != nil || len(lines) == 0 {
+		return 0, err
+	}
+	if err := send(lines); err != nil {
+		o.Kernel.Batch("tc", true, back)
+		err = fmt.Errorf("rate change refused, rolled back: %w", err)
+		o.log("%s: %v", next.Device, err)
+		if bad := o.differs(from); bad != nil {
+			err = fmt.Errorf("%w; after the rollback the tree differs from the previous rates (%v): run sqmkit start", err, bad)
+		}
+		return 0, err
+	}
+	return len(lines), nil
 }
 
 // ratePlans plans the queue at the rates the kernel runs (from) and at the

@@ -116,22 +116,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	host, port := bbproto.SplitHostPort(cfg.Server)
-	network := cfg.Network
-	if network == "" {
-		network = "tcp"
-	}
-	var d net.Dialer
-	dctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	ctl, err := d.DialContext(dctx, network, net.JoinHostPort(host, port))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w%s", cfg.Server, err, dialHint(err, host, port, network))
-	}
-	defer ctl.Close()
-	t := &tester{cfg: cfg, addr: ctl.RemoteAddr().(*net.TCPAddr).AddrPort(),
-		downS: make([]atomic.Int64, max(cfg.Streams, 0)), upS: make([]atomic.Int64, max(cfg.Streams, 0))}
-	t.addr = netip.AddrPortFrom(t.addr.Addr().Unmap(), t.addr.Port())
+	t := &tester{cfg: cfg, downS: make([]atomic.Int64, max(cfg.Streams, 0)), upS: make([]atomic.Int64, max(cfg.Streams, 0))}
 
 	phases := []span{
 		{name: bbresult.PhaseIdleBefore, end: cfg.Idle.Seconds()},
@@ -148,33 +133,16 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	// Slack for stream setup and for late probe replies (see drain).
 	total += 5 * time.Second
 
-	ctl.SetDeadline(time.Now().Add(10 * time.Second))
 	hello := bbproto.Hello{Version: bbproto.Version, Token: cfg.Token, Duration: int64(total),
 		Streams: cfg.Streams, ProbeInterval: int64(cfg.ProbeInterval)}
-	if err := bbproto.WriteMsg(ctl, bbproto.MsgHello, hello); err != nil {
-		return nil, fmt.Errorf("sending hello: %w", err)
-	}
-	typ, body, err := bbproto.ReadMsg(ctl)
+	ss, err := Open(ctx, cfg.Server, cfg.Network, hello)
 	if err != nil {
-		return nil, fmt.Errorf("reading the server's answer: %w", err)
-	}
-	switch typ {
-	case bbproto.MsgRefuse:
-		var r bbproto.Refuse
-		if err := bbproto.Decode(body, &r); err != nil {
-			return nil, err
-		}
-		return nil, fmt.Errorf("server refused the test: %s", r.Reason)
-	case bbproto.MsgAccept:
-	default:
-		return nil, fmt.Errorf("server answered hello with message type %d", typ)
-	}
-	var acc bbproto.Accept
-	if err := bbproto.Decode(body, &acc); err != nil {
 		return nil, err
 	}
-	t.sess = acc.Session
-	ctl.SetDeadline(time.Time{})
+	ctl := ss.Ctl
+	defer ctl.Close()
+	t.addr, t.sess = ss.Addr, ss.ID
+	acc := ss.Accept
 	t.log("testing against %s (%s), session %s", t.addr, family(t.addr), t.sess)
 
 	// Unconnected: a server with several addresses may answer from another

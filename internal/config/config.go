@@ -65,6 +65,14 @@ type Queue struct {
 	RTT      string // cake RTT preset (internet, regional, metro, lan, ...) or a duration
 	IFB      string // explicit IFB device name; "" derives it from Interface
 
+	// sqmkit autorate (UCI options autorate, autorate_min_download, ...):
+	// download/upload above are its base rates. 0 bounds take defaults
+	// (AutorateBounds).
+	Autorate                 bool
+	AutorateMin, AutorateMax Rates
+	AutorateServer           string // HOST[:PORT] of a sqmkit serve; "" uses reflectors
+	AutorateReflectors       string // space-separated addresses; "" the defaults
+
 	// Notes record how Load and Overrides derived values (backend choice,
 	// flag overrides), one line each, for `sqmkit plan`.
 	Notes []string

@@ -121,6 +121,8 @@ func TestLoadErrors(t *testing.T) {
 		{"\toption script 'fancy.qos'\n", `:4: sqm.q.script: "fancy.qos" is not a known sqm-scripts script (known: layer_cake.qos, nss-rk.qos, nss-zk.qos, nss.qos, piece_of_cake.qos, simple.qos, simplest.qos, simplest_tbf.qos, sqmkit-cake.qos, sqmkit-fq_codel.qos, sqmkit-nss.qos)`},
 		{"\tlist upload '1'\n", `:4: sqm.q.upload: is a list`},
 		{"\toption upload '1\n", `:4: unterminated ' quote`},
+		{"\toption autorate_max_download 'lots'\n", `:4: sqm.q.autorate_max_download: "lots" is not a number of kbit/s`},
+		{"\toption autorate 'often'\n", `:4: sqm.q.autorate: "often" is not a boolean`},
 	}
 	for _, tt := range tests {
 		_, err := loadOne(t, tt.opts)
@@ -173,6 +175,30 @@ func TestSelect(t *testing.T) {
 	}
 }
 
+func TestLoadAutorate(t *testing.T) {
+	q, err := loadOne(t, "\toption autorate '1'\n\toption autorate_min_download '4000'\n\toption autorate_max_upload '30000'\n"+
+		"\toption autorate_server '192.0.2.7:5201'\n\toption autorate_reflectors '9.9.9.9 1.1.1.1'\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Autorate || q.AutorateMin.Download != 4000 || q.AutorateMax.Upload != 30000 || q.AutorateServer != "192.0.2.7:5201" || q.AutorateReflectors != "9.9.9.9 1.1.1.1" {
+		t.Errorf("%+v", q)
+	}
+}
+
+func TestAutorateBounds(t *testing.T) {
+	q := Queue{Download: 40000, Upload: 200}
+	lo, hi := q.AutorateBounds()
+	if lo != (Rates{Download: 8000, Upload: MinRateKbit}) || hi != (Rates{Download: 80000, Upload: 400}) {
+		t.Errorf("defaults: %+v %+v", lo, hi)
+	}
+	q.AutorateMin, q.AutorateMax = Rates{Download: 10000}, Rates{Upload: 300}
+	lo, hi = q.AutorateBounds()
+	if lo.Download != 10000 || hi.Upload != 300 || hi.Download != 80000 {
+		t.Errorf("configured: %+v %+v", lo, hi)
+	}
+}
+
 func TestValidate(t *testing.T) {
 	ok := Queue{Section: "wan", Interface: "eth0", Download: 1000, Backend: Cake, LinkLayer: LinkNone}
 	if err := ok.Validate(); err != nil {
@@ -198,6 +224,9 @@ func TestValidate(t *testing.T) {
 		{func(q *Queue) { q.ETarget = "-1ms" }, `sqm.wan.etarget: "-1ms" is neither`},
 		{func(q *Queue) { q.ILimit = -1 }, "sqm.wan.ilimit: -1 packets is negative"},
 		{func(q *Queue) { q.ELimit = -1 }, "sqm.wan.elimit: -1 packets is negative"},
+		{func(q *Queue) { q.Autorate = true }, "sqm.wan.upload: autorate follows both directions and needs both shaped"},
+		{func(q *Queue) { q.Upload, q.AutorateMin.Download = 500, 2000 }, "sqm.wan.autorate_min_download: 2000 kbit/s is above the download rate 1000 it starts from; lower it (set option autorate_min_download '10000')"},
+		{func(q *Queue) { q.Upload, q.AutorateMax.Upload = 500, 400 }, "sqm.wan.autorate_max_upload: 400 kbit/s is below the upload rate 500 it starts from; raise it"},
 		{func(q *Queue) { q.Diffserv = "diffserv5" }, `sqm.wan.diffserv: "diffserv5" is not a cake diffserv mode`},
 		{func(q *Queue) { q.RTT = "far" }, `sqm.wan.rtt: "far" is neither a duration like 100ms nor a preset (datacentre, lan, metro, regional, internet, oceanic, satellite, interplanetary)`},
 		{func(q *Queue) { q.IFB = "ifb4averylongname" }, "sqm.wan.ifb: \"ifb4averylongname\" is longer than the 15 bytes"},

@@ -65,6 +65,13 @@ var fields = []field{
 	{"diffserv", "diffserv", "diffserv4", "cake diffserv mode: besteffort, diffserv3, diffserv4, diffserv8, precedence",
 		func(q *Queue, v string) error { q.Diffserv = v; return nil }},
 	{"rtt", "rtt", "internet", "cake RTT preset or duration", func(q *Queue, v string) error { q.RTT = v; return nil }},
+	{"autorate", "", "1", "", boolean(func(q *Queue) *bool { return &q.Autorate })},
+	{"autorate_min_download", "", "10000", "", kbit(func(q *Queue) *int { return &q.AutorateMin.Download })},
+	{"autorate_max_download", "", "80000", "", kbit(func(q *Queue) *int { return &q.AutorateMax.Download })},
+	{"autorate_min_upload", "", "2000", "", kbit(func(q *Queue) *int { return &q.AutorateMin.Upload })},
+	{"autorate_max_upload", "", "20000", "", kbit(func(q *Queue) *int { return &q.AutorateMax.Upload })},
+	{"autorate_server", "", "192.0.2.1:5201", "", func(q *Queue, v string) error { q.AutorateServer = v; return nil }},
+	{"autorate_reflectors", "", "1.1.1.1 9.9.9.9", "", func(q *Queue, v string) error { q.AutorateReflectors = v; return nil }},
 	{"ifb", "ifb", "ifb4eth0", "IFB device for the download (default derived from the interface)",
 		func(q *Queue, v string) error { q.IFB = v; return nil }},
 }

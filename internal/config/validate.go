@@ -118,6 +118,9 @@ func (q Queue) Validate() error {
 			return q.Bad("ifb", q.IFB, "%v", err)
 		}
 	}
+	if err := q.checkAutorate(); err != nil {
+		return err
+	}
 	for _, o := range []struct{ opt, v string }{{"iqdisc_opts", q.IQdiscOpts}, {"eqdisc_opts", q.EQdiscOpts}} {
 		if len(o.v) > MaxOptsLen {
 			return q.Bad(o.opt, o.v[:32]+"...", "%d bytes; an option string holds at most %d (a few tc keywords)", len(o.v), MaxOptsLen)
@@ -163,4 +166,47 @@ func rttPresetNames() []string {
 	return slices.SortedFunc(maps.Keys(CakeRTTPresets), func(a, b string) int {
 		return cmp.Compare(CakeRTTPresets[a], CakeRTTPresets[b])
 	})
+}
+
+// AutorateBounds are autorate's floor and ceiling: as configured, or a
+// fifth and twice the configured (base) rate. A fifth: below it a link is
+// down more than slow, and the stall state covers that; twice: a base
+// rate set for the evening can double at night.
+func (q Queue) AutorateBounds() (lo, hi Rates) {
+	lo, hi = q.AutorateMin, q.AutorateMax
+	if lo.Download == 0 {
+		lo.Download = max(MinRateKbit, q.Download/5)
+	}
+	if lo.Upload == 0 {
+		lo.Upload = max(MinRateKbit, q.Upload/5)
+	}
+	if hi.Download == 0 {
+		hi.Download = 2 * q.Download
+	}
+	if hi.Upload == 0 {
+		hi.Upload = 2 * q.Upload
+	}
+	return lo, hi
+}
+
+// checkAutorate: the bounds must hold the base rate.
+func (q Queue) checkAutorate() error {
+	lo, hi := q.AutorateBounds()
+	for _, d := range []struct {
+		name         string
+		base, lo, hi int
+	}{{"download", q.Download, lo.Download, hi.Download}, {"upload", q.Upload, lo.Upload, hi.Upload}} {
+		switch {
+		case d.base == 0 && q.Autorate:
+			return q.Bad(d.name, 0, "autorate follows both directions and needs both shaped; set %s (its base rate)", d.name)
+		case d.base == 0:
+		case d.lo > d.base:
+			return q.Bad("autorate_min_"+d.name, d.lo, "%d kbit/s is above the %s rate %d it starts from; lower it", d.lo, d.name, d.base)
+		case d.hi < d.base:
+			return q.Bad("autorate_max_"+d.name, d.hi, "%d kbit/s is below the %s rate %d it starts from; raise it", d.hi, d.name, d.base)
+		case d.hi > MaxRateKbit:
+			return q.Bad("autorate_max_"+d.name, d.hi, "%d kbit/s is above %d kbit/s; rates are in kbit/s", d.hi, MaxRateKbit)
+		}
+	}
+	return nil
 }

@@ -12,6 +12,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"io"
@@ -31,24 +32,21 @@ func main() {
 	opts, rest := splitOptions(os.Args[1:])
 	var stdin io.Reader = os.Stdin
 	if i := batchIndex(opts); i >= 0 {
-		var in []byte
-		var err error
-		if opts[i+1] == "-" {
-			in, err = io.ReadAll(os.Stdin)
-		} else {
-			in, err = os.ReadFile(opts[i+1])
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "tcshim:", err)
-			os.Exit(1)
-		}
-		out, err := rewriteBatch(string(in), fqPfifo)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "tcshim:", err)
-			os.Exit(1)
+		// line by line, as tc reads a batch: a long-lived `tc -batch -`
+		// (autorate's) gets each line run as it arrives
+		src := io.Reader(os.Stdin)
+		if opts[i+1] != "-" {
+			f, err := os.Open(opts[i+1])
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "tcshim:", err)
+				os.Exit(1)
+			}
+			src = f
 		}
 		opts[i+1] = "-"
-		stdin = strings.NewReader(out)
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(rewriteStream(src, pw, fqPfifo)) }()
+		stdin = pr
 	} else {
 		rest = rewrite(rest, fqPfifo)
 	}
@@ -99,23 +97,30 @@ func batchIndex(opts []string) int {
 	return -1
 }
 
-// rewriteBatch rewrites every line and keeps the line count, so tc's
-// "Command failed -:N" still names the caller's line.
-func rewriteBatch(in string, fqPfifo bool) (string, error) {
-	var b strings.Builder
-	for _, l := range strings.SplitAfter(in, "\n") {
-		if l == "" {
-			continue
+// rewriteStream rewrites every line as it arrives and keeps the line
+// count, so tc's "Command failed -:N" still names the caller's line.
+func rewriteStream(in io.Reader, out io.Writer, fqPfifo bool) error {
+	br := bufio.NewReader(in)
+	for {
+		l, err := br.ReadString('\n')
+		if l != "" {
+			argv, serr := tc.Split(l)
+			if serr != nil {
+				return serr
+			}
+			text, serr := tc.Render([][]string{rewrite(argv, fqPfifo)})
+			if serr != nil {
+				return serr
+			}
+			if _, werr := io.WriteString(out, text); werr != nil {
+				return werr
+			}
 		}
-		argv, err := tc.Split(l)
+		if err == io.EOF {
+			return nil
+		}
 		if err != nil {
-			return "", err
+			return err
 		}
-		text, err := tc.Render([][]string{rewrite(argv, fqPfifo)})
-		if err != nil {
-			return "", err
-		}
-		b.WriteString(text)
 	}
-	return b.String(), nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"io"
 	"strings"
 	"testing"
 )
@@ -32,12 +34,13 @@ func TestRewrite(t *testing.T) {
 	}
 }
 
-func TestRewriteBatchKeepsLines(t *testing.T) {
+func TestRewriteStreamKeepsLines(t *testing.T) {
 	in := "qdisc add dev wan root handle 1: nsstbl rate 1mbit burst 3072 mtu 1536\n# note\n\nqdisc add dev wan parent 1: handle 10: nssfq_codel limit 200\n"
-	out, err := rewriteBatch(in, true)
-	if err != nil {
+	var b strings.Builder
+	if err := rewriteStream(strings.NewReader(in), &b, true); err != nil {
 		t.Fatal(err)
 	}
+	out := b.String()
 	want := "qdisc add dev wan root handle 1: tbf rate 1mbit burst 3072 mtu 1536 limit 100000\n\n\nqdisc add dev wan parent 1: handle 10: pfifo limit 200\n"
 	if out != want {
 		t.Errorf("got %q\nwant %q", out, want)
@@ -70,5 +73,25 @@ qdisc ingress ffff: parent ffff:fff1 ----------------
 	}
 	if plain := "class htb 1:1 root rate 1Mbit\n"; mapShow(plain) != plain {
 		t.Error("output without tbf must pass through")
+	}
+}
+
+// Each line reaches tc as soon as it arrives, before the next one is
+// written: a long-lived batch (autorate's) must not wait for EOF.
+func TestRewriteStreamLineByLine(t *testing.T) {
+	pr, pw := io.Pipe()
+	outR, outW := io.Pipe()
+	go func() { outW.CloseWithError(rewriteStream(pr, outW, false)) }()
+	br := bufio.NewReader(outR)
+	for _, l := range []string{"qdisc change dev wan root nsstbl rate 2mbit burst 3072\n", "qdisc show dev wan\n"} {
+		go io.WriteString(pw, l)
+		got, err := br.ReadString('\n')
+		if err != nil || !strings.HasPrefix(got, "qdisc ") {
+			t.Fatalf("after writing %q: read %q, %v", l, got, err)
+		}
+	}
+	pw.Close()
+	if _, err := br.ReadString('\n'); err != io.EOF {
+		t.Errorf("after EOF: %v", err)
 	}
 }

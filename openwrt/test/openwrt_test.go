@@ -310,6 +310,44 @@ func TestInitScript(t *testing.T) {
 	}
 }
 
+// A queue with option autorate '1' gets a procd instance of sqmkit
+// autorate, respawned; a reload without it describes the service without
+// the instance, which procd then ends.
+func TestAutorateInstance(t *testing.T) {
+	r := newRouter(t)
+	r.queue(true, "sqmkit-cake.qos", 20000, 10000)
+	b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm"))
+	r.write("etc/config/sqm", string(b)+"\toption autorate '1'\n")
+	if code, out := r.initd("start"); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	want := []string{"open_instance autorate-wan",
+		"set_param command " + filepath.Join(r.root, "usr/bin/sqmkit") + " autorate --root " + r.root + " wan",
+		"set_param respawn 3600 5 0", "set_param stderr 1", "close_instance"}
+	if got := lines(t, r.procd); !containsRun(got, want) {
+		t.Errorf("procd was asked %q, want the run %q", got, want)
+	}
+	os.WriteFile(r.procd, nil, 0o644)
+	r.queue(true, "sqmkit-cake.qos", 20000, 10000) // autorate gone
+	if code, out := r.initd("reload"); code != 0 {
+		t.Fatalf("reload: exit %d\n%s", code, out)
+	}
+	got := lines(t, r.procd)
+	if slices.ContainsFunc(got, func(l string) bool { return strings.HasPrefix(l, "open_instance") }) || !slices.Contains(got, "close_service set") {
+		t.Errorf("reload without autorate: procd was asked %q", got)
+	}
+}
+
+// containsRun says whether want appears in got as consecutive lines.
+func containsRun(got, want []string) bool {
+	for i := 0; i+len(want) <= len(got); i++ {
+		if slices.Equal(got[i:i+len(want)], want) {
+			return true
+		}
+	}
+	return false
+}
+
 func fileExists(p string) bool {
 	_, err := os.Lstat(p)
 	return err == nil

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/autorate"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/tc"
+)
+
+func init() {
+	register(command{name: "autorate", summary: "follow a link whose capacity moves: keep moving the running queue's rates between a floor and a ceiling from the delay it adds", run: runAutorate})
+}
+
+func runAutorate(args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("autorate", "[SECTION|IFACE]")
+	fs.SetOutput(stderr)
+	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
+	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
+	server := fs.String("server", "", "one-way delay from this sqmkit serve `HOST[:PORT]` (default: the section's autorate_server; none: reflectors)")
+	reflectors := fs.String("reflectors", "", "round-trip delay to these ICMP echo `ADDRS` (comma or space separated; default: autorate_reflectors, else public resolvers)")
+	minR := fs.String("min", "", "floor `DOWN:UP` in kbit/s (default: autorate_min_*, else a fifth of the configured rates)")
+	maxR := fs.String("max", "", "ceiling `DOWN:UP` in kbit/s (default: autorate_max_*, else twice the configured rates)")
+	metrics := fs.String("metrics", "", "serve Prometheus metrics on `ADDR` (e.g. 127.0.0.1:9464)")
+	token := fs.String("token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
+	verbose := fs.Bool("v", false, "a summary line every second instead of every minute")
+	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
+	list := fs.Bool("list", false, "print the enabled sections with option autorate '1', one per line, and exit (the init script starts one autorate per line)")
+	o := config.RegisterFlags(fs)
+	if ok, code := parseFlags(fs, args); !ok {
+		return code
+	}
+	if *list {
+		qs, err := config.Resolve(*root, *file, o, "")
+		if err != nil && !errors.Is(err, config.ErrNoneEnabled) {
+			fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+			return 1
+		}
+		for _, q := range qs {
+			if q.Autorate {
+				fmt.Fprintln(stdout, q.Section)
+			}
+		}
+		return 0
+	}
+	if fs.NArg() > 1 {
+		fmt.Fprintf(stderr, "sqmkit autorate: one SECTION or IFACE at most, got %q\n", fs.Args())
+		return 2
+	}
+	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
+	if err == nil && len(qs) > 1 {
+		err = fmt.Errorf("%d queues are enabled (%s and %s, ...); name the one to follow", len(qs), qs[0].Section, qs[1].Section)
+	}
+	var ts []apply.Target
+	if err == nil {
+		ts, err = targets(*root, qs, "")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+		return 1
+	}
+	q := ts[0].Queue
+	lo, hi := q.AutorateBounds()
+	for _, f := range []struct {
+		name, v string
+		r       *config.Rates
+	}{{"--min", *minR, &lo}, {"--max", *maxR, &hi}} {
+		if f.v == "" {
+			continue
+		}
+		if n, err := fmt.Sscanf(f.v, "%d:%d", &f.r.Download, &f.r.Upload); n != 2 || err != nil || f.r.Download <= 0 || f.r.Upload <= 0 {
+			fmt.Fprintf(stderr, "sqmkit autorate: %s %q: want DOWN:UP in kbit/s, e.g. 10000:2000\n", f.name, f.v)
+			return 2
+		}
+	}
+	q.Autorate, q.AutorateMin, q.AutorateMax = true, lo, hi
+	if err := q.Validate(); err != nil {
+		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+		return 1
+	}
+	src, err := delaySource(q, *server, *reflectors, *token, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+		return 2
+	}
+	opts := systemOptions(*root, tc.DefaultCacheDir, *lockWait, false, stderr)
+	opts.Log = nil // autorate logs its own line per change
+	f, err := apply.Follow(ts[0], "sqmkit autorate", opts)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit autorate: %s: %v\n", q.Interface, err)
+		return 1
+	}
+	defer f.Close()
+	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
+	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{},
+		Params: autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})}
+	d.Devices[autorate.Down], d.Devices[autorate.Up] = f.Devices()
+	if *verbose {
+		d.Summary = time.Second
+	}
+	if *metrics != "" {
+		l, err := net.Listen("tcp", *metrics)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit autorate: --metrics: %v\n", err)
+			return 1
+		}
+		defer l.Close()
+		go d.Metrics.Serve(l)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := d.Run(ctx); err != nil {
+		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// delaySource is the server when one is named, else the reflectors.
+func delaySource(q config.Queue, server, reflectors, token string, stderr io.Writer) (autorate.Source, error) {
+	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
+	if server == "" && reflectors == "" {
+		server = q.AutorateServer
+	}
+	if server != "" {
+		return &autorate.Server{Addr: server, Token: token, Log: logf}, nil
+	}
+	if reflectors == "" {
+		reflectors = q.AutorateReflectors
+	}
+	list := strings.FieldsFunc(reflectors, func(r rune) bool { return r == ',' || r == ' ' })
+	if len(list) == 0 {
+		list = autorate.DefaultReflectors
+	}
+	r := &autorate.Reflectors{Log: logf}
+	for _, s := range list {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			return nil, fmt.Errorf("--reflectors: %q is not an IP address", s)
+		}
+		r.Addrs = append(r.Addrs, a)
+	}
+	return r, nil
+}

@@ -1,0 +1,121 @@
+package apply
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
+	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+)
+
+// A follower reads the tree once and then only changes it: every Set
+// leaves the kernel at the plan of its rates, remembered for status, with
+// no read in between; a refused change rolls back and leaves the previous
+// rates in place.
+func TestFollow(t *testing.T) {
+	for _, b := range backends {
+		t.Run(string(b), func(t *testing.T) {
+			tg := target(b)
+			k, o := started(t, tg)
+			f, err := Follow(tg, "autorate", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads := k.Reads
+			for _, r := range []config.Rates{{Download: 18000, Upload: 9000}, {Download: 25000}, {Upload: 4000}, {Download: 25000, Upload: 4000}} {
+				if err := f.Set(r); err != nil {
+					t.Fatalf("set %+v: %v", r, err)
+				}
+			}
+			if k.Reads != reads {
+				t.Errorf("%d reads of the tree while following", k.Reads-reads)
+			}
+			if d := drift.Compare(at(t, tg, 25000, 4000), state(t, k)); len(d) > 0 {
+				t.Errorf("kernel differs from the plan at 25000/4000: %v", d)
+			}
+			if got := f.Rates(); got != (config.Rates{Download: 25000, Upload: 4000}) {
+				t.Errorf("rates %+v", got)
+			}
+			if kept, ok, _ := ratestate.Load(o.RateDir, "wan"); !ok || kept.Download != 25000 || kept.Upload != 4000 || kept.By != "autorate" {
+				t.Errorf("kept %+v %v", kept, ok)
+			}
+			call := len(k.Calls)
+			k.Fault = func(l tcfake.Line) tcfake.Fault {
+				if l.Call == call && l.I == 1 {
+					return tcfake.Refuse
+				}
+				return tcfake.Run
+			}
+			if err := f.Set(config.Rates{Download: 30000, Upload: 5000}); err == nil || !strings.Contains(err.Error(), "rolled back") {
+				t.Fatalf("refused change: %v", err)
+			}
+			k.Fault = nil
+			if d := drift.Compare(at(t, tg, 25000, 4000), state(t, k)); len(d) > 0 {
+				t.Errorf("after a refused change the kernel differs from the previous rates: %v", d)
+			}
+			if err := f.Set(config.Rates{Download: 30000, Upload: 5000}); err != nil {
+				t.Errorf("after a refusal: %v", err)
+			}
+		})
+	}
+}
+
+// A tree someone else replaced (a hotplug start after a PPPoE reconnect,
+// a manual rate change) is found again by Resync.
+func TestFollowResync(t *testing.T) {
+	tg := target(config.Cake)
+	_, o := started(t, tg)
+	f, err := Follow(tg, "autorate", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := Rate(tg, config.Rates{Download: 12000, Upload: 6000}, "sqmkit rate", o); r.State != Changed {
+		t.Fatal(r.Err)
+	}
+	got, err := f.Resync()
+	if err != nil || got != (config.Rates{Download: 12000, Upload: 6000}) {
+		t.Fatalf("resync: %+v %v", got, err)
+	}
+	o2 := o
+	o2.Kernel = newFake() // nothing running
+	if _, err := Follow(tg, "autorate", o2); err == nil || !strings.Contains(err.Error(), "sqmkit start") {
+		t.Errorf("following an unshaped queue: %v", err)
+	}
+}
+
+// On the host kernel the follower's changes go to one long-lived tc:
+// however many changes, one process.
+func TestFollowOnHostKernel(t *testing.T) {
+	useShim(t, "")
+	tg := target(config.FQCodel)
+	ns := tctest.NewNetns(t, "follow")
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		o := options(t, r, t.TempDir())
+		o.Build = normBuild
+		mustStart(t, []Target{tg}, o)
+		f, err := Follow(tg, "autorate", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		before := r.Procs()
+		for i := range 10 {
+			if err := f.Set(config.Rates{Download: 15000 + 1000*i, Upload: 9000 - 100*i}); err != nil {
+				t.Fatalf("set %d: %v", i, err)
+			}
+		}
+		if n := r.Procs() - before; n != 1 {
+			t.Errorf("%d processes for ten changes, want 1", n)
+		}
+		want, _ := normBuild(config.Queue{Section: "wan", Enabled: true, Interface: "wan", Download: 24000, Upload: 8100,
+			Backend: config.FQCodel, IngressECN: true, LinkLayer: config.LinkNone}, tg.Facts)
+		if d := drift.Compare(want, kernel(t, want)); len(d) > 0 {
+			t.Errorf("kernel differs from a start at 24000/8100: %v", d)
+		}
+	})
+}

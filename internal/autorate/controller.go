@@ -1,0 +1,341 @@
+// Package autorate follows a link whose capacity moves (LTE/5G, Starlink,
+// busy cable): it watches the delay the link adds and the load the shaper
+// carries, and moves the shaper's rates between a floor and a ceiling so
+// the queue stays in the shaper (docs/design.md, "Autorate").
+//
+// The controller here is pure: it gets delay samples and loads with their
+// times and returns rate decisions. The daemon (run.go) feeds it from a
+// prober and the interface counters and applies its decisions through
+// apply.Follower.
+package autorate
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Dir is one direction of the shaper.
+type Dir int
+
+const (
+	Down Dir = iota
+	Up
+)
+
+func (d Dir) String() string {
+	if d == Up {
+		return "upload"
+	}
+	return "download"
+}
+
+// Params are a controller's settings. Defaults are in DefaultParams; each
+// has its reason there.
+type Params struct {
+	Min, Base, Max [2]int // kbit/s per Dir
+
+	// BloatMs is the added delay (over the baseline) that counts as bloat;
+	// HoldMs the added delay above which the rate is not raised.
+	BloatMs, HoldMs float64
+	// Window and Votes: bloat is declared when Votes of the last Window
+	// samples of a direction are above BloatMs.
+	Window, Votes int
+	// HighLoad is the share of the shaper rate carried that makes a
+	// direction "loaded": only then is its rate raised, and (for a
+	// round-trip signal) only then is added delay blamed on it.
+	HighLoad float64
+	// Idle is the load (kbit/s) below which a direction is idle.
+	IdleKbit int
+	// Up is the raise per Move while loaded and not delayed, as a share
+	// of the rate; Near slows it to a quarter within Near of the rate where
+	// bloat was last seen (the capacity the link showed then).
+	Up, Near float64
+	// Move is the least time between two raises or idle moves: a raise
+	// needs a round trip and TCP's response to show in the delay, and a
+	// change every tick would be a log line every tick.
+	Move time.Duration
+	// DownMin and DownMax bound the cut on bloat, as a share of the
+	// capacity the link showed; within them the cut is the share that
+	// drains the delay seen in Drain.
+	DownMin, DownMax float64
+	Drain            time.Duration
+	// Refractory is the least time between two cuts (a cut needs a round
+	// trip and the queue's drain to show in the delay); Settle the time
+	// after a cut before the rate may rise again.
+	Refractory, Settle time.Duration
+	// IdleDecay moves an idle direction's rate toward Base per Move.
+	IdleDecay float64
+	// Stall: no delay sample for this long is a stall (dropout, WAN down,
+	// every reflector gone); the rates fall to at most Base and hold.
+	Stall time.Duration
+	// Interval is how often Step runs.
+	Interval time.Duration
+}
+
+// DefaultParams are the defaults for a link whose rates lie between min
+// and max, base being a rate it sustains most of the time.
+func DefaultParams(min, base, max [2]int) Params {
+	return Params{
+		Min: min, Base: base, Max: max,
+		// A+ is +5 ms median; a shaper at the right rate keeps the added
+		// delay under ~2 ms, so 5 ms sustained means the bottleneck moved
+		// into the modem. 15 ms is bloat by any grade (A+'s p95 bar).
+		BloatMs: 15, HoldMs: 5,
+		// 3 of 6 samples (300 ms at 20 Hz): one late probe is jitter, three
+		// are a queue.
+		Window: 6, Votes: 3,
+		// 75 %: TCP in congestion avoidance fills a shaper to ~90–100 %; a
+		// flow that carries less is limited elsewhere (application, Wi-Fi).
+		HighLoad: 0.75, IdleKbit: 200,
+		// 8 % per 400 ms: from a third of a rate to all of it in ~6 s
+		// (LTE's capacity moves that fast); one raise past the capacity
+		// queues 8 % of it for the ~300 ms bloat detection takes, ~25 ms.
+		Up: 0.08, Near: 0.1, Move: 400 * time.Millisecond,
+		// cut to 60–95 % of the capacity the link showed: 5 % drains a
+		// few ms at once, 40 % half a second of queue in about as long;
+		// deeper would starve the link for longer than the queue lasts.
+		DownMin: 0.05, DownMax: 0.40, Drain: 500 * time.Millisecond,
+		Refractory: 300 * time.Millisecond, Settle: 2 * time.Second,
+		IdleDecay: 0.1, Stall: 2 * time.Second,
+		Interval: 100 * time.Millisecond,
+	}
+}
+
+// Check says which setting is wrong, and how to fix it.
+func (p Params) Check() error {
+	for _, d := range []Dir{Down, Up} {
+		if p.Min[d] <= 0 || p.Min[d] > p.Base[d] || p.Base[d] > p.Max[d] {
+			return fmt.Errorf("%s rates: min %d, base %d, max %d kbit/s: want 0 < min <= base <= max", d, p.Min[d], p.Base[d], p.Max[d])
+		}
+	}
+	if p.Votes < 1 || p.Votes > p.Window || p.HoldMs <= 0 || p.HoldMs > p.BloatMs || p.Interval <= 0 || p.Move < p.Interval {
+		return fmt.Errorf("controller settings out of range: window %d votes %d hold %g ms bloat %g ms interval %v", p.Window, p.Votes, p.HoldMs, p.BloatMs, p.Interval)
+	}
+	return nil
+}
+
+// Sample is one delay measurement: the delay a probe saw above its
+// baseline (Baseline does that), in one direction (OWD) or both (RTT).
+type Sample struct {
+	At      time.Time
+	AddedMs float64
+	Both    bool // a round trip: which direction queued is not known
+	Dir     Dir  // for a one-way sample
+}
+
+// State is what a direction is doing.
+type State string
+
+const (
+	Idle    State = "idle"
+	Loaded  State = "loaded"
+	Bloated State = "bloated"
+	Stalled State = "stalled"
+	Steady  State = "steady" // carrying traffic below HighLoad
+)
+
+// Change is one decision to move a rate.
+type Change struct {
+	Dir      Dir
+	From, To int
+	Why      string
+}
+
+// Controller is the state of both directions.
+type Controller struct {
+	p    Params
+	dirs [2]dirState
+	last time.Time // of the latest sample
+	t0   time.Time
+}
+
+type point struct {
+	at time.Time
+	ms float64
+}
+
+type dirState struct {
+	rate      int
+	state     State
+	window    []point // the latest samples
+	lastCut   time.Time
+	lastMove  time.Time // of the latest raise or idle move
+	bloatRate int       // rate carried when bloat was last seen; 0 none
+	load      int
+}
+
+// New starts a controller at the base rates.
+func New(p Params, now time.Time) (*Controller, error) {
+	if err := p.Check(); err != nil {
+		return nil, err
+	}
+	c := &Controller{p: p, last: now, t0: now}
+	for d := range c.dirs {
+		c.dirs[d] = dirState{rate: p.Base[d], state: Idle}
+	}
+	return c, nil
+}
+
+// Rate is a direction's current rate.
+func (c *Controller) Rate(d Dir) int { return c.dirs[d].rate }
+
+// State is a direction's current state.
+func (c *Controller) State(d Dir) State { return c.dirs[d].state }
+
+// Add takes one delay sample.
+func (c *Controller) Add(s Sample) {
+	if s.At.After(c.last) {
+		c.last = s.At
+	}
+	for d := range c.dirs {
+		if !s.Both && Dir(d) != s.Dir {
+			continue
+		}
+		ds := &c.dirs[d]
+		// A round trip's delay is blamed on the directions carrying
+		// traffic: an idle direction's queue is empty, so the delay is not
+		// its own (and an idle spike on an unloaded link cuts nothing).
+		// Busy, not loaded: a download whose rate is far above the
+		// capacity carries a small share of its rate, and is the one
+		// queueing.
+		if s.Both && !c.busy(Dir(d)) {
+			continue
+		}
+		ds.window = append(ds.window, point{s.At, s.AddedMs})
+		if len(ds.window) > c.p.Window {
+			ds.window = ds.window[1:]
+		}
+	}
+}
+
+// busy: more than the ACKs of the other direction's traffic (a few % of
+// it) and more than an idle link's chatter.
+func (c *Controller) busy(d Dir) bool {
+	ds := &c.dirs[d]
+	return ds.load >= c.p.IdleKbit && float64(ds.load) >= 0.05*float64(ds.rate)
+}
+
+func (c *Controller) loaded(d Dir) bool {
+	ds := &c.dirs[d]
+	return float64(ds.load) >= c.p.HighLoad*float64(ds.rate)
+}
+
+// Step runs the controller once with the directions' loads (kbit/s
+// carried by the shaper since the last Step) and returns the changes.
+func (c *Controller) Step(now time.Time, load [2]int) []Change {
+	var out []Change
+	stalled := now.Sub(c.last) >= c.p.Stall
+	for d := range c.dirs {
+		ds := &c.dirs[d]
+		ds.load = load[d]
+		from := ds.rate
+		why := c.step(Dir(d), ds, now, stalled)
+		if ds.rate != from {
+			out = append(out, Change{Dir: Dir(d), From: from, To: ds.rate, Why: why})
+		}
+	}
+	return out
+}
+
+func (c *Controller) step(d Dir, ds *dirState, now time.Time, stalled bool) string {
+	p := c.p
+	clamp := func(v float64) int { return max(p.Min[d], min(p.Max[d], int(math.Round(v)))) }
+	votes, sum := 0, 0.0
+	for _, v := range ds.window {
+		if v.ms > p.BloatMs {
+			votes++
+		}
+		sum += v.ms
+	}
+	mean := 0.0
+	if len(ds.window) > 0 {
+		mean = sum / float64(len(ds.window))
+	}
+	fresh := now.Sub(c.last) < 3*p.Interval // a sample since about the last step
+	switch {
+	case stalled:
+		ds.state = Stalled
+		ds.window = ds.window[:0]
+		if ds.rate > p.Base[d] {
+			ds.rate = p.Base[d]
+			return fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", p.Stall)
+		}
+		return ""
+	case votes >= p.Votes:
+		ds.state = Bloated
+		if now.Sub(ds.lastCut) < p.Refractory {
+			return ""
+		}
+		carried := c.capacity(d, ds)
+		cut := math.Min(p.DownMax, math.Max(p.DownMin, mean/float64(p.Drain.Milliseconds())))
+		ds.bloatRate = int(carried)
+		ds.rate = clamp(carried * (1 - cut))
+		ds.lastCut = now
+		ds.window = ds.window[:0] // the next decision on fresh samples
+		return fmt.Sprintf("bloat: %d of the last %d samples above +%g ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
+			votes, p.Window, p.BloatMs, mean, int(carried), 100*cut)
+	case ds.load < p.IdleKbit:
+		ds.state = Idle
+		if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
+			return ""
+		}
+		ds.lastMove = now
+		step := p.IdleDecay * float64(p.Base[d])
+		if ds.rate > p.Base[d] {
+			ds.rate = max(p.Base[d], clamp(float64(ds.rate)-step))
+		} else {
+			ds.rate = min(p.Base[d], clamp(float64(ds.rate)+step))
+		}
+		return "idle: back toward the base rate"
+	case c.loaded(d):
+		ds.state = Loaded
+		if !fresh || now.Sub(ds.lastCut) < p.Settle || now.Sub(ds.lastMove) < p.Move {
+			return ""
+		}
+		ds.lastMove = now
+		if mean > p.HoldMs {
+			// a queue is building, not yet bloat: ease off a little, so
+			// the rate settles just under the capacity instead of riding
+			// up to the bloat threshold and being cut there
+			ds.rate = clamp(float64(ds.rate) * (1 - p.Up/4))
+			return fmt.Sprintf("added delay +%.1f ms above the +%g ms hold: ease off", mean, p.HoldMs)
+		}
+		up := p.Up
+		switch r := float64(ds.rate); {
+		case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
+			ds.bloatRate = 0 // past it without bloat: the capacity moved up
+		case ds.bloatRate > 0 && r >= (1-p.Near)*float64(ds.bloatRate):
+			up /= 4 // near the capacity the link showed last time: carefully
+		}
+		ds.rate = clamp(float64(ds.rate) * (1 + up))
+		return "loaded and no added delay: raise"
+	default:
+		ds.state = Steady
+		return ""
+	}
+}
+
+// capacity is what the link carries in direction d now, from the load and
+// the delay's rise. The download's shaper sits behind the bottleneck: what
+// it carries is what the bottleneck let through, the capacity itself. The
+// upload's sits in front of it: while the modem's queue grows, the shaper
+// sends more than the link carries, by the delay's slope — a queue of q
+// bits at capacity C holds q/C seconds, and d(q/C)/dt = load/C − 1, so
+// C = load / (1 + slope).
+func (c *Controller) capacity(d Dir, ds *dirState) float64 {
+	load := math.Min(float64(ds.load), float64(ds.rate))
+	if load < float64(c.p.Min[d]) {
+		load = float64(ds.rate) // no load measured yet: the rate is all there is
+	}
+	if d == Down || len(ds.window) < 2 {
+		return load
+	}
+	first, last := ds.window[0], ds.window[len(ds.window)-1]
+	dt := last.at.Sub(first.at).Seconds()
+	if dt <= 0 {
+		return load
+	}
+	slope := (last.ms - first.ms) / 1000 / dt
+	return load / (1 + math.Max(0, slope))
+}

@@ -1,0 +1,324 @@
+package autorate
+
+import (
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+func params() Params {
+	return DefaultParams([2]int{5000, 2000}, [2]int{20000, 5000}, [2]int{60000, 15000})
+}
+
+// link is a fluid model of a bottleneck and the shaper: a sender that
+// fills whatever the shaper allows (bulk TCP), a modem queue that grows
+// when more arrives than the capacity carries, up to a buffer of
+// bufferMs, and drains otherwise. The upload's shaper sits in front of
+// the modem and counts what it sends; the download's sits behind it and
+// counts what the modem delivered (as the IFB's counters do).
+type link struct {
+	capacity func(t time.Duration) [2]float64 // kbit/s
+	queue    [2]float64                       // kbit in the modem
+	busy     [2]bool                          // a sender is active
+	baseMs   float64
+	bufferMs float64
+}
+
+// run drives a controller over dur, probing every 50 ms, and returns the
+// added delay of every probe and the delivered share of the capacity.
+func (l *link) run(t *testing.T, c *Controller, dur time.Duration, rtt bool) (added [2][]float64, util [2]float64) {
+	t.Helper()
+	p := c.p
+	dt := 10 * time.Millisecond
+	var delivered, capSum [2]float64
+	var load [2]float64
+	bl := [2]Baseline{}
+	if l.bufferMs == 0 {
+		l.bufferMs = 500
+	}
+	for now := time.Duration(0); now < dur; now += dt {
+		cp := l.capacity(now)
+		for d := range 2 {
+			in := 0.0
+			if l.busy[d] {
+				in = float64(c.Rate(Dir(d)))
+			}
+			out := math.Min(cp[d], in+l.queue[d]/dt.Seconds())
+			l.queue[d] = math.Min(l.bufferMs/1000*cp[d], math.Max(0, l.queue[d]+(in-out)*dt.Seconds()))
+			delivered[d] += out * dt.Seconds()
+			if l.busy[d] {
+				capSum[d] += cp[d] * dt.Seconds()
+			}
+			if Dir(d) == Down {
+				load[d] += out * dt.Seconds()
+			} else {
+				load[d] += in * dt.Seconds()
+			}
+		}
+		at := t0.Add(now)
+		if now%(50*time.Millisecond) == 0 {
+			var q [2]float64
+			for d := range 2 {
+				q[d] = 1000 * l.queue[d] / math.Max(cp[d], 1)
+				added[d] = append(added[d], q[d])
+			}
+			if rtt {
+				ms := l.baseMs + q[0] + q[1]
+				c.Add(Sample{At: at, AddedMs: bl[0].Add(at, ms, false), Both: true})
+			} else {
+				for d := range 2 {
+					c.Add(Sample{At: at, AddedMs: bl[d].Add(at, l.baseMs/2+q[d], false), Dir: Dir(d)})
+				}
+			}
+		}
+		if now%p.Interval == 0 && now > 0 {
+			var kbit [2]int
+			for d := range 2 {
+				kbit[d] = int(load[d] / p.Interval.Seconds())
+				load[d] = 0
+			}
+			c.Step(at, kbit)
+		}
+	}
+	for d := range 2 {
+		if capSum[d] > 0 {
+			util[d] = delivered[d] / capSum[d]
+		}
+	}
+	return added, util
+}
+
+func pct(v []float64, q float64) float64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[int(q*float64(len(s)-1))]
+}
+
+// The closed loop on simulated capacity: the controller keeps the added
+// delay low and carries most of the capacity, direction by direction,
+// with one-way and with round-trip delay samples.
+func TestFollowsCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		capacity func(time.Duration) [2]float64
+		rtt      bool
+		minUtil  float64
+		maxP95   float64 // ms, per direction
+	}{
+		{"steady", func(time.Duration) [2]float64 { return [2]float64{30000, 8000} }, false, 0.85, 15},
+		{"step down and up", func(t time.Duration) [2]float64 {
+			if t > 20*time.Second && t < 40*time.Second {
+				return [2]float64{12000, 3000}
+			}
+			return [2]float64{40000, 10000}
+		}, false, 0.75, 30},
+		{"slow drift", func(t time.Duration) [2]float64 {
+			x := 0.7 + 0.3*math.Cos(2*math.Pi*t.Seconds()/60)
+			return [2]float64{40000 * x, 10000 * x}
+		}, false, 0.75, 20},
+		{"step down, round trip", func(t time.Duration) [2]float64 {
+			if t > 20*time.Second {
+				return [2]float64{12000, 3000}
+			}
+			return [2]float64{40000, 10000}
+		}, true, 0.7, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := New(params(), t0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l := &link{capacity: tc.capacity, busy: [2]bool{true, true}, baseMs: 20}
+			added, util := l.run(t, c, 60*time.Second, tc.rtt)
+			for d := range 2 {
+				// skip the first 10 s: the controller starts from its base rate
+				p95 := pct(added[d][200:], 0.95)
+				t.Logf("%s: utilisation %.2f, added p50 %.1f p95 %.1f ms, rate now %d", Dir(d), util[d], pct(added[d][200:], 0.5), p95, c.Rate(Dir(d)))
+				if util[d] < tc.minUtil {
+					t.Errorf("%s: utilisation %.2f < %.2f", Dir(d), util[d], tc.minUtil)
+				}
+				if p95 > tc.maxP95 {
+					t.Errorf("%s: added delay p95 %.1f ms > %.0f", Dir(d), p95, tc.maxP95)
+				}
+			}
+		})
+	}
+}
+
+// Bloat cuts below the load the link carried, at once, and not again
+// within the refractory period.
+func TestBloatOnset(t *testing.T) {
+	c, _ := New(params(), t0)
+	at := t0
+	step := func(ms float64, load int) []Change {
+		at = at.Add(100 * time.Millisecond)
+		c.Add(Sample{At: at, AddedMs: ms, Dir: Down})
+		c.Add(Sample{At: at.Add(50 * time.Millisecond), AddedMs: ms, Dir: Down})
+		return c.Step(at, [2]int{load, 0})
+	}
+	for range 20 { // loaded, no delay: raises
+		step(1, c.Rate(Down))
+	}
+	high := c.Rate(Down)
+	if high <= 20000 {
+		t.Fatalf("no raise while loaded without delay: %d", high)
+	}
+	var cut []Change
+	for range 2 {
+		for _, ch := range step(40, high) {
+			if strings.Contains(ch.Why, "bloat") {
+				cut = append(cut, ch)
+			}
+		}
+	}
+	// one cut, below the load the link carried (the capacity it showed)
+	if len(cut) != 1 || cut[0].To >= high {
+		t.Fatalf("changes on bloat: %+v", cut)
+	}
+	if c.State(Down) != Bloated {
+		t.Errorf("state %s", c.State(Down))
+	}
+	// within the refractory period: no second cut
+	if ch := step(40, cut[0].To); len(ch) != 0 {
+		t.Errorf("cut again within the refractory period: %+v", ch)
+	}
+	// after the settle time, with the delay gone, it rises again, slowly near the bloat rate
+	for range 25 {
+		step(1, c.Rate(Down))
+	}
+	if c.Rate(Down) <= cut[0].To || c.Rate(Down) > high {
+		t.Errorf("after the bloat: %d (cut to %d from %d)", c.Rate(Down), cut[0].To, high)
+	}
+}
+
+// A latency spike on an idle link (someone else's burst on the path, a
+// reflector's slow answer) cuts nothing: no direction carries load.
+func TestIdleSpike(t *testing.T) {
+	c, _ := New(params(), t0)
+	at := t0
+	for i := range 40 {
+		at = at.Add(100 * time.Millisecond)
+		ms := 1.0
+		if i > 10 && i < 20 {
+			ms = 200
+		}
+		c.Add(Sample{At: at, AddedMs: ms, Both: true})
+		c.Add(Sample{At: at.Add(50 * time.Millisecond), AddedMs: ms, Both: true})
+		if ch := c.Step(at, [2]int{50, 20}); len(ch) != 0 {
+			t.Fatalf("step %d: %+v", i, ch)
+		}
+	}
+	if c.Rate(Down) != 20000 || c.Rate(Up) != 5000 || c.State(Down) != Idle {
+		t.Errorf("rates %d/%d state %s", c.Rate(Down), c.Rate(Up), c.State(Down))
+	}
+}
+
+// No sample for Stall (every reflector lost, a dropout, the WAN down):
+// a rate above the base falls to it and holds; samples bring it back.
+func TestStall(t *testing.T) {
+	c, _ := New(params(), t0)
+	at := t0
+	for range 60 {
+		at = at.Add(100 * time.Millisecond)
+		c.Add(Sample{At: at, AddedMs: 1, Dir: Down})
+		c.Step(at, [2]int{c.Rate(Down), 0})
+	}
+	if c.Rate(Down) <= 20000 {
+		t.Fatalf("no raise: %d", c.Rate(Down))
+	}
+	var got []Change
+	last := at
+	for range 30 { // 3 s without a sample, still loaded
+		at = at.Add(100 * time.Millisecond)
+		for _, ch := range c.Step(at, [2]int{c.Rate(Down), 0}) {
+			// no evidence, no raise: a raise needs a sample from the last 300 ms
+			if strings.Contains(ch.Why, "raise") && at.Sub(last) >= 300*time.Millisecond {
+				t.Errorf("raised %v after the last sample: %+v", at.Sub(last), ch)
+			}
+			if !strings.Contains(ch.Why, "raise") {
+				got = append(got, ch)
+			}
+		}
+	}
+	if c.State(Down) != Stalled || c.Rate(Down) != 20000 || len(got) != 1 || !strings.Contains(got[0].Why, "stall") {
+		t.Errorf("stall: state %s rate %d changes %+v", c.State(Down), c.Rate(Down), got)
+	}
+	at = at.Add(100 * time.Millisecond)
+	c.Add(Sample{At: at, AddedMs: 1, Dir: Down})
+	c.Step(at, [2]int{20000, 0})
+	if c.State(Down) == Stalled {
+		t.Error("still stalled after a sample")
+	}
+}
+
+// The rates never leave [min, max], however hard they are pushed.
+func TestBounds(t *testing.T) {
+	p := params()
+	c, _ := New(p, t0)
+	at := t0
+	for i := range 400 {
+		at = at.Add(100 * time.Millisecond)
+		ms := 1.0
+		if i%100 > 50 {
+			ms = 500
+		}
+		c.Add(Sample{At: at, AddedMs: ms, Both: true})
+		for _, ch := range c.Step(at, [2]int{c.Rate(Down), c.Rate(Up)}) {
+			if ch.To < p.Min[ch.Dir] || ch.To > p.Max[ch.Dir] {
+				t.Fatalf("%+v outside [%d, %d]", ch, p.Min[ch.Dir], p.Max[ch.Dir])
+			}
+		}
+	}
+}
+
+func TestParamsCheck(t *testing.T) {
+	for _, tc := range []struct {
+		mod  func(*Params)
+		want string
+	}{
+		{func(p *Params) { p.Min[Down] = 0 }, "download rates"},
+		{func(p *Params) { p.Base[Up] = 20000 }, "upload rates"},
+		{func(p *Params) { p.Votes = 9 }, "votes"},
+		{func(p *Params) { p.HoldMs = 50 }, "hold"},
+	} {
+		p := params()
+		tc.mod(&p)
+		if err := p.Check(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("want an error about %q, got %v", tc.want, err)
+		}
+	}
+}
+
+func TestBaseline(t *testing.T) {
+	var b Baseline
+	at := t0
+	if got := b.Add(at, 30, true); got != 0 {
+		t.Errorf("first sample added %v", got)
+	}
+	// under load a rise is the queue: the baseline stays
+	for range 100 {
+		at = at.Add(100 * time.Millisecond)
+		b.Add(at, 80, false)
+	}
+	if b.Ms() != 30 {
+		t.Errorf("followed a loaded rise: %v", b.Ms())
+	}
+	// quiet: a route change to +20 ms is followed within ~60 s
+	for range 600 {
+		at = at.Add(100 * time.Millisecond)
+		b.Add(at, 50, true)
+	}
+	if math.Abs(b.Ms()-50) > 1 {
+		t.Errorf("did not follow a quiet rise: %v", b.Ms())
+	}
+	if got := b.Add(at.Add(time.Second), 45, false); got != 0 || b.Ms() != 45 {
+		t.Errorf("a lower sample: added %v, baseline %v", got, b.Ms())
+	}
+}

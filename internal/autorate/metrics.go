@@ -1,0 +1,110 @@
+package autorate
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Metrics are the daemon's figures in Prometheus' text format. The
+// endpoint is a few lines over a TCP listener rather than net/http,
+// which would add about 1.5 MB to the router build for one GET.
+type Metrics struct {
+	mu      sync.Mutex
+	rate    [2]int
+	load    [2]int
+	state   [2]State
+	added   map[string]float64 // latest added delay per path
+	base    map[string]float64
+	changes int
+	failed  atomic.Int64
+	samples atomic.Int64
+}
+
+func (m *Metrics) sample(r Raw, added float64) {
+	m.samples.Add(1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.added == nil {
+		m.added, m.base = map[string]float64{}, map[string]float64{}
+	}
+	m.added[r.Path] = added
+	m.base[r.Path] = r.Ms - added
+}
+
+func (m *Metrics) update(c *Controller, load [2]int, changes int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := range 2 {
+		m.rate[d], m.load[d], m.state[d] = c.Rate(Dir(d)), load[d], c.State(Dir(d))
+	}
+	m.changes = changes
+}
+
+// Write renders the metrics.
+func (m *Metrics) Write(w io.Writer) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var b strings.Builder
+	gauge := func(name, help string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name) }
+	gauge("sqmkit_autorate_rate_kbps", "shaper rate set by autorate")
+	for d := range 2 {
+		fmt.Fprintf(&b, "sqmkit_autorate_rate_kbps{direction=%q} %d\n", Dir(d), m.rate[d])
+	}
+	gauge("sqmkit_autorate_load_kbps", "traffic the shaper carried in the last interval")
+	for d := range 2 {
+		fmt.Fprintf(&b, "sqmkit_autorate_load_kbps{direction=%q} %d\n", Dir(d), m.load[d])
+	}
+	gauge("sqmkit_autorate_state", "1 for the state each direction is in")
+	for d := range 2 {
+		for _, s := range []State{Idle, Steady, Loaded, Bloated, Stalled} {
+			v := 0
+			if m.state[d] == s {
+				v = 1
+			}
+			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%q,state=%q} %d\n", Dir(d), s, v)
+		}
+	}
+	gauge("sqmkit_autorate_added_delay_ms", "latest probe's delay above its path's baseline")
+	for p, v := range m.added {
+		fmt.Fprintf(&b, "sqmkit_autorate_added_delay_ms{path=%q} %.2f\n", p, v)
+	}
+	gauge("sqmkit_autorate_baseline_ms", "each probe path's delay without a queue")
+	for p, v := range m.base {
+		fmt.Fprintf(&b, "sqmkit_autorate_baseline_ms{path=%q} %.2f\n", p, v)
+	}
+	fmt.Fprintf(&b, "# HELP sqmkit_autorate_changes_total rate changes made\n# TYPE sqmkit_autorate_changes_total counter\nsqmkit_autorate_changes_total %d\n", m.changes)
+	fmt.Fprintf(&b, "# HELP sqmkit_autorate_change_failures_total rate changes the kernel refused\n# TYPE sqmkit_autorate_change_failures_total counter\nsqmkit_autorate_change_failures_total %d\n", m.failed.Load())
+	fmt.Fprintf(&b, "# HELP sqmkit_autorate_samples_total delay samples received\n# TYPE sqmkit_autorate_samples_total counter\nsqmkit_autorate_samples_total %d\n", m.samples.Load())
+	io.WriteString(w, b.String())
+}
+
+// Serve answers every HTTP request on l with the metrics, until l closes.
+func (m *Metrics) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(5 * time.Second))
+			br := bufio.NewReader(c)
+			// the request line and headers, up to the blank line
+			for {
+				l, err := br.ReadString('\n')
+				if err != nil || strings.TrimSpace(l) == "" {
+					break
+				}
+			}
+			var body strings.Builder
+			m.Write(&body)
+			fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s", body.Len(), body.String())
+		}()
+	}
+}

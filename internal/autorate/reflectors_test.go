@@ -1,0 +1,60 @@
+package autorate
+
+import (
+	"context"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+)
+
+// Round trips to ICMP reflectors, in a namespace of the test's own (its
+// loopback answers; 10.9.9.9 has no route there): the dead reflector is
+// replaced by the spare, whose replies come back as samples of both
+// directions.
+func TestReflectors(t *testing.T) {
+	ns := tctest.NewNetns(t, "refl")
+	if out, err := exec.Command("ip", "-n", ns.Name, "link", "set", "lo", "up").CombinedOutput(); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	ns.Do(t, func() {
+		var mu sync.Mutex
+		var logs []string
+		r := &Reflectors{Addrs: []netip.Addr{netip.MustParseAddr("10.9.9.9"), netip.MustParseAddr("127.0.0.1")}, Active: 1, DeadAfter: 3,
+			Log: func(s string) { mu.Lock(); logs = append(logs, s); mu.Unlock() }}
+		var iv atomic.Int64
+		iv.Store(int64(20 * time.Millisecond))
+		out := make(chan Raw, 1000)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		go r.Run(ctx, &iv, out)
+		n := 0
+		for raw := range collect(ctx, out) {
+			if raw.Path != "127.0.0.1" || !raw.Both || raw.Ms < 0 || raw.Ms > 50 {
+				t.Errorf("sample %+v", raw)
+			}
+			n++
+		}
+		if n < 20 {
+			t.Errorf("%d samples in 1 s at 20 ms", n)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if len(logs) == 0 || !strings.Contains(logs[0], "10.9.9.9 answered none of its last 3 probes: replaced by 127.0.0.1") {
+			t.Errorf("logs %q", logs)
+		}
+	})
+}
+
+func TestReflectorsMixedFamilies(t *testing.T) {
+	r := &Reflectors{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}}
+	var iv atomic.Int64
+	if err := r.Run(context.Background(), &iv, nil); err == nil || !strings.Contains(err.Error(), "one family") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -1,0 +1,205 @@
+package autorate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
+)
+
+// fakeShaper records what the daemon sets.
+type fakeShaper struct {
+	mu      sync.Mutex
+	rates   config.Rates
+	sets    []config.Rates
+	resyncs int
+	fail    bool
+}
+
+func (f *fakeShaper) Set(r config.Rates) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fail {
+		return errors.New("refused")
+	}
+	if r.Download > 0 {
+		f.rates.Download = r.Download
+	}
+	if r.Upload > 0 {
+		f.rates.Upload = r.Upload
+	}
+	f.sets = append(f.sets, f.rates)
+	return nil
+}
+
+func (f *fakeShaper) Resync() (config.Rates, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resyncs++
+	return f.rates, nil
+}
+
+func (f *fakeShaper) Rates() config.Rates {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rates
+}
+
+// script is a Source that sends the delay its function returns.
+type script struct {
+	ms   func() (float64, bool) // ok false: silence
+	stop error
+}
+
+func (s *script) Name() string { return "script" }
+
+func (s *script) Run(ctx context.Context, iv *atomic.Int64, out chan<- Raw) error {
+	for ctx.Err() == nil {
+		if ms, ok := s.ms(); ok {
+			now := time.Now()
+			out <- Raw{At: now, Path: "up", Ms: 20 + ms, Dir: Up}
+			out <- Raw{At: now, Path: "down", Ms: 20 + ms, Dir: Down}
+		}
+		if s.stop != nil {
+			return s.stop
+		}
+		time.Sleep(time.Duration(iv.Load()))
+	}
+	return ctx.Err()
+}
+
+// sysfs is a fake /sys with the two devices' counters.
+type sysfs struct {
+	root string
+}
+
+func (s sysfs) set(dev string, bytes uint64, ifindex int) {
+	d := filepath.Join(s.root, "sys/class/net", dev)
+	os.MkdirAll(filepath.Join(d, "statistics"), 0o755)
+	os.WriteFile(filepath.Join(d, "statistics/tx_bytes"), []byte(fmt.Sprintf("%d\n", bytes)), 0o644)
+	os.WriteFile(filepath.Join(d, "ifindex"), []byte(fmt.Sprintf("%d\n", ifindex)), 0o644)
+}
+
+func fastParams() Params {
+	p := params()
+	p.Interval, p.Move, p.Refractory, p.Settle, p.Stall = 10*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond
+	return p
+}
+
+type logs struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logs) add(s string) { l.mu.Lock(); l.lines = append(l.lines, s); l.mu.Unlock() }
+func (l *logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+func (l *logs) has(sub string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, s := range l.lines {
+		if strings.Contains(s, sub) {
+			return true
+		}
+	}
+	return false
+}
+
+// The daemon end to end on fakes: it starts at the base rates, raises a
+// loaded link, cuts on bloat with a typed log line, finds a re-created
+// device's tree again, and leaves the base rates behind when stopped.
+func TestDaemon(t *testing.T) {
+	fs := sysfs{t.TempDir()}
+	var bloat atomic.Bool
+	src := &script{ms: func() (float64, bool) {
+		if bloat.Load() {
+			return 80, true
+		}
+		return 1, true
+	}}
+	sh := &fakeShaper{}
+	l := &logs{}
+	d := &Daemon{Shaper: sh, Devices: [2]string{"ifb4wan", "wan"}, Root: fs.root, Params: fastParams(), Source: src, Log: l.add,
+		Probe: 5 * time.Millisecond, Summary: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	// traffic at the shaper's rate: loaded
+	var tx [2]uint64
+	pump := func(dur time.Duration, ifindex int) {
+		for end := time.Now().Add(dur); time.Now().Before(end); {
+			r := sh.Rates()
+			tx[0] += uint64(r.Download) * 1000 / 8 / 100 // 10 ms of it
+			tx[1] += uint64(r.Upload) * 1000 / 8 / 100
+			fs.set("ifb4wan", tx[0], ifindex)
+			fs.set("wan", tx[1], ifindex+1)
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	pump(time.Second, 5)
+	if r := sh.Rates(); r.Download <= 20000 || r.Upload <= 5000 {
+		t.Errorf("loaded without delay, rates %+v did not rise above the base 20000/5000", r)
+	}
+	bloat.Store(true)
+	high := sh.Rates()
+	pump(300*time.Millisecond, 5)
+	if r := sh.Rates(); r.Download >= high.Download || !l.has("change dir=download") || !l.has("bloat") {
+		t.Errorf("bloat: rates %+v (were %+v); log:\n%s", r, high, l)
+	}
+	bloat.Store(false)
+	// the WAN device goes away and comes back as a new device (PPPoE)
+	os.RemoveAll(filepath.Join(fs.root, "sys/class/net/wan"))
+	time.Sleep(100 * time.Millisecond)
+	pump(200*time.Millisecond, 9)
+	sh.mu.Lock()
+	resyncs := sh.resyncs
+	sh.mu.Unlock()
+	if resyncs == 0 || !l.has("waiting for it") || !l.has("shaper found again") {
+		t.Errorf("re-created device: %d resyncs, log:\n%s", resyncs, l)
+	}
+	if !l.has("summary download=") {
+		t.Errorf("no summary line:\n%s", l)
+	}
+	m := &strings.Builder{}
+	d.Metrics.Write(m)
+	if !strings.Contains(m.String(), `sqmkit_autorate_rate_kbps{direction="download"}`) || !strings.Contains(m.String(), "sqmkit_autorate_changes_total") {
+		t.Errorf("metrics:\n%s", m)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r := sh.Rates(); r != (config.Rates{Download: 20000, Upload: 5000}) {
+		t.Errorf("stopped at %+v, want the base 20000/5000", r)
+	}
+	for _, s := range sh.sets {
+		if s.Download < 5000 || s.Download > 60000 || s.Upload < 2000 || s.Upload > 15000 {
+			t.Errorf("set %+v outside the bounds", s)
+		}
+	}
+}
+
+// A source that gives up ends the daemon with its error.
+func TestDaemonSourceStops(t *testing.T) {
+	fs := sysfs{t.TempDir()}
+	fs.set("ifb4wan", 0, 1)
+	fs.set("wan", 0, 2)
+	d := &Daemon{Shaper: &fakeShaper{}, Devices: [2]string{"ifb4wan", "wan"}, Root: fs.root, Params: fastParams(),
+		Source: &script{ms: func() (float64, bool) { return 0, true }, stop: errors.New("no ICMP socket")}}
+	err := d.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "no ICMP socket") {
+		t.Errorf("got %v", err)
+	}
+}
