@@ -65,6 +65,9 @@ type planRun struct {
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`
+	// Trace, in trace mode: the capacity trace file; Backends are then
+	// the controllers.
+	Trace string `json:"trace,omitempty"`
 }
 
 const usageText = `Usage: sqmkit-lab COMMAND
@@ -82,6 +85,10 @@ const usageText = `Usage: sqmkit-lab COMMAND
   sweep  --profile NAME|PATH [--backends cake,fq_codel,nss] [--from 80] [--to 100] [--stop N]  every shaper rate
          from FROM to TO percent of the line in 1 % steps per direction: the best A+ rate (--stop N: a direction
          ends after N passing steps in a row)
+  trace  --trace NAME|PATH [--profile cable] [--controllers none,static-min,static-mean,sqmkit,sqmkit-reflectors,ext:NAME=DIR]
+         replay a capacity trace (lab/traces) on the modem with each controller under a bidirectional load:
+         utilisation, added delay per direction, CPU and processes of the controller
+  traces write lab/traces/*.trace from their generator and seeds (lab/internal/trace)
   kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)
   guest  PLAN.json (inside the VM; started by the others)
 
@@ -103,6 +110,14 @@ func main() {
 			fatal(fmt.Errorf("usage: sqmkit-lab guest PLAN.json"))
 		}
 		os.Exit(runGuest(os.Args[2]))
+	case "replay":
+		if len(os.Args) != 4 {
+			fatal(fmt.Errorf("usage: sqmkit-lab replay PROFILE TRACE (in the modem namespace; started by trace)"))
+		}
+		if err := replay(os.Args[2], os.Args[3]); err != nil {
+			fatal(err)
+		}
+		return
 	case pppdKernelName:
 		if len(os.Args) < 3 {
 			fatal(fmt.Errorf("usage: sqmkit-lab %s LOG PPPD-ARGS... (started by pppoe-server -q)", pppdKernelName))
@@ -116,6 +131,12 @@ func main() {
 	}
 	if os.Args[1] == "report" {
 		os.Exit(report(os.Args[2:]))
+	}
+	if os.Args[1] == "traces" {
+		if err := writeTraces(filepath.Join(repo, "lab/traces")); err != nil {
+			fatal(err)
+		}
+		return
 	}
 	profiles := filepath.Join(repo, "lab/profiles")
 	var plan []planRun
@@ -142,6 +163,37 @@ func main() {
 		}
 		plan = append(plan, planRun{Profile: "cable", Backends: cable},
 			planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
+	case "trace":
+		fs := flag.NewFlagSet("sqmkit-lab trace", flag.ExitOnError)
+		prof := fs.String("profile", "cable", "profile whose framing and buffer the trace runs on (its rates become the trace's)")
+		tr := fs.String("trace", "", "trace name (lab/traces/NAME.trace) or path")
+		ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
+		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-trace-<name>)")
+		fs.Parse(os.Args[2:])
+		if *tr == "" {
+			fatal(fmt.Errorf("--trace: name one of lab/traces (lte, starlink, cable-evening, steady) or a file"))
+		}
+		path := *tr
+		if !strings.ContainsRune(path, '/') {
+			path = filepath.Join(repo, "lab/traces", path+".trace")
+		}
+		if _, err := os.Stat(path); err != nil {
+			fatal(fmt.Errorf("--trace: %w", err))
+		}
+		cs := strings.Split(*ctls, ",")
+		for _, c := range cs {
+			if !slices.Contains(traceControllers, c) && !strings.HasPrefix(c, extPrefix) {
+				fatal(fmt.Errorf("--controllers: %q: want %s or ext:NAME=DIR", c, strings.Join(traceControllers, ", ")))
+			}
+			if strings.HasPrefix(c, extPrefix) {
+				if _, err := parseBackend(c); err != nil {
+					fatal(fmt.Errorf("--controllers: %w", err))
+				}
+			}
+		}
+		abs, _ := filepath.Abs(path)
+		plan = []planRun{{Profile: *prof, Backends: cs, Mode: "trace", Trace: abs}}
+		name = "trace-" + strings.TrimSuffix(filepath.Base(path), ".trace")
 	case "run", "hotplug", "tune", "sweep":
 		fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
 		defProfile, defBackends, mode := "cable", allBackends, ""
@@ -372,6 +424,21 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 			return nil, err
 		}
 	}
+	// So do traces.
+	for i := range plan {
+		if plan[i].Trace == "" {
+			continue
+		}
+		b, err := os.ReadFile(plan[i].Trace)
+		if err != nil {
+			return nil, err
+		}
+		plan[i].Trace = filepath.Join(out, "traces", filepath.Base(plan[i].Trace))
+		os.MkdirAll(filepath.Dir(plan[i].Trace), 0o755)
+		if err := os.WriteFile(plan[i].Trace, b, 0o644); err != nil {
+			return nil, err
+		}
+	}
 	// External backends travel with the run too: the guest sees the host's
 	// root read-only, but not what sits under the host's /tmp.
 	for i := range plan {
@@ -533,6 +600,8 @@ func runGuest(planPath string) int {
 			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep) })...)
 		case "sweep":
 			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
+		case "trace":
+			rs = append(rs, g.traceRuns(p, run.Profile, run.Trace, run.Backends)...)
 		default:
 			rs = append(rs, g.profileRuns(p, run.Backends, nil)...)
 		}

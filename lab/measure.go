@@ -38,7 +38,8 @@ const (
 func (t *topo) startServers(sqmkit string, haveServe bool) error {
 	daemons := [][]string{{"iperf3", "-s"}, {"irtt", "server", "-i", "0", "-b", serverIP}}
 	if haveServe {
-		daemons = append(daemons, []string{sqmkit, "serve"})
+		// a trace's load runs for minutes
+		daemons = append(daemons, []string{sqmkit, "serve", "--max-duration", "10m"})
 	}
 	for _, d := range daemons {
 		p, err := t.sh.daemon(nsServer, filepath.Join(t.logs, filepath.Base(d[0])+"-server.log"), d...)

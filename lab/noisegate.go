@@ -15,8 +15,12 @@ import (
 // other processes on the host used more than maxForeign of its CPU is not
 // graded. The vCPUs' steal is recorded beside it but does not gate: qemu's
 // own threads (two vCPUs and its main loop on two host cores) make it 3–9 %
-// on a quiet host, overlapping what a loaded host adds.
-const maxForeign = 0.03
+// on a quiet host, overlapping what a loaded host adds. 10 %: quiet runs
+// measured −1.9 … +2.2 % (the sum of qemu's threads' times against
+// /proc/stat jitters around zero), a host with two nice'd busy loops 27–58 %,
+// and an editor, a shell and a git fetch beside the lab 4–5 %, which does
+// not move the grades.
+const maxForeign = 0.10
 
 // openNoise opens what the host's sampler writes into the results
 // directory (noise.Sample, started by the host beside qemu).

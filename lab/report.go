@@ -70,6 +70,9 @@ func printTable(w io.Writer, rs []result) {
 		if sw := r.Sweep; sw != nil {
 			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, sweepLine(sw))
 		}
+		if x := r.Trace; x != nil {
+			fmt.Fprintf(w, "%s\n", traceLine(x))
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}
@@ -103,6 +106,16 @@ func tuneLine(t *tuned) string {
 	return s
 }
 
+// traceLine is one trace × controller's figures, download/upload.
+func traceLine(x *traced) string {
+	cpu := "-"
+	if x.CPUPerHour >= 0 {
+		cpu = fmt.Sprintf("%.1f s/h, %d processes", x.CPUPerHour, x.Processes)
+	}
+	return fmt.Sprintf("trace %s/%s: utilisation %.2f/%.2f, added p50 %.1f/%.1f p95 %.1f/%.1f p99 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, %d rate changes, CPU %s",
+		x.Trace, x.Controller, x.Utilisation[0], x.Utilisation[1], x.P50[0], x.P50[1], x.P95[0], x.P95[1], x.P99[0], x.P99[1], x.Over30s[0], x.Over30s[1], x.Changes, cpu)
+}
+
 // sweepLine says what a sweep found.
 func sweepLine(s *swept) string {
 	stop := "every step"
@@ -131,6 +144,9 @@ func markdown(rs []result) string {
 			}
 			if r.Sweep != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, sweepLine(r.Sweep))
+			}
+			if r.Trace != nil {
+				fmt.Fprintf(&b, "\n%s\n", traceLine(r.Trace))
 			}
 		}
 	}

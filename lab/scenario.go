@@ -48,6 +48,7 @@ type result struct {
 	Start       *startCost      `json:"start_cost,omitempty"`
 	Tune        *tuned          `json:"tune,omitempty"`
 	Sweep       *swept          `json:"sweep,omitempty"`
+	Trace       *traced         `json:"trace,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`
@@ -292,7 +293,12 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 // environment instead), installs the router build, and runs what the
 // backend needs once: the package's files, an external setup.
 func (g *guest) prepare(t *topo, b backend, r *result) (*scenario, error) {
-	r.DownKbit, r.UpKbit = t.p.Down*95/100, t.p.Up*95/100
+	return g.prepareAt(t, b, r, t.p.Down*95/100, t.p.Up*95/100)
+}
+
+// prepareAt is prepare with the shaper at down/up kbit/s.
+func (g *guest) prepareAt(t *topo, b backend, r *result, down, up int) (*scenario, error) {
+	r.DownKbit, r.UpKbit = down, up
 	sc := &scenario{root: filepath.Join(t.dir, "root-"+strings.NewReplacer(":", "-", "/", "-", "=", "-").Replace(b.name())),
 		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit}
 	script := ""

@@ -76,11 +76,11 @@ func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
 // againstSweep is the acceptance of a tuned rate: at least 97 % of the
 // sweep's best A+ rate and never more than 1 % above it.
 func againstSweep(name string, tuned, best int) accept.Check {
-	c := accept.Check{Name: name + " tuned/sweep best", Want: ">= 0.97 and <= 1.01"}
+	c := accept.Check{Name: name + " tuned % of the sweep's best", Want: ">= 97 and <= 101"}
 	if best > 0 {
-		c.Got = float64(tuned) / float64(best)
+		c.Got = 100 * float64(tuned) / float64(best)
 	}
-	c.OK = best > 0 && c.Got >= 0.97 && c.Got <= 1.01
+	c.OK = best > 0 && c.Got >= 97 && c.Got <= 101
 	return c
 }
 

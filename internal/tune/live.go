@@ -113,7 +113,7 @@ func phaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 		if ph.Name != string(k) {
 			continue
 		}
-		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95,
+		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95, AddedDown: math.Max(0, ph.AddedDown), AddedUp: math.Max(0, ph.AddedUp),
 			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000))}
 		if med, p95, ok := bbtest.Steady(res, ph.Name, Transient); ok {
 			p.AddedMedian, p.AddedP95 = med, p95

@@ -43,6 +43,9 @@ var Targets = map[string]Target{"A+": APlus, "A": A}
 // Phase is one loaded phase's outcome.
 type Phase struct {
 	AddedMedian, AddedP95 float64 // ms
+	// AddedDown, AddedUp are the median one-way added delays (0: not
+	// measured): which direction queued.
+	AddedDown, AddedUp float64
 	DownKbit, UpKbit      int     // goodput
 	// PerSecond is the goodput of the loaded direction per second (the
 	// line measurement's boost detection reads it).
@@ -216,7 +219,12 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	// bytes from one second's count to the next (the lab's upload read
 	// 5243, 9962, 5898, 9177 kbit/s on an 8 Mbit/s line, whose median of
 	// the last three is 9177), and the mean of those seconds is the line.
-	tail := ps[len(ps)-len(ps)/3:]
+	// The last second is left out: it ends with the streams' teardown and
+	// the counts still in flight (the lab's upload read 4194 kbit/s there
+	// on an 8 Mbit/s line). At least 4 seconds, so a stall's pair of a low
+	// and a high second stays inside the window.
+	body := ps[:len(ps)-1]
+	tail := body[len(body)-max(len(body)/3, min(4, len(body))):]
 	sum := 0
 	for _, v := range tail {
 		sum += v
@@ -388,13 +396,30 @@ func (s *search) bidir(ctx context.Context) error {
 			return nil
 		}
 		if n == bidirLowerings {
-			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering both rates %d times by %.0f%%",
+			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times by %.0f%%",
 				ErrNoRate, p.AddedMedian, p.AddedP95, n, 100*bidirStep)
 		}
 		s.r.BidirLowered++
-		for _, c := range []*Choice{d, u} {
+		for _, c := range lowered(p, d, u) {
 			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
 			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*bidirStep)
 		}
 	}
+}
+
+// lowered are the directions to lower after a bidirectional miss: the one
+// whose one-way delay carries most of the added delay (its queue is the
+// one that formed), or both when they share it or it was not measured.
+func lowered(p Phase, d, u *Choice) []*Choice {
+	sum := p.AddedDown + p.AddedUp
+	if sum <= 0 {
+		return []*Choice{d, u}
+	}
+	switch share := p.AddedDown / sum; {
+	case share >= 0.75:
+		return []*Choice{d}
+	case share <= 0.25:
+		return []*Choice{u}
+	}
+	return []*Choice{d, u}
 }

@@ -23,6 +23,7 @@ type sim struct {
 	boost      float64 // first boostSecs s of a line phase run at this multiple
 	boostSecs  int
 	bidirExtra float64 // ms the bidirectional phase adds
+	bidirUp    bool    // and only in the upload's one-way delay
 	failAfter  int     // phases before the server vanishes; 0 never
 	perGood    float64
 
@@ -75,6 +76,11 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		md, pd := s.added(xd)
 		mu, pu := s.added(xu)
 		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
+		if s.bidirUp { // the extra queue is the upload's, and shrinks as its rate comes down
+			extra := s.bidirExtra * math.Max(0, (xu-0.9)/0.06)
+			p.AddedMedian, p.AddedP95 = math.Max(md, mu+extra), math.Max(pd, pu+extra)
+			p.AddedDown, p.AddedUp = md, mu+extra
+		}
 		p.DownKbit, p.UpKbit = good(s.rateD, s.down), good(s.rateU, s.up)
 	}
 	if s.noiseMs > 0 {
@@ -122,7 +128,7 @@ func TestSearch(t *testing.T) {
 		{"boost", func(s *sim) { s.boost = 1.2 }},
 		// a boost past the phase's half (TCP drains the bucket slower than
 		// its size suggests): the last third is still the line
-		{"long boost", func(s *sim) { s.boost, s.boostSecs = 1.15, 8 }},
+		{"long boost", func(s *sim) { s.boost, s.boostSecs = 1.15, 7 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()
@@ -198,6 +204,16 @@ func TestBidirLowers(t *testing.T) {
 	}
 	if r.BidirLowered == 0 || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("lowered %d times, bidirectional +%.1f ms", r.BidirLowered, r.BidirMedian)
+	}
+	// the upload's queue alone: only the upload is lowered
+	s = newSim()
+	s.bidirExtra, s.bidirUp = 6, true
+	r, err = Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BidirLowered == 0 || strings.Contains(r.Download.Why, "lowered") || !strings.Contains(r.Upload.Why, "lowered") {
+		t.Errorf("upload-only bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
 	}
 	s = newSim()
 	s.bidirExtra = 50

@@ -51,11 +51,7 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 	if p.LinkLayer == "atm" {
 		stab = fmt.Sprintf("stab overhead %d linklayer atm", over)
 	}
-	bytesPerMs := rate / 8 // kbit/s → bytes per ms
-	// Two milliseconds of tokens, but never less than two worst-case frames
-	// (an ATM-expanded 1500-byte packet is 1696 bytes).
-	burst := max(2*bytesPerMs, 4000)
-	limit := max(bytesPerMs*p.BufferMs, 2*burst)
+	burst, limit := sizes(rate, p.BufferMs)
 	shaper := fmt.Sprintf("tbf rate %dkbit burst %d limit %d", rate, burst, limit)
 	if p.BoostMB > 0 && d == Down {
 		// A cable modem's boost: a token bucket of BoostMB at the line
@@ -69,4 +65,23 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 		fmt.Sprintf("qdisc replace dev %s root handle 1: %s netem delay %dus limit 100000", dev, stab, p.RTTms*500),
 		fmt.Sprintf("qdisc replace dev %s parent 1:1 handle 10: %s", dev, shaper),
 	}
+}
+
+// Change is the tc line that moves direction d's bottleneck on dev to
+// rate kbit/s (a capacity trace), keeping the profile's buffer in bytes:
+// a modem's buffer is memory, so at a lower rate it holds more time.
+func Change(p *profile.Profile, dev string, d Direction, rate int) []string {
+	burst, _ := sizes(rate, p.BufferMs)
+	_, limit := sizes(Rate(p, d), p.BufferMs)
+	return []string{"qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
+		"rate", fmt.Sprintf("%dkbit", rate), "burst", fmt.Sprint(burst), "limit", fmt.Sprint(limit)}
+}
+
+// sizes are a tbf's burst and limit in bytes at rate kbit/s: two
+// milliseconds of tokens, but never less than two worst-case frames (an
+// ATM-expanded 1500-byte packet is 1696 bytes); bufferMs of the rate.
+func sizes(rate, bufferMs int) (burst, limit int) {
+	bytesPerMs := rate / 8 // kbit/s → bytes per ms
+	burst = max(2*bytesPerMs, 4000)
+	return burst, max(bytesPerMs*bufferMs, 2*burst)
 }

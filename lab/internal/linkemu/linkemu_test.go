@@ -2,6 +2,7 @@ package linkemu
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
@@ -58,5 +59,19 @@ func TestBatch(t *testing.T) {
 				t.Errorf("got\n%q\nwant\n%q", got, tt.want)
 			}
 		})
+	}
+}
+
+// A trace's rate change keeps the buffer's bytes (the profile's rate is the
+// trace's highest) and sizes the burst for the new rate.
+func TestChange(t *testing.T) {
+	p := &profile.Profile{Down: 60000, Up: 15000, BufferMs: 500}
+	got := strings.Join(Change(p, "m0", Down, 5000), " ")
+	if want := "qdisc change dev m0 parent 1:1 handle 10: tbf rate 5000kbit burst 4000 limit 3750000"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	got = strings.Join(Change(p, "m1", Up, 15000), " ")
+	if want := "qdisc change dev m1 parent 1:1 handle 10: tbf rate 15000kbit burst 4000 limit 937500"; got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }

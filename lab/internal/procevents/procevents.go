@@ -53,6 +53,7 @@ type Watcher struct {
 	tree   map[int32]bool // processes below this program, started since Begin: alive
 	counts Counts
 	idle   *sync.Cond // signalled when the last process of the tree exits
+	trees  []*Tree    // long-running trees followed beside a measurement
 	done   chan struct{}
 }
 
@@ -190,12 +191,20 @@ func (w *Watcher) read() {
 					w.tree[ctgid] = true
 					w.counts.Processes++
 				}
+				for _, t := range w.trees {
+					t.fork(w.self, ptgid, ctgid)
+				}
 				w.mu.Unlock()
 			case procEventExec:
 				tgid := int32(ne.Uint32(data[4:]))
 				w.mu.Lock()
 				if w.on && w.tree[tgid] {
 					w.counts.Execs++
+				}
+				for _, t := range w.trees {
+					if t.alive[tgid] {
+						t.counts.Execs++
+					}
 				}
 				w.mu.Unlock()
 			case procEventExit:
@@ -208,8 +217,89 @@ func (w *Watcher) read() {
 					w.tree[tgid] = false
 					w.idle.Broadcast()
 				}
+				for _, t := range w.trees {
+					delete(t.alive, tgid)
+				}
 				w.mu.Unlock()
 			}
+		}
+	}
+}
+
+// Tree follows one long-running process tree (an autorate controller)
+// while other measurements go on: its root is the next process this
+// program forks after Adopt, and every process below it is counted.
+type Tree struct {
+	w      *Watcher
+	root   int32
+	alive  map[int32]bool
+	counts Counts
+	rooted chan struct{}
+}
+
+// Adopt makes the next process this program forks the root of a Tree.
+// The caller starts that process next, and nothing else until Root
+// returns.
+func (w *Watcher) Adopt() *Tree {
+	t := &Tree{w: w, alive: map[int32]bool{}, rooted: make(chan struct{})}
+	w.mu.Lock()
+	w.trees = append(w.trees, t)
+	w.mu.Unlock()
+	return t
+}
+
+// fork records a fork; mu held.
+func (t *Tree) fork(self, parent, child int32) {
+	switch {
+	case t.root == 0 && parent == self:
+		t.root = child
+		t.alive[child] = true
+		close(t.rooted)
+	case t.root != 0 && t.alive[parent]:
+		t.alive[child] = true
+		t.counts.Processes++
+	}
+}
+
+// Root waits (at most a second) for the adopted process and returns its
+// pid, 0 if it never came.
+func (t *Tree) Root() int32 {
+	select {
+	case <-t.rooted:
+	case <-time.After(time.Second):
+	}
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	return t.root
+}
+
+// Pids are the tree's processes alive now.
+func (t *Tree) Pids() []int32 {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	var p []int32
+	for pid := range t.alive {
+		p = append(p, pid)
+	}
+	return p
+}
+
+// Counts are the processes the root spawned (itself not counted) and the
+// programs they ran.
+func (t *Tree) Counts() Counts {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	return t.counts
+}
+
+// Stop ends the following.
+func (t *Tree) Stop() {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	for i, x := range t.w.trees {
+		if x == t {
+			t.w.trees = append(t.w.trees[:i], t.w.trees[i+1:]...)
+			break
 		}
 	}
 }

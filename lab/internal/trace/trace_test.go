@@ -1,0 +1,100 @@
+package trace
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Each generated trace has the shape its name promises.
+func TestGenerate(t *testing.T) {
+	for name, seed := range Names {
+		tr, err := Generate(name, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tr.Duration() != Length {
+			t.Errorf("%s: %v long", name, tr.Duration())
+		}
+		dlo, dmean, dhi := Stats(tr.Down)
+		ulo, _, uhi := Stats(tr.Up)
+		switch name {
+		case "lte":
+			if dlo < 5000 || dhi > 60000 || ulo < 2000 || uhi > 15000 || dhi-dlo < 30000 {
+				t.Errorf("lte: down %d..%d up %d..%d", dlo, dhi, ulo, uhi)
+			}
+			// fast: the median change per second is more than a tenth
+			big := 0
+			for i := 10; i < len(tr.Down); i += 10 {
+				if r := float64(tr.Down[i]) / float64(tr.Down[i-10]); r > 1.1 || r < 0.9 {
+					big++
+				}
+			}
+			if big < len(tr.Down)/20 {
+				t.Errorf("lte: only %d of %d seconds moved by 10 %%", big, len(tr.Down)/10)
+			}
+		case "starlink":
+			drops, steps := 0, 0
+			for i := 1; i < len(tr.Down); i++ {
+				if tr.Down[i] <= 100 && tr.Down[i-1] > 100 {
+					drops++
+				}
+				if tr.Down[i] != tr.Down[i-1] && tr.Down[i] > 100 && tr.Down[i-1] > 100 {
+					steps++
+					if i%150 != 0 {
+						t.Errorf("starlink: a step at %d, not on a 15 s boundary", i)
+					}
+				}
+			}
+			if drops == 0 || steps < 5 {
+				t.Errorf("starlink: %d dropouts, %d steps", drops, steps)
+			}
+		case "cable-evening":
+			if dhi < 38000 || dlo > 17000 || dlo < 16000 {
+				t.Errorf("cable-evening: down %d..%d", dlo, dhi)
+			}
+		case "steady":
+			if dlo != 40000 || dhi != 40000 || dmean != 40000 || ulo != 8000 || uhi != 8000 {
+				t.Errorf("steady: %d..%d / %d..%d", dlo, dhi, ulo, uhi)
+			}
+		}
+	}
+	if _, err := Generate("dialup", 1); err == nil {
+		t.Error("an unknown trace was generated")
+	}
+}
+
+// The shipped files are exactly what the generator makes from their seeds.
+func TestShippedTraces(t *testing.T) {
+	for name, seed := range Names {
+		tr, _ := Generate(name, seed)
+		var want bytes.Buffer
+		tr.Write(&want)
+		got, err := os.ReadFile(filepath.Join("../../traces", name+".trace"))
+		if err != nil {
+			t.Fatalf("%v (sqmkit-lab traces writes it)", err)
+		}
+		if !bytes.Equal(got, want.Bytes()) {
+			t.Errorf("lab/traces/%s.trace is not what the generator makes from seed %d: run sqmkit-lab traces", name, seed)
+		}
+		back, err := Read(name, bytes.NewReader(got))
+		if err != nil || len(back.Down) != len(tr.Down) || back.Down[17] != max(tr.Down[17], 64) {
+			t.Errorf("%s: read back %v", name, err)
+		}
+	}
+}
+
+func TestReadErrors(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"0 1000\n", `x:1: want "ms down_kbit up_kbit"`},
+		{"0 1000 500\n200 1000 500\n", "x:2: time 200 ms, want 100"},
+		{"0 fast 500\n", `x:1: "fast" is not a whole non-negative number`},
+		{"# nothing\n", "x: no capacity lines"},
+	} {
+		if _, err := Read("x", strings.NewReader(c.in)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q", c.in, err, c.want)
+		}
+	}
+}

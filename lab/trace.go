@@ -1,0 +1,558 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
+	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/lab/internal/linkemu"
+	"github.com/sqmkit/sqmkit/lab/internal/procevents"
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+	"github.com/sqmkit/sqmkit/lab/internal/trace"
+)
+
+// The controllers a trace runs with (`sqmkit-lab trace --controllers`).
+const (
+	ctlNone       = "none"              // no shaper
+	ctlStaticMin  = "static-min"        // cake at 95 % of the trace's minimum
+	ctlStaticMean = "static-mean"       // cake at 95 % of its mean
+	ctlSqmkit     = "sqmkit"            // cake + sqmkit autorate, one-way delay from sqmkit serve
+	ctlReflectors = "sqmkit-reflectors" // cake + sqmkit autorate, RTT to ICMP reflectors
+)
+
+var traceControllers = []string{ctlNone, ctlStaticMin, ctlStaticMean, ctlSqmkit, ctlReflectors}
+
+// traced is one trace × controller's figures (result.Trace).
+type traced struct {
+	Trace      string `json:"trace"`
+	Controller string `json:"controller"`
+	// Utilisation is the goodput delivered ÷ the trace's capacity over the
+	// run, per direction (download, upload).
+	Utilisation [2]float64 `json:"utilisation"`
+	// Added one-way delay of the test's probes over their idle baseline,
+	// per direction, ms; and the seconds with more than 30 ms of it.
+	P50     [2]float64 `json:"added_p50_ms"`
+	P95     [2]float64 `json:"added_p95_ms"`
+	P99     [2]float64 `json:"added_p99_ms"`
+	Over30s [2]float64 `json:"seconds_over_30ms"`
+	// CPU seconds of the controller's process tree (utime+stime of its
+	// live processes and what they reaped), per hour of trace; the
+	// processes it spawned during the run. -1: no controller.
+	CPUPerHour float64 `json:"cpu_s_per_hour"`
+	Processes  int     `json:"processes"`
+	Changes    int     `json:"rate_changes"`
+}
+
+// traceIdle is the probes' idle lead-in before the load: their baseline.
+const traceIdle = 3 * time.Second
+
+// traceRuns replays tr on profile p (its framing and buffer; its rates
+// become the trace's highest) once per controller.
+func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, ctls []string) []result {
+	f, err := os.Open(tracePath)
+	if err != nil {
+		g.say("%v", err)
+		return nil
+	}
+	name := strings.TrimSuffix(filepath.Base(tracePath), ".trace")
+	tr, err := trace.Read(name, f)
+	f.Close()
+	if err != nil {
+		g.say("%v", err)
+		return nil
+	}
+	p := *base
+	_, _, p.Down = trace.Stats(tr.Down)
+	_, _, p.Up = trace.Stats(tr.Up)
+	p.Name = base.Name + "-" + tr.Name
+	var runs []traceRun
+	rs := g.profileRuns(&p, ctls, func(t *topo, ctl string, r *result) error {
+		run, err := g.traceOne(t, tr, profilePath, tracePath, ctl, r)
+		if err == nil {
+			runs = append(runs, run)
+		}
+		return err
+	})
+	if len(runs) > 0 {
+		png := filepath.Join(g.out, p.Name, "trace.png")
+		if err := tracePlot(png, tr, runs); err != nil {
+			g.say("trace plot: %v", err)
+		}
+	}
+	return rs
+}
+
+// traceOne runs one controller through the trace, with a bidirectional
+// load from the client for its whole length.
+func (g *guest) traceOne(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result) (traceRun, error) {
+	var run traceRun
+	err := g.traceCtl(t, tr, profilePath, tracePath, ctl, r, &run)
+	return run, err
+}
+
+func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, run *traceRun) error {
+	_, dmean, _ := trace.Stats(tr.Down)
+	_, umean, _ := trace.Stats(tr.Up)
+	dmin, umin := percentile(tr.Down, 0.05), percentile(tr.Up, 0.05)
+	dlo, _, _ := trace.Stats(tr.Down)
+	ulo, _, _ := trace.Stats(tr.Up)
+	sh := t.sh
+	stopCtl := func() {}
+	var tree *procevents.Tree
+	var sc *scenario
+	shaped := func(down, up int) error {
+		var err error
+		if sc, err = g.prepareAt(t, sqmkitBackend("cake"), r, down, up); err != nil {
+			return err
+		}
+		sh = &shell{log: t.sh.log, env: sc.env}
+		if out, err := sh.run(nsRouter, routerSqmkit(sc.root), "start", "--root", sc.root); err != nil {
+			return fmt.Errorf("start: %w: %s", err, lastLine(out))
+		}
+		stopCtl = func() { sh.run(nsRouter, routerSqmkit(sc.root), "stop", "--root", sc.root) }
+		return nil
+	}
+	// the modem at the trace's first point before anything starts
+	d0, u0 := tr.At(0)
+	if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", linkemu.Down, d0), " "),
+		strings.Join(linkemu.Change(t.p, "m1", linkemu.Up, u0), " ")}); err != nil {
+		return err
+	}
+	switch {
+	case ctl == ctlNone:
+	case ctl == ctlStaticMin:
+		if err := shaped(max(dlo*95/100, 64), max(ulo*95/100, 64)); err != nil {
+			return err
+		}
+	case ctl == ctlStaticMean:
+		if err := shaped(dmean*95/100, umean*95/100); err != nil {
+			return err
+		}
+	case ctl == ctlSqmkit || ctl == ctlReflectors:
+		// base: the mean; floor: 95 % of the trace's 5th percentile (its
+		// minimum is a dropout); ceiling: its maximum
+		if err := shaped(dmean*95/100, umean*95/100); err != nil {
+			return err
+		}
+		args := []string{routerSqmkit(sc.root), "autorate", "--root", sc.root,
+			"--min", fmt.Sprintf("%d:%d", max(dmin*95/100, 64), max(umin*95/100, 64)), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up), "-v"}
+		if ctl == ctlSqmkit {
+			args = append(args, "--server", serverIP)
+		} else {
+			args = append(args, "--reflectors", serverIP+",10.3.0.1")
+		}
+		if g.events != nil {
+			tree = g.events.Adopt()
+		}
+		d, err := sh.daemon(nsRouter, filepath.Join(r.Dir, "autorate.log"), append(args, sc.dev)...)
+		if err != nil {
+			return err
+		}
+		if tree != nil {
+			tree.Root()
+		}
+		stopShaper := stopCtl
+		stopCtl = func() {
+			d.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-d.done:
+			case <-time.After(5 * time.Second):
+				d.stop()
+			}
+			stopShaper()
+		}
+	case strings.HasPrefix(ctl, extPrefix):
+		// the same cake at the same base rate as sqmkit's autorate: the
+		// controller is what differs
+		b, err := parseBackend(ctl)
+		if err != nil {
+			return err
+		}
+		if err := shaped(dmean*95/100, umean*95/100); err != nil {
+			return err
+		}
+		env := append(slices.Clone(sc.lab),
+			"LAB_IFB="+plan.IFBOf(config.Queue{Interface: sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
+			fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", max(dmin*95/100, 64)), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", max(umin*95/100, 64)),
+			fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
+			"LAB_REFLECTORS="+serverIP+" 10.3.0.1")
+		esh := &shell{log: t.sh.log, env: env}
+		dir := b.(extBackend).dir
+		if g.events != nil {
+			tree = g.events.Adopt()
+		}
+		if out, err := esh.run(nsRouter, filepath.Join(dir, "start")); err != nil {
+			stopCtl()
+			return fmt.Errorf("%s start: %w: %s", ctl, err, lastLine(out))
+		}
+		stopShaper := stopCtl
+		stopCtl = func() {
+			esh.run(nsRouter, filepath.Join(dir, "stop"))
+			stopShaper()
+		}
+	default:
+		return fmt.Errorf("controller %q: want one of %s or ext:NAME=DIR", ctl, strings.Join(traceControllers, ", "))
+	}
+	defer func() { stopCtl() }()
+	if tree != nil {
+		defer tree.Stop()
+	}
+	cpu0 := treeCPU(tree)
+	// the player changes the modem's rates from the trace, the test loads
+	// both ways and probes, the rates the controller sets are sampled
+	player, err := t.sh.daemon(nsModem, filepath.Join(r.Dir, "replay.log"), filepath.Join(filepath.Dir(g.tools.sqmkit), "sqmkit-lab"), "replay", profilePath, tracePath)
+	if err != nil {
+		return err
+	}
+	defer player.stop()
+	samples := make(chan []ratePoint, 1)
+	stopSampling := make(chan struct{})
+	go func() { samples <- sampleRates(sc, stopSampling) }()
+	js := filepath.Join(r.Dir, "trace.test.json")
+	out, err := t.sh.run(nsClient, g.tools.sqmkit, "test", "--idle", traceIdle.String(), "--download", "0", "--upload", "0",
+		"--bidir", tr.Duration().String(), "--json", js, serverIP)
+	close(stopSampling)
+	rates := <-samples
+	os.WriteFile(filepath.Join(r.Dir, "trace.test.log"), []byte(out), 0o644)
+	if err != nil {
+		return fmt.Errorf("sqmkit test: %w: %s", err, lastLine(out))
+	}
+	var res bbresult.Result
+	b, err := os.ReadFile(js)
+	if err == nil {
+		err = json.Unmarshal(b, &res)
+	}
+	if err != nil {
+		return err
+	}
+	x := traceFigures(&res, tr)
+	x.Trace, x.Controller = tr.Name, ctl
+	x.CPUPerHour, x.Processes = -1, -1
+	if tree != nil {
+		x.CPUPerHour = (treeCPU(tree) - cpu0) * float64(time.Hour) / float64(tr.Duration())
+		x.Processes = tree.Counts().Processes
+	}
+	x.Changes = max(len(rates)-1, 0)
+	r.Trace = &x
+	writeJSON(filepath.Join(r.Dir, "rates.json"), rates)
+	*run = traceRun{ctl: ctl, res: &res, rates: rates}
+	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h, %d processes",
+		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, x.Processes)
+	r.Status = "pass" // a trace run is a measurement: the figures are the result
+	return nil
+}
+
+func percentile(v []int, q float64) int {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[int(q*float64(len(s)-1))]
+}
+
+// traceFigures computes utilisation and added delay from a trace run's test.
+func traceFigures(res *bbresult.Result, tr *trace.Trace) traced {
+	var x traced
+	start := traceIdle.Seconds()
+	// idle baselines: the lowest one-way delay of the lead-in
+	base := [2]float64{math.Inf(1), math.Inf(1)}
+	for _, p := range res.Samples.Probes {
+		if p.Lost == "" && p.T < start {
+			base[0], base[1] = math.Min(base[0], p.Down), math.Min(base[1], p.Up)
+		}
+	}
+	var added [2][]float64
+	over := [2]float64{}
+	for _, p := range res.Samples.Probes {
+		if p.Lost != "" || p.T < start || p.T > start+tr.Duration().Seconds() {
+			continue
+		}
+		for d, v := range [2]float64{p.Down - base[0], p.Up - base[1]} {
+			added[d] = append(added[d], v)
+			if v > 30 {
+				over[d] += res.ProbeInterval / 1000
+			}
+		}
+	}
+	for d := range 2 {
+		slices.Sort(added[d])
+		q := func(f float64) float64 {
+			if len(added[d]) == 0 {
+				return 0
+			}
+			return added[d][int(f*float64(len(added[d])-1))]
+		}
+		x.P50[d], x.P95[d], x.P99[d] = q(0.5), q(0.95), q(0.99)
+	}
+	x.Over30s = over
+	var got, capacity [2]float64
+	last := start
+	for _, s := range res.Samples.Throughput {
+		if s.T <= start || s.T > start+tr.Duration().Seconds() {
+			continue
+		}
+		dt := s.T - last
+		last = s.T
+		dn, up := tr.At(time.Duration((s.T - start) * float64(time.Second)))
+		got[0], got[1] = got[0]+s.Download*1000*dt, got[1]+s.Upload*1000*dt
+		capacity[0], capacity[1] = capacity[0]+float64(dn)*dt, capacity[1]+float64(up)*dt
+	}
+	for d := range 2 {
+		if capacity[d] > 0 {
+			x.Utilisation[d] = got[d] / capacity[d]
+		}
+	}
+	return x
+}
+
+// treeCPU is the CPU seconds of a controller's live processes and of the
+// children they reaped.
+func treeCPU(t *procevents.Tree) float64 {
+	if t == nil {
+		return 0
+	}
+	total := 0.0
+	for _, pid := range t.Pids() {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// fields after the command's closing parenthesis: state is 3rd
+		// of stat; utime, stime, cutime, cstime are the 14th..17th
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+		if len(f) < 15 {
+			continue
+		}
+		for _, v := range f[11:15] {
+			n, _ := strconv.ParseFloat(v, 64)
+			total += n / clockTicks
+		}
+	}
+	return total
+}
+
+// clockTicks is USER_HZ, which is 100 on every Linux architecture.
+const clockTicks = 100
+
+// ratePoint is the shaper's rates at a moment of a trace run.
+type ratePoint struct {
+	T        float64 `json:"t"` // seconds since the load started
+	Down, Up int
+}
+
+// sampleRates reads the rates autorate keeps (ratestate) every 200 ms: no
+// process, no read of the tree. A static shaper is one point.
+func sampleRates(sc *scenario, stop <-chan struct{}) []ratePoint {
+	if sc == nil {
+		return nil
+	}
+	dir := ratestate.DefaultDir // the guest's: every router root's sqmkit keeps its rates there
+	t0 := time.Now().Add(traceIdle)
+	pts := []ratePoint{{T: -traceIdle.Seconds(), Down: sc.down, Up: sc.up}}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return pts
+		case now := <-tick.C:
+			k, ok, _ := ratestate.Load(dir, sc.dev)
+			if ok && (k.Download != pts[len(pts)-1].Down || k.Upload != pts[len(pts)-1].Up) {
+				pts = append(pts, ratePoint{T: now.Sub(t0).Seconds(), Down: k.Download, Up: k.Upload})
+			}
+		}
+	}
+}
+
+// traceRun is one controller's run, for the trace's plot.
+type traceRun struct {
+	ctl   string
+	res   *bbresult.Result
+	rates []ratePoint
+}
+
+// tracePlot draws, per direction, the trace's capacity, each controller's
+// shaper rate, and below it each controller's added delay.
+func tracePlot(path string, tr *trace.Trace, runs []traceRun) error {
+	palette := []color.Color{color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+		color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff},
+		color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}}
+	var plots [2][2]*plot.Plot
+	for d, name := range []string{"download", "upload"} {
+		rp, dp := plot.New(), plot.New()
+		rp.Title.Text = fmt.Sprintf("trace %s: %s capacity and shaper rates", tr.Name, name)
+		rp.Y.Label.Text, rp.X.Label.Text = "Mbit/s", "seconds"
+		dp.Title.Text = fmt.Sprintf("%s: added one-way delay", name)
+		dp.Y.Label.Text, dp.X.Label.Text = "ms", "seconds"
+		capXY := make(plotter.XYs, len(tr.Down))
+		for i := range tr.Down {
+			v := tr.Down[i]
+			if d == 1 {
+				v = tr.Up[i]
+			}
+			capXY[i] = plotter.XY{X: float64(i) * trace.Step.Seconds(), Y: float64(v) / 1000}
+		}
+		cl, err := plotter.NewLine(capXY)
+		if err != nil {
+			return err
+		}
+		cl.Color, cl.Width = color.Black, vg.Points(1.5)
+		rp.Add(cl)
+		rp.Legend.Add("capacity", cl)
+		for i, run := range runs {
+			col := palette[i%len(palette)]
+			if len(run.rates) > 0 {
+				var xy plotter.XYs
+				for j, pt := range run.rates {
+					v := pt.Down
+					if d == 1 {
+						v = pt.Up
+					}
+					if j > 0 { // steps, not slopes
+						xy = append(xy, plotter.XY{X: math.Max(pt.T, 0), Y: xy[len(xy)-1].Y})
+					}
+					xy = append(xy, plotter.XY{X: math.Max(pt.T, 0), Y: float64(v) / 1000})
+				}
+				xy = append(xy, plotter.XY{X: tr.Duration().Seconds(), Y: xy[len(xy)-1].Y})
+				l, err := plotter.NewLine(xy)
+				if err != nil {
+					return err
+				}
+				l.Color = col
+				rp.Add(l)
+				rp.Legend.Add(run.ctl, l)
+			}
+			var dxy plotter.XYs
+			base := math.Inf(1)
+			for _, p := range run.res.Samples.Probes {
+				if p.Lost == "" && p.T < traceIdle.Seconds() {
+					base = math.Min(base, pick2(d, p))
+				}
+			}
+			for _, p := range run.res.Samples.Probes {
+				if p.Lost == "" && p.T >= traceIdle.Seconds() {
+					dxy = append(dxy, plotter.XY{X: p.T - traceIdle.Seconds(), Y: pick2(d, p) - base})
+				}
+			}
+			if len(dxy) > 0 {
+				l, err := plotter.NewLine(dxy)
+				if err != nil {
+					return err
+				}
+				l.Color = col
+				dp.Add(l)
+				dp.Legend.Add(run.ctl, l)
+			}
+		}
+		plots[d] = [2]*plot.Plot{rp, dp}
+	}
+	img := vgimg.New(14*vg.Inch, 10*vg.Inch)
+	dc := draw.New(img)
+	tiles := [][]*plot.Plot{{plots[0][0], plots[1][0]}, {plots[0][1], plots[1][1]}}
+	canvases := plot.Align(tiles, draw.Tiles{Rows: 2, Cols: 2, PadX: vg.Millimeter, PadY: vg.Millimeter}, dc)
+	for i := range tiles {
+		for j := range tiles[i] {
+			tiles[i][j].Draw(canvases[i][j])
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(f)
+	return err
+}
+
+func pick2(d int, p bbresult.Probe) float64 {
+	if d == 1 {
+		return p.Up
+	}
+	return p.Down
+}
+
+// replay is `sqmkit-lab replay PROFILE TRACE` in the modem namespace:
+// the modem's tbf rates follow the trace, one change per Step, through
+// one long-lived tc, on an absolute schedule (a late change does not
+// delay the next ones).
+func replay(profilePath, tracePath string) error {
+	p, err := profile.Load("", profilePath)
+	if err != nil {
+		return err
+	}
+	f, err := os.Open(tracePath)
+	if err != nil {
+		return err
+	}
+	tr, err := trace.Read(filepath.Base(tracePath), f)
+	f.Close()
+	if err != nil {
+		return err
+	}
+	// the profile's rates are the trace's highest (traceRuns)
+	_, _, p.Down = trace.Stats(tr.Down)
+	_, _, p.Up = trace.Stats(tr.Up)
+	s, err := (&tc.Runner{}).Stream("tc")
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	t0 := time.Now().Add(traceIdle)
+	late := 0
+	for i := range tr.Down {
+		at := t0.Add(time.Duration(i) * trace.Step)
+		time.Sleep(time.Until(at))
+		if time.Since(at) > trace.Step/2 {
+			late++
+		}
+		if err := s.Send([][]string{linkemu.Change(p, "m0", linkemu.Down, tr.Down[i]), linkemu.Change(p, "m1", linkemu.Up, tr.Up[i])}); err != nil {
+			return fmt.Errorf("step %d: %w", i, err)
+		}
+	}
+	fmt.Printf("replayed %d steps of %s, %d of them more than %v late\n", len(tr.Down), tr.Name, late, trace.Step/2)
+	return nil
+}
+
+// writeTraces writes every generated trace into dir.
+func writeTraces(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, seed := range trace.Names {
+		tr, err := trace.Generate(name, seed)
+		if err != nil {
+			return err
+		}
+		f, err := os.Create(filepath.Join(dir, name+".trace"))
+		if err != nil {
+			return err
+		}
+		err = tr.Write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s: %v, seed %d\n", filepath.Join(dir, name+".trace"), tr.Duration(), seed)
+	}
+	return nil
+}
