@@ -154,7 +154,7 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 			return err
 		}
 		args := []string{routerSqmkit(sc.root), "autorate", "--root", sc.root,
-			"--min", fmt.Sprintf("%d:%d", max(dmin*95/100, 64), max(umin*95/100, 64)), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up), "-v"}
+			"--min", fmt.Sprintf("%d:%d", max(dmin*95/100, 64), max(umin*95/100, 64)), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up)}
 		if ctl == ctlSqmkit {
 			args = append(args, "--server", serverIP)
 		} else {
@@ -194,13 +194,15 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 			"LAB_IFB="+plan.IFBOf(config.Queue{Interface: sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
 			fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", max(dmin*95/100, 64)), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", max(umin*95/100, 64)),
 			fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
-			"LAB_REFLECTORS="+serverIP+" 10.3.0.1")
+			"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir)
 		esh := &shell{log: t.sh.log, env: env}
 		dir := b.(extBackend).dir
 		if g.events != nil {
 			tree = g.events.Adopt()
 		}
-		if out, err := esh.run(nsRouter, filepath.Join(dir, "start")); err != nil {
+		out, err := esh.run(nsRouter, filepath.Join(dir, "start"))
+		os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
+		if err != nil {
 			stopCtl()
 			return fmt.Errorf("%s start: %w: %s", ctl, err, lastLine(out))
 		}

@@ -49,6 +49,11 @@ $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
 $B mkdir -p /dev/pts
 $B mount -t devpts devpts /dev/pts
+# what udev would add: bash's process substitution needs /dev/fd
+$B ln -s /proc/self/fd /dev/fd
+$B ln -s /proc/self/fd/0 /dev/stdin
+$B ln -s /proc/self/fd/1 /dev/stdout
+$B ln -s /proc/self/fd/2 /dev/stderr
 for m in ` + "MODULES" + `; do
 	$B insmod /lib/modules/$m || { echo "lab-init: insmod $m failed"; $B poweroff -f; }
 done
