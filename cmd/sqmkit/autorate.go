@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -118,6 +119,10 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 		defer l.Close()
 		go d.Metrics.Serve(l)
 	}
+	// One P: the daemon's work is a few microseconds every 50 ms, and idle
+	// Ps spinning for work on every wakeup cost more than the work itself
+	// (on a router, and in the lab's emulated guest).
+	runtime.GOMAXPROCS(1)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := d.Run(ctx); err != nil {

@@ -119,8 +119,12 @@ func (s *Server) probe(ctx context.Context, ss *bbtest.Session, udp *net.UDPConn
 	go func() {
 		defer close(done)
 		buf := make([]byte, bbproto.ProbeMaxSize+1)
+		// no deadline per read (a timer reset per reply): the session's
+		// end sets one in the past, which ends the read below
+		udp.SetReadDeadline(time.Time{})
+		stop := context.AfterFunc(ctx, func() { udp.SetReadDeadline(time.Now()) })
+		defer stop()
 		for {
-			udp.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
 			n, _, err := udp.ReadFromUDPAddrPort(buf)
 			if ctx.Err() != nil {
 				return
@@ -149,15 +153,41 @@ func (s *Server) probe(ctx context.Context, ss *bbtest.Session, udp *net.UDPConn
 	}()
 	buf := make([]byte, bbproto.ProbeDefaultSize)
 	slots := uint32(bbproto.Hello{Duration: int64(d), ProbeInterval: int64(fastProbe)}.ProbeSlots())
+	tick := newPacer(interval)
+	defer tick.stop()
 	for seq := uint32(0); seq < slots && ctx.Err() == nil; seq++ {
 		p := bbproto.Probe{Session: ss.ID, Seq: seq, ClientSend: time.Now().UnixNano()}
 		p.Marshal(buf)
 		udp.WriteToUDPAddrPort(buf, ss.Addr)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(interval.Load())):
-		}
+		tick.wait(ctx)
 	}
 	cancel()
 	<-done
 }
+
+// pacer ticks at the interval the daemon sets, one timer for a source's
+// life rather than one per probe.
+type pacer struct {
+	iv  *atomic.Int64
+	cur time.Duration
+	t   *time.Ticker
+}
+
+func newPacer(iv *atomic.Int64) *pacer {
+	p := &pacer{iv: iv, cur: time.Duration(iv.Load())}
+	p.t = time.NewTicker(p.cur)
+	return p
+}
+
+func (p *pacer) wait(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-p.t.C:
+	}
+	if d := time.Duration(p.iv.Load()); d != p.cur {
+		p.cur = d
+		p.t.Reset(d)
+	}
+}
+
+func (p *pacer) stop() { p.t.Stop() }

@@ -98,6 +98,8 @@ func (r *Reflectors) Run(ctx context.Context, interval *atomic.Int64, out chan<-
 	}
 	go r.receive(ctx, c, proto, id, unpriv, out)
 	var seq uint16
+	tick := newPacer(interval)
+	defer tick.stop()
 	for i := 0; ctx.Err() == nil; i++ {
 		r.mu.Lock()
 		to := r.active[i%len(r.active)]
@@ -116,10 +118,7 @@ func (r *Reflectors) Run(ctx context.Context, interval *atomic.Int64, out chan<-
 			dst = &net.UDPAddr{IP: to.AsSlice()}
 		}
 		c.WriteTo(b, dst) // a failed send (no route: WAN down) is a missed reply
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(interval.Load())):
-		}
+		tick.wait(ctx)
 	}
 	return ctx.Err()
 }

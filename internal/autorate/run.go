@@ -3,6 +3,7 @@ package autorate
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -48,22 +49,60 @@ func (d *Daemon) log(format string, a ...any) {
 	}
 }
 
-// counter reads a device's tx_bytes and ifindex from /sys.
-func (d *Daemon) counter(dev string) (bytes uint64, ifindex int, err error) {
-	base := filepath.Join(d.Root, "sys/class/net", dev)
-	b, err := os.ReadFile(filepath.Join(base, "statistics/tx_bytes"))
+// counter is one device's tx_bytes, kept open: a read is one pread
+// (sysfs renders the value again at offset 0). The device's ifindex is
+// read when the file is opened and then every checkEvery reads: a device
+// that went away fails the read, one re-created between two reads (a
+// PPPoE reconnect) has a new ifindex.
+type counter struct {
+	path  string // the device's /sys/class/net directory
+	f     *os.File
+	index int
+	reads int
+	buf   [32]byte
+}
+
+const checkEvery = 10
+
+func (c *counter) read() (bytes uint64, ifindex int, err error) {
+	if c.f != nil && c.reads%checkEvery == 0 {
+		if idx, err := readInt(filepath.Join(c.path, "ifindex")); err != nil || idx != c.index {
+			c.close()
+		}
+	}
+	c.reads++
+	if c.f == nil {
+		if c.index, err = readInt(filepath.Join(c.path, "ifindex")); err != nil {
+			return 0, 0, err
+		}
+		if c.f, err = os.Open(filepath.Join(c.path, "statistics/tx_bytes")); err != nil {
+			return 0, 0, err
+		}
+	}
+	n, err := c.f.ReadAt(c.buf[:], 0)
+	if err == nil || err == io.EOF {
+		bytes, err = strconv.ParseUint(strings.TrimSpace(string(c.buf[:n])), 10, 64)
+	}
 	if err != nil {
+		c.close()
 		return 0, 0, err
 	}
-	bytes, err = strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return bytes, c.index, nil
+}
+
+func (c *counter) close() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	b, err = os.ReadFile(filepath.Join(base, "ifindex"))
-	if err == nil {
-		ifindex, err = strconv.Atoi(strings.TrimSpace(string(b)))
-	}
-	return bytes, ifindex, err
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
 // Run follows the link until ctx ends; it then leaves the shaper at the
@@ -102,6 +141,11 @@ func (d *Daemon) Run(ctx context.Context) error {
 		<-srcDone
 	}()
 
+	var counters [2]*counter
+	for dir, dev := range d.Devices {
+		counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev)}
+		defer counters[dir].close()
+	}
 	baselines := map[string]*Baseline{}
 	var last [2]uint64
 	var ifindex [2]int
@@ -146,7 +190,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		dt := now.Sub(lastRead).Seconds()
 		lastRead = now
 		for dir, dev := range d.Devices {
-			v, idx, err := d.counter(dev)
+			v, idx, err := counters[dir].read()
 			if err != nil || idx != ifindex[dir] {
 				// gone (PPPoE down) or re-created (a reconnect): its tree is
 				// a new one, read it again once it is back

@@ -46,7 +46,7 @@ type Phase struct {
 	// AddedDown, AddedUp are the median one-way added delays (0: not
 	// measured): which direction queued.
 	AddedDown, AddedUp float64
-	DownKbit, UpKbit      int     // goodput
+	DownKbit, UpKbit   int // goodput
 	// PerSecond is the goodput of the loaded direction per second (the
 	// line measurement's boost detection reads it).
 	PerSecond []int
