@@ -9,7 +9,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
-	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // A follower reads the tree once and then only changes it: every Set
@@ -90,14 +89,8 @@ func TestFollowResync(t *testing.T) {
 // On the host kernel the follower's changes go to one long-lived tc:
 // however many changes, one process.
 func TestFollowOnHostKernel(t *testing.T) {
-	useShim(t, "")
 	tg := target(config.FQCodel)
-	ns := tctest.NewNetns(t, "follow")
-	ns.Do(t, func() {
-		r := &tc.Runner{}
-		o := options(t, r, t.TempDir())
-		o.Build = normBuild
-		mustStart(t, []Target{tg}, o)
+	startedOnHost(t, "follow", tg, func(r *tc.Runner, o Options) {
 		f, err := Follow(tg, "autorate", o)
 		if err != nil {
 			t.Fatal(err)

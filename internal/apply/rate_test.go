@@ -209,14 +209,8 @@ func TestStartStopForgetRates(t *testing.T) {
 // change leaves the same tree a start at the new rates builds, in one tc
 // process besides the read, and never deletes a qdisc.
 func TestRateOnHostKernel(t *testing.T) {
-	useShim(t, "")
 	tg := target(config.FQCodel)
-	ns := tctest.NewNetns(t, "rate")
-	ns.Do(t, func() {
-		r := &tc.Runner{}
-		o := options(t, r, t.TempDir())
-		o.Build = normBuild
-		mustStart(t, []Target{tg}, o)
+	startedOnHost(t, "rate", tg, func(r *tc.Runner, o Options) {
 		var lines []string
 		r.Debug = func(s string) { lines = append(lines, s) }
 		if res := Rate(tg, config.Rates{Download: 15000, Upload: 9000}, "test", o); res.State != Changed {
@@ -230,5 +224,19 @@ func TestRateOnHostKernel(t *testing.T) {
 		if d := drift.Compare(want, kernel(t, want)); len(d) > 0 {
 			t.Errorf("kernel differs from a start at 15000/9000: %v", d)
 		}
+	})
+}
+
+// startedOnHost starts tg (fq_codel through the lab shim) in a test
+// namespace of its own and runs fn there with the runner and options.
+func startedOnHost(t *testing.T, name string, tg Target, fn func(*tc.Runner, Options)) {
+	useShim(t, "")
+	ns := tctest.NewNetns(t, name)
+	ns.Do(t, func() {
+		r := &tc.Runner{}
+		o := options(t, r, t.TempDir())
+		o.Build = normBuild
+		mustStart(t, []Target{tg}, o)
+		fn(r, o)
 	})
 }
