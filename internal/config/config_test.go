@@ -192,6 +192,20 @@ func TestAutorateBounds(t *testing.T) {
 	if lo != (Rates{Download: 8000, Upload: MinRateKbit}) || hi != (Rates{Download: 80000, Upload: 400}) {
 		t.Errorf("defaults: %+v %+v", lo, hi)
 	}
+	// a default ceiling never fails validation, however fast the base
+	fast := Queue{Section: "wan", Interface: "eth0", Download: 60_000_000, Upload: 1000, Backend: Cake, LinkLayer: LinkNone}
+	if _, hi := fast.AutorateBounds(); hi.Download != MaxRateKbit {
+		t.Errorf("ceiling of a 60 Gbit/s base: %d", hi.Download)
+	}
+	if err := fast.Validate(); err != nil {
+		t.Errorf("a fast queue without autorate options: %v", err)
+	}
+	// bounds of a queue without autorate never stop it being shaped
+	unused := fast
+	unused.AutorateMax.Download = 1000
+	if err := unused.Validate(); err != nil {
+		t.Errorf("an unused ceiling below the rate: %v", err)
+	}
 	q.AutorateMin, q.AutorateMax = Rates{Download: 10000}, Rates{Upload: 300}
 	lo, hi = q.AutorateBounds()
 	if lo.Download != 10000 || hi.Upload != 300 || hi.Download != 80000 {
@@ -225,8 +239,8 @@ func TestValidate(t *testing.T) {
 		{func(q *Queue) { q.ILimit = -1 }, "sqm.wan.ilimit: -1 packets is negative"},
 		{func(q *Queue) { q.ELimit = -1 }, "sqm.wan.elimit: -1 packets is negative"},
 		{func(q *Queue) { q.Autorate = true }, "sqm.wan.upload: autorate follows both directions and needs both shaped"},
-		{func(q *Queue) { q.Upload, q.AutorateMin.Download = 500, 2000 }, "sqm.wan.autorate_min_download: 2000 kbit/s is above the download rate 1000 it starts from; lower it (set option autorate_min_download '10000')"},
-		{func(q *Queue) { q.Upload, q.AutorateMax.Upload = 500, 400 }, "sqm.wan.autorate_max_upload: 400 kbit/s is below the upload rate 500 it starts from; raise it"},
+		{func(q *Queue) { q.Autorate, q.Upload, q.AutorateMin.Download = true, 500, 2000 }, "sqm.wan.autorate_min_download: 2000 kbit/s is above the download rate 1000 it starts from; lower it (set option autorate_min_download '10000')"},
+		{func(q *Queue) { q.Autorate, q.Upload, q.AutorateMax.Upload = true, 500, 400 }, "sqm.wan.autorate_max_upload: 400 kbit/s is below the upload rate 500 it starts from; raise it"},
 		{func(q *Queue) { q.Diffserv = "diffserv5" }, `sqm.wan.diffserv: "diffserv5" is not a cake diffserv mode`},
 		{func(q *Queue) { q.RTT = "far" }, `sqm.wan.rtt: "far" is neither a duration like 100ms nor a preset (datacentre, lan, metro, regional, internet, oceanic, satellite, interplanetary)`},
 		{func(q *Queue) { q.IFB = "ifb4averylongname" }, "sqm.wan.ifb: \"ifb4averylongname\" is longer than the 15 bytes"},

@@ -181,16 +181,21 @@ func (q Queue) AutorateBounds() (lo, hi Rates) {
 		lo.Upload = max(MinRateKbit, q.Upload/5)
 	}
 	if hi.Download == 0 {
-		hi.Download = 2 * q.Download
+		hi.Download = min(2*q.Download, MaxRateKbit)
 	}
 	if hi.Upload == 0 {
-		hi.Upload = 2 * q.Upload
+		hi.Upload = min(2*q.Upload, MaxRateKbit)
 	}
 	return lo, hi
 }
 
-// checkAutorate: the bounds must hold the base rate.
+// checkAutorate: the bounds must hold the base rate. Bounds of a queue
+// without autorate are not used, so they never stop it being shaped (a
+// tune --write may move the base past them).
 func (q Queue) checkAutorate() error {
+	if !q.Autorate {
+		return nil
+	}
 	lo, hi := q.AutorateBounds()
 	for _, d := range []struct {
 		name         string
