@@ -14,6 +14,7 @@ import (
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
+	"github.com/sqmkit/sqmkit/lab/internal/trace"
 )
 
 func TestRouterUCI(t *testing.T) {
@@ -436,5 +437,33 @@ func TestAgainstSweep(t *testing.T) {
 		if got := againstSweep("download", c.tuned, c.best); got.OK != c.ok {
 			t.Errorf("tuned %d, best %d: %+v", c.tuned, c.best, got)
 		}
+	}
+}
+
+// A trace run's figures: utilisation against the trace's capacity over the
+// loaded part, added delay over the lead-in's lowest delay, per direction.
+func TestTraceFigures(t *testing.T) {
+	tr := &trace.Trace{Down: []int{10000, 10000, 20000, 20000}, Up: []int{2000, 2000, 2000, 2000}} // 400 ms
+	res := &bbresult.Result{ProbeInterval: 100}
+	start := traceIdle.Seconds()
+	for i := range 5 { // the idle lead-in: 20 ms down, 10 ms up
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: float64(i) * 0.5, Down: 20 + float64(i), Up: 10})
+	}
+	for i, added := range []float64{0, 10, 40, 50} { // loaded: 100 ms apart
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: start + 0.05 + float64(i)*0.1, Down: 20 + added, Up: 10 + added/2})
+	}
+	res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: start + 0.2, Lost: "up"})
+	for i := range 4 { // half the capacity down, all of it up
+		res.Samples.Throughput = append(res.Samples.Throughput, bbresult.Throughput{T: start + float64(i+1)*0.1, Download: float64(tr.Down[i]) / 2000, Upload: 2})
+	}
+	x := traceFigures(res, tr)
+	if math.Abs(x.Utilisation[0]-0.5) > 1e-9 || math.Abs(x.Utilisation[1]-1) > 1e-9 {
+		t.Errorf("utilisation %v", x.Utilisation)
+	}
+	if x.P50[0] != 25 || x.P50[1] != 12.5 || x.P99[0] < 49 || x.P99[0] > 50 {
+		t.Errorf("added p50 %v p99 %v", x.P50, x.P99)
+	}
+	if x.Over30s[0] != 0.2 || x.Over30s[1] != 0 {
+		t.Errorf("seconds over 30 ms %v", x.Over30s)
 	}
 }

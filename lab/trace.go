@@ -112,7 +112,7 @@ func (g *guest) traceOne(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, run *traceRun) error {
 	_, dmean, _ := trace.Stats(tr.Down)
 	_, umean, _ := trace.Stats(tr.Up)
-	dmin, umin := percentile(tr.Down, 0.05), percentile(tr.Up, 0.05)
+	dmin, umin := int(quantile(floats(tr.Down), 0.05)), int(quantile(floats(tr.Up), 0.05))
 	dlo, _, _ := trace.Stats(tr.Down)
 	ulo, _, _ := trace.Stats(tr.Up)
 	sh := t.sh
@@ -263,10 +263,12 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 	return nil
 }
 
-func percentile(v []int, q float64) int {
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[int(q*float64(len(s)-1))]
+func floats(v []int) []float64 {
+	f := make([]float64, len(v))
+	for i, x := range v {
+		f[i] = float64(x)
+	}
+	return f
 }
 
 // traceFigures computes utilisation and added delay from a trace run's test.
@@ -294,14 +296,9 @@ func traceFigures(res *bbresult.Result, tr *trace.Trace) traced {
 		}
 	}
 	for d := range 2 {
-		slices.Sort(added[d])
-		q := func(f float64) float64 {
-			if len(added[d]) == 0 {
-				return 0
-			}
-			return added[d][int(f*float64(len(added[d])-1))]
+		if len(added[d]) > 0 {
+			x.P50[d], x.P95[d], x.P99[d] = quantile(added[d], 0.5), quantile(added[d], 0.95), quantile(added[d], 0.99)
 		}
-		x.P50[d], x.P95[d], x.P99[d] = q(0.5), q(0.95), q(0.99)
 	}
 	x.Over30s = over
 	var got, capacity [2]float64
@@ -310,9 +307,11 @@ func traceFigures(res *bbresult.Result, tr *trace.Trace) traced {
 		if s.T <= start || s.T > start+tr.Duration().Seconds() {
 			continue
 		}
+		// a sample is the goodput of the interval ending at s.T: the
+		// capacity is the trace's at that interval's middle
 		dt := s.T - last
+		dn, up := tr.At(time.Duration(((last+s.T)/2 - start) * float64(time.Second)))
 		last = s.T
-		dn, up := tr.At(time.Duration((s.T - start) * float64(time.Second)))
 		got[0], got[1] = got[0]+s.Download*1000*dt, got[1]+s.Upload*1000*dt
 		capacity[0], capacity[1] = capacity[0]+float64(dn)*dt, capacity[1]+float64(up)*dt
 	}

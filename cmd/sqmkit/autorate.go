@@ -80,10 +80,12 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 		if f.v == "" {
 			continue
 		}
-		if n, err := fmt.Sscanf(f.v, "%d:%d", &f.r.Download, &f.r.Upload); n != 2 || err != nil || f.r.Download <= 0 || f.r.Upload <= 0 {
-			fmt.Fprintf(stderr, "sqmkit autorate: %s %q: want DOWN:UP in kbit/s, e.g. 10000:2000\n", f.name, f.v)
+		r, err := ratePair(f.name, f.v, "10000:2000")
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
 			return 2
 		}
+		*f.r = r
 	}
 	q.Autorate, q.AutorateMin, q.AutorateMax = true, lo, hi
 	if err := q.Validate(); err != nil {

@@ -41,6 +41,7 @@ config queue 'guest'
 	}{
 		{"list: enabled sections with autorate", []string{"--root", root, "--list"}, 0, "wan\n", ""},
 		{"bad floor", []string{"--root", root, "--min", "10000", "wan"}, 2, "", "--min \"10000\": want DOWN:UP in kbit/s"},
+		{"trailing junk in a ceiling", []string{"--root", root, "--max", "80000:16000x", "wan"}, 2, "", "--max \"80000:16000x\": want DOWN:UP in kbit/s"},
 		{"floor above the base", []string{"--root", root, "--min", "50000:1000", "wan"}, 1, "", "autorate_min_download: 50000 kbit/s is above the download rate 40000"},
 		{"bad reflector", []string{"--root", root, "--reflectors", "1.1.1.1,dns.google", "wan"}, 2, "", `--reflectors: "dns.google" is not an IP address`},
 		{"two queues, none named", []string{"--root", root}, 1, "", "name the one to follow"},

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -70,4 +72,16 @@ func runRate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// ratePair parses a flag's DOWN:UP, both positive kbit/s (autorate's
+// --min/--max, tune's --line); example goes into the error.
+func ratePair(flag, v, example string) (config.Rates, error) {
+	d, u, ok := strings.Cut(v, ":")
+	down, err1 := strconv.Atoi(d)
+	up, err2 := strconv.Atoi(u)
+	if !ok || err1 != nil || err2 != nil || down <= 0 || up <= 0 {
+		return config.Rates{}, fmt.Errorf("%s %q: want DOWN:UP in kbit/s, e.g. %s", flag, v, example)
+	}
+	return config.Rates{Download: down, Upload: up}, nil
 }

@@ -199,9 +199,11 @@ func sweepConfig(sweep, line string, stopAfter int) (tune.SweepConfig, error) {
 	}
 	c.From, c.To = from/100, to/100
 	if line != "" {
-		if n, err := fmt.Sscanf(line, "%d:%d", &c.LineDown, &c.LineUp); n != 2 || err != nil || c.LineDown <= 0 || c.LineUp <= 0 {
-			return c, fmt.Errorf("--line %q: want DOWN:UP in kbit/s, e.g. 40000:8000", line)
+		r, err := ratePair("--line", line, "40000:8000")
+		if err != nil {
+			return c, err
 		}
+		c.LineDown, c.LineUp = r.Download, r.Upload
 	}
 	if stopAfter < 0 {
 		return c, fmt.Errorf("--sweep-stop %d: want 0 (every step) or more", stopAfter)
