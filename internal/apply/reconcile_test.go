@@ -2,6 +2,7 @@ package apply
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,16 +170,10 @@ func TestLockTimeoutAndCoalesce(t *testing.T) {
 		}
 		got <- err
 	}()
-	pending, err := os.OpenFile(filepath.Join(l.Dir, "wan.pending"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pending.Close()
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-		if syscall.Flock(int(pending.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
-			break // the first hotplug start is waiting
-		}
-		syscall.Flock(int(pending.Fd()), syscall.LOCK_UN)
+	// Wait until the first start holds wan.pending, read from /proc/locks: a
+	// probing flock of our own could make that start see a waiter and give up.
+	if !flockedSoon(t, filepath.Join(l.Dir, "wan.pending"), 5*time.Second) {
+		t.Fatal("the first hotplug start never took wan.pending")
 	}
 	if _, second := l.Acquire("wan", true); !errors.Is(second, errPending) {
 		t.Errorf("second hotplug start: %v, want errPending", second)
@@ -210,4 +205,28 @@ func TestConcurrentStartsLocked(t *testing.T) {
 	wg.Wait()
 	asPlanned(t, k, tg)
 	_ = tcfake.Run
+}
+
+// flockedSoon reports whether some process holds a flock on path within
+// wait, from /proc/locks (which lists the lock by inode and never takes one).
+func flockedSoon(t *testing.T, path string, wait time.Duration) bool {
+	t.Helper()
+	for deadline := time.Now().Add(wait); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		var st syscall.Stat_t
+		if syscall.Stat(path, &st) != nil {
+			continue
+		}
+		locks, err := os.ReadFile("/proc/locks")
+		if err != nil {
+			t.Skipf("no /proc/locks to watch the lock with: %v", err)
+		}
+		suffix := fmt.Sprintf(":%d", st.Ino)
+		for _, line := range strings.Split(string(locks), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 6 && f[1] == "FLOCK" && strings.HasSuffix(f[5], suffix) {
+				return true
+			}
+		}
+	}
+	return false
 }
