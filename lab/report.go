@@ -122,7 +122,7 @@ func sweepLine(s *swept) string {
 	if s.Stop > 0 {
 		stop = fmt.Sprintf("a direction ends after %d passing steps in a row", s.Stop)
 	}
-	return fmt.Sprintf("sweep %d-%d%% (%s): best A+ download %d, upload %d (%d steps, %.0f s)", s.From, s.To, stop, s.BestDown, s.BestUp, s.Steps, s.WallSeconds)
+	return fmt.Sprintf("sweep %d-%d%% (%s): best A+ download %d, upload %d (one-way phases alone %d/%d; %d steps, %.0f s)", s.From, s.To, stop, s.BestDown, s.BestUp, s.OneWayDown, s.OneWayUp, s.Steps, s.WallSeconds)
 }
 
 // markdown renders the side-by-side tables for the README, headed by the

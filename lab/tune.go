@@ -34,6 +34,8 @@ type swept struct {
 	Stop        int     `json:"stop_after"` // passing steps in a row that end a direction; 0 every step
 	BestDown    int     `json:"best_download_kbit"`
 	BestUp      int     `json:"best_upload_kbit"`
+	OneWayDown  int     `json:"one_way_best_download_kbit"` // the one-way phase alone
+	OneWayUp    int     `json:"one_way_best_upload_kbit"`
 	Steps       int     `json:"steps"`
 	WallSeconds float64 `json:"wall_seconds"`
 }
@@ -64,10 +66,11 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 	if err != nil {
 		return fmt.Errorf("%s: %v", js, err)
 	}
-	r.Sweep = &swept{From: sp.From, To: sp.To, Stop: sp.Stop, BestDown: res.BestDown, BestUp: res.BestUp, Steps: len(res.Steps),
+	r.Sweep = &swept{From: sp.From, To: sp.To, Stop: sp.Stop, BestDown: res.BestDown, BestUp: res.BestUp,
+		OneWayDown: res.OneWayDown, OneWayUp: res.OneWayUp, Steps: len(res.Steps),
 		WallSeconds: time.Since(t0).Seconds()}
-	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%), %d steps in %.0f s", t.p.Name, r.Backend,
-		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), len(res.Steps), r.Sweep.WallSeconds)
+	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%); one-way phases alone %d/%d; %d steps in %.0f s", t.p.Name, r.Backend,
+		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), res.OneWayDown, res.OneWayUp, len(res.Steps), r.Sweep.WallSeconds)
 	return nil
 }
 

@@ -217,15 +217,19 @@ func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile
 	if r != nil {
 		printSteps(stdout, r.Target, r.Steps)
 		for _, d := range []struct {
-			name       string
-			best, line int
-		}{{"download", r.BestDown, r.LineDown}, {"upload", r.BestUp, r.LineUp}} {
+			name               string
+			best, oneWay, line int
+		}{{"download", r.BestDown, r.OneWayDown, r.LineDown}, {"upload", r.BestUp, r.OneWayUp, r.LineUp}} {
+			alone := ""
+			if d.oneWay != d.best {
+				alone = fmt.Sprintf(" (its own phase alone: %d kbit/s)", d.oneWay)
+			}
 			if d.best == 0 {
-				fmt.Fprintf(stdout, "%s: no rate in the range meets %s\n", d.name, r.Target.Name)
+				fmt.Fprintf(stdout, "%s: no rate in the range meets %s in every phase%s\n", d.name, r.Target.Name, alone)
 				continue
 			}
-			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s with the next lower step meeting it too\n",
-				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, r.Target.Name)
+			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s in its phase and the bidirectional one, with the next lower step meeting it too%s\n",
+				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, r.Target.Name, alone)
 		}
 		if jsonFile != "" {
 			writeTuneJSON(jsonFile, r, stderr)

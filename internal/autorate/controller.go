@@ -51,6 +51,14 @@ type Params struct {
 	// of the rate; Near slows it to a quarter within Near of the rate where
 	// bloat was last seen (the capacity the link showed then).
 	Up, Near float64
+	// Cruise is how long a direction holds the rate an ease-off chose
+	// before it probes upward again near that capacity. The queue has no
+	// resting point between empty (rate under capacity) and growing (over
+	// it), so a controller that probes every Move dithers around the
+	// capacity with a change every other Move; holding, as BBR cruises
+	// between its bandwidth probes, keeps the eased rate that carried the
+	// link without queueing and costs a few percent of rate for seconds.
+	Cruise time.Duration
 	// Move is the least time between two raises or idle moves: a raise
 	// needs a round trip and TCP's response to show in the delay, and a
 	// change every tick would be a log line every tick.
@@ -92,6 +100,11 @@ func DefaultParams(min, base, max [2]int) Params {
 		// (LTE's capacity moves that fast); one raise past the capacity
 		// queues 8 % of it for the ~300 ms bloat detection takes, ~25 ms.
 		Up: 0.08, Near: 0.1, Move: 400 * time.Millisecond,
+		// 3 s: on a steady loaded line an ease-off and two raises per
+		// ~4 s instead of a change every Move; the eased rate is 2 %
+		// under the capacity, so cruising wastes about that, and a
+		// capacity that rose is found one cruise later.
+		Cruise: 3 * time.Second,
 		// cut to 60–95 % of the capacity the link showed: 5 % drains a
 		// few ms at once, 40 % half a second of queue in about as long;
 		// deeper would starve the link for longer than the queue lasts.
@@ -109,8 +122,8 @@ func (p Params) Check() error {
 			return fmt.Errorf("%s rates: min %d, base %d, max %d kbit/s: want 0 < min <= base <= max", d, p.Min[d], p.Base[d], p.Max[d])
 		}
 	}
-	if p.Votes < 1 || p.Votes > p.Window || p.HoldMs <= 0 || p.HoldMs > p.BloatMs || p.Interval <= 0 || p.Move < p.Interval {
-		return fmt.Errorf("controller settings out of range: window %d votes %d hold %g ms bloat %g ms interval %v", p.Window, p.Votes, p.HoldMs, p.BloatMs, p.Interval)
+	if p.Votes < 1 || p.Votes > p.Window || p.HoldMs <= 0 || p.HoldMs > p.BloatMs || p.Interval <= 0 || p.Move < p.Interval || p.Cruise < 0 {
+		return fmt.Errorf("controller settings out of range: window %d votes %d hold %g ms bloat %g ms interval %v move %v cruise %v", p.Window, p.Votes, p.HoldMs, p.BloatMs, p.Interval, p.Move, p.Cruise)
 	}
 	return nil
 }
@@ -161,7 +174,8 @@ type dirState struct {
 	window    []point // the latest samples
 	lastCut   time.Time
 	lastMove  time.Time // of the latest raise or idle move
-	bloatRate int       // rate carried when bloat was last seen; 0 none
+	lastEase  time.Time
+	bloatRate int // rate carried when bloat was last seen; 0 none
 	load      int
 }
 
@@ -272,6 +286,7 @@ func (c *Controller) step(d Dir, ds *dirState, now time.Time, stalled bool) stri
 		ds.bloatRate = int(carried)
 		ds.rate = clamp(carried * (1 - cut))
 		ds.lastCut = now
+		ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
 		ds.window = ds.window[:0] // the next decision on fresh samples
 		return fmt.Sprintf("bloat: %d of the last %d samples above +%g ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
 			votes, p.Window, p.BloatMs, mean, int(carried), 100*cut)
@@ -293,21 +308,34 @@ func (c *Controller) step(d Dir, ds *dirState, now time.Time, stalled bool) stri
 		if !fresh || now.Sub(ds.lastCut) < p.Settle || now.Sub(ds.lastMove) < p.Move {
 			return ""
 		}
-		ds.lastMove = now
 		if mean > p.HoldMs {
-			// a queue is building, not yet bloat: ease off a little, so
-			// the rate settles just under the capacity instead of riding
-			// up to the bloat threshold and being cut there
-			ds.rate = clamp(float64(ds.rate) * (1 - p.Up/4))
-			return fmt.Sprintf("added delay +%.1f ms above the +%g ms hold: ease off", mean, p.HoldMs)
+			// a queue is building, not yet bloat: the link carries less
+			// than the rate; ease to just under what it carries, so the
+			// queue drains and the rate cruises there instead of riding
+			// up to the bloat threshold and being cut deeper
+			carried := c.capacity(d, ds)
+			ds.lastMove, ds.lastEase = now, now
+			ds.bloatRate = int(carried)
+			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.Up/4))
+			return fmt.Sprintf("added delay +%.1f ms above the +%g ms hold, capacity about %d kbit/s: ease off under it", mean, p.HoldMs, int(carried))
 		}
 		up := p.Up
 		switch r := float64(ds.rate); {
 		case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
 			ds.bloatRate = 0 // past it without bloat: the capacity moved up
 		case ds.bloatRate > 0 && r >= (1-p.Near)*float64(ds.bloatRate):
-			up /= 4 // near the capacity the link showed last time: carefully
+			switch {
+			case now.Sub(ds.lastEase) < p.Cruise:
+				return "" // cruise at the eased rate before probing again
+			case ds.lastMove.Equal(ds.lastEase):
+				// the probe after a cruise: from 2 % under the capacity,
+				// a quarter step would land on it and learn nothing
+				up /= 2
+			default:
+				up /= 4 // near the capacity the link showed last time: carefully
+			}
 		}
+		ds.lastMove = now
 		ds.rate = clamp(float64(ds.rate) * (1 + up))
 		return "loaded and no added delay: raise"
 	default:

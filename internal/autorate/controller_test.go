@@ -26,6 +26,7 @@ type link struct {
 	busy     [2]bool                          // a sender is active
 	baseMs   float64
 	bufferMs float64
+	changes  [2]int // rate changes after the first 10 s
 }
 
 // run drives a controller over dur, probing every 50 ms, and returns the
@@ -81,7 +82,11 @@ func (l *link) run(t *testing.T, c *Controller, dur time.Duration, rtt bool) (ad
 				kbit[d] = int(load[d] / p.Interval.Seconds())
 				load[d] = 0
 			}
-			c.Step(at, kbit)
+			for _, ch := range c.Step(at, kbit) {
+				if now > 10*time.Second {
+					l.changes[ch.Dir]++
+				}
+			}
 		}
 	}
 	for d := range 2 {
@@ -149,6 +154,36 @@ func TestFollowsCapacity(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// On a steady loaded line the controller cruises at the eased rate
+// between probes instead of dithering around the capacity with a change
+// every other Move (each change costs the router a tc message).
+func TestSteadyLineCruises(t *testing.T) {
+	steady := func(time.Duration) [2]float64 { return [2]float64{30000, 8000} }
+	var got [2][2]int // [cruise off, on][dir]
+	for i, cruise := range []time.Duration{0, 3 * time.Second} {
+		p := params()
+		p.Cruise = cruise
+		c, err := New(p, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &link{capacity: steady, busy: [2]bool{true, true}, baseMs: 20}
+		added, util := l.run(t, c, 60*time.Second, false)
+		got[i] = l.changes
+		for d := range 2 {
+			t.Logf("cruise %v %s: %d changes in 50 s, utilisation %.2f, added p95 %.1f ms", cruise, Dir(d), l.changes[d], util[d], pct(added[d][200:], 0.95))
+			if i == 1 && util[d] < 0.85 {
+				t.Errorf("cruising %s: utilisation %.2f < 0.85", Dir(d), util[d])
+			}
+		}
+	}
+	for d := range 2 {
+		if got[1][d] > 40 || 3*got[1][d] > got[0][d] {
+			t.Errorf("%s: %d changes in 50 s cruising (%d without): want at most one per 1.25 s and a third as many", Dir(d), got[1][d], got[0][d])
+		}
 	}
 }
 

@@ -193,8 +193,9 @@ func TestSessionSweep(t *testing.T) {
 		case !lose && err != nil:
 			t.Fatal(err)
 		case !lose:
-			// loopback is never bloated: every step passes, the best is the line
-			if len(r.Steps) != 8 || r.BestDown != 30000 || r.BestUp != 12000 {
+			// loopback is never bloated: every step passes, the best is
+			// the line; 4 steps per direction, 2 bidirectional ones each
+			if len(r.Steps) != 12 || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir {
 				t.Errorf("sweep %+v", r)
 			}
 		}

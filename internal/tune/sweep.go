@@ -35,6 +35,9 @@ type SweepResult struct {
 	LineDown, LineUp int
 	Steps            []Step
 	BestDown, BestUp int // 0: no rate in the range met the target
+	// OneWayDown, OneWayUp are the best rates of the one-way phases
+	// alone; BestDown/BestUp hold the bidirectional phase too.
+	OneWayDown, OneWayUp int
 }
 
 // Sweep runs a sweep. The other direction is held at its line rate while
@@ -68,41 +71,120 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	n := int(math.Round((c.To - c.From) / c.Step))
 	for _, k := range []Kind{Download, Upload} {
 		line := s.choice(k).Line.RateKbit
-		best, run := 0, 0
-		prev := Step{}
+		var kn knee
 		for i := 0; i <= n; i++ {
 			st, err := s.try(ctx, k, int(math.Round((c.To-float64(i)*c.Step)*float64(line))))
 			res.Steps = s.r.Steps
 			if err != nil {
 				return res, err
 			}
-			if st.Pass {
-				run++
-			} else {
-				run = 0
-			}
-			// the highest of the first two passes in a row; the range's
-			// lowest step counts alone
-			if best == 0 && st.Pass && (prev.Pass || i == n) {
-				best = prev.RateKbit
-				if i == n && !prev.Pass {
-					best = st.RateKbit
-				}
-			}
-			prev = st
-			if c.StopAfter > 0 && run >= c.StopAfter {
+			if kn.add(st, i == n, c.StopAfter) {
 				break
 			}
 		}
 		if k == Download {
-			res.BestDown = best
+			res.BestDown = kn.best
 		} else {
-			res.BestUp = best
+			res.BestUp = kn.best
 		}
 		// back to the line rate before the other direction
 		if err := l.SetRates(ctx, res.LineDown, res.LineUp); err != nil {
 			return res, err
 		}
 	}
-	return res, nil
+	res.OneWayDown, res.OneWayUp = res.BestDown, res.BestUp
+	if res.BestDown == 0 || res.BestUp == 0 {
+		return res, nil
+	}
+	// A+ is every phase, the bidirectional one too: each direction again,
+	// from its one-way best down, loaded beside the other. The download
+	// first, with the upload at its best: its ingress shaper sits behind
+	// the modem, whose queue the upload's ACK bursts fill, so it is the
+	// one that usually gives way; then the upload beside the download's
+	// result. When no download rate passes beside the upload's best, the
+	// upload's queue is the one: the upload first, then the download.
+	// (A rate above the one-way best misses the one-way phase anyway.)
+	res.BestDown, res.BestUp = 0, 0
+	order := []Kind{Download, Upload}
+	for try := 0; try < 2 && (res.BestDown == 0 || res.BestUp == 0); try++ {
+		if try == 1 {
+			order = []Kind{Upload, Download}
+		}
+		rates := map[Kind]int{Download: res.OneWayDown, Upload: res.OneWayUp}
+		for i, k := range order {
+			best, err := s.sweepBidir(ctx, c, k, rates[Download], rates[Upload])
+			res.Steps = s.r.Steps
+			if err != nil {
+				return res, err
+			}
+			if best == 0 && i == 0 {
+				break // the other direction's queue: the other order
+			}
+			rates[k] = best
+			if k == Download {
+				res.BestDown = best
+			} else {
+				res.BestUp = best
+			}
+		}
+	}
+	return res, l.SetRates(ctx, res.LineDown, res.LineUp)
+}
+
+// sweepBidir steps direction k of the bidirectional phase down from its
+// rate in down/up to From of its line, the other held, until two steps in
+// a row pass; the best of them (0: none).
+func (s *search) sweepBidir(ctx context.Context, c SweepConfig, k Kind, down, up int) (int, error) {
+	line, from := s.r.Download.Line.RateKbit, down
+	if k == Upload {
+		line, from = s.r.Upload.Line.RateKbit, up
+	}
+	var kn knee
+	for rate := from; ; {
+		st, _, err := s.tryBidir(ctx, down, up)
+		if err != nil {
+			return 0, err
+		}
+		st.RateKbit = rate // the swept direction's, for the knee (the step keeps down/up)
+		next := rate - int(math.Round(c.Step*float64(line)))
+		last := float64(next) < c.From*float64(line)-0.5
+		if kn.add(st, last, 2) || last {
+			return kn.best, nil
+		}
+		rate = next
+		if k == Download {
+			down = rate
+		} else {
+			up = rate
+		}
+	}
+}
+
+// knee finds a sweep's best rate in its steps, highest first: the highest
+// of the first two passes in a row (one pass among misses is noise, not a
+// rate to keep); the range's lowest step counts alone.
+type knee struct {
+	best int
+	prev Step
+	run  int
+}
+
+// add takes the next lower step; done after stop passes in a row (0:
+// never).
+func (kn *knee) add(st Step, lowest bool, stop int) (done bool) {
+	if st.Pass {
+		kn.run++
+	} else {
+		kn.run = 0
+	}
+	if kn.best == 0 && st.Pass {
+		switch {
+		case kn.prev.Pass:
+			kn.best = kn.prev.RateKbit
+		case lowest:
+			kn.best = st.RateKbit
+		}
+	}
+	kn.prev = st
+	return stop > 0 && kn.run >= stop
 }

@@ -33,15 +33,21 @@ func TestSweep(t *testing.T) {
 		cfg      func(*SweepConfig)
 		best     float64 // share of the line; 0: none
 		maxSteps int     // per direction, borderline repeats not counted
+		bestDown float64 // when the bidirectional phase moves the download's best
+		bestUp   float64 // or the upload's
 	}{
-		{"every step", nil, nil, 0.95, 21},
-		{"stop after three", nil, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8},
-		{"lucky step above the knee", func(s *sim) Link { return lucky{s, map[int]bool{980: true}} }, nil, 0.95, 21},
+		{"every step", nil, nil, 0.95, 21, 0, 0},
+		{"stop after three", nil, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0, 0},
+		{"lucky step above the knee", func(s *sim) Link { return lucky{s, map[int]bool{980: true}} }, nil, 0.95, 21, 0, 0},
 		{"lucky step does not end the run", func(s *sim) Link { return lucky{s, map[int]bool{980: true, 970: true}} },
-			func(c *SweepConfig) { c.StopAfter = 3 }, 0.98, 8},
-		{"line measured first", nil, func(c *SweepConfig) { c.LineDown, c.LineUp = 0, 0 }, 0.95, 21},
-		{"lowest step alone", func(s *sim) Link { s.knee = 0.8; return s }, nil, 0.80, 21},
-		{"nothing meets it", func(s *sim) Link { s.knee = 0.5; return s }, nil, 0, 21},
+			func(c *SweepConfig) { c.StopAfter = 3 }, 0.98, 8, 0, 0},
+		{"line measured first", nil, func(c *SweepConfig) { c.LineDown, c.LineUp = 0, 0 }, 0.95, 21, 0, 0},
+		{"lowest step alone", func(s *sim) Link { s.knee = 0.8; return s }, nil, 0.80, 21, 0, 0},
+		{"nothing meets it", func(s *sim) Link { s.knee = 0.5; return s }, nil, 0, 21, 0, 0},
+		// the upload's ACK bursts queue the download: its best is lower
+		{"bidirectional lowers the download", func(s *sim) Link { s.bidirShift = 0.02; return s }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.93, 0},
+		// the upload's own queue grows: no download rate helps, the other order finds it
+		{"bidirectional lowers the upload", func(s *sim) Link { s.bidirExtra, s.bidirUp = 10, true; return s }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0, 0.92},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()
@@ -66,8 +72,12 @@ func TestSweep(t *testing.T) {
 				if math.Abs(float64(d.line)-map[Kind]float64{Download: s.down, Upload: s.up}[d.k]) > 2 {
 					t.Errorf("%s: line %d", d.k, d.line)
 				}
-				if want := int(math.Round(tc.best * float64(d.line))); d.best != want {
-					t.Errorf("%s: best %d, want %d (%.2f of %d)", d.k, d.best, want, tc.best, d.line)
+				share := tc.best
+				if x := map[Kind]float64{Download: tc.bestDown, Upload: tc.bestUp}[d.k]; x > 0 {
+					share = x
+				}
+				if want := int(math.Round(share * float64(d.line))); d.best != want {
+					t.Errorf("%s: best %d, want %d (%.2f of %d)", d.k, d.best, want, share, d.line)
 				}
 				n := 0
 				for _, st := range r.Steps {

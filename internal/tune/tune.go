@@ -380,24 +380,17 @@ const (
 func (s *search) bidir(ctx context.Context) error {
 	d, u := &s.r.Download, &s.r.Upload
 	for n := 0; ; n++ {
-		if err := s.l.SetRates(ctx, d.RateKbit, u.RateKbit); err != nil {
-			return err
-		}
-		p, err := s.l.Load(ctx, Bidir, false)
+		st, p, err := s.tryBidir(ctx, d.RateKbit, u.RateKbit)
 		if err != nil {
 			return err
 		}
-		st := Step{Kind: Bidir, RateKbit: d.RateKbit, Other: u.RateKbit, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
-			GoodputKbit: p.DownKbit, Pass: meets(s.c.Target, p.AddedMedian, p.AddedP95)}
-		s.r.Steps = append(s.r.Steps, st)
-		s.r.BidirMedian, s.r.BidirP95, s.r.BidirGoodputDn, s.r.BidirGoodputUp = p.AddedMedian, p.AddedP95, p.DownKbit, p.UpKbit
-		s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms", d.RateKbit, u.RateKbit, p.AddedMedian, p.AddedP95)
+		s.r.BidirMedian, s.r.BidirP95, s.r.BidirGoodputDn, s.r.BidirGoodputUp = st.AddedMedian, st.AddedP95, p.DownKbit, p.UpKbit
 		if st.Pass {
 			return nil
 		}
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times by %.0f%%",
-				ErrNoRate, p.AddedMedian, p.AddedP95, n, 100*bidirStep)
+				ErrNoRate, st.AddedMedian, st.AddedP95, n, 100*bidirStep)
 		}
 		s.r.BidirLowered++
 		for _, c := range lowered(p, d, u) {
@@ -405,6 +398,40 @@ func (s *search) bidir(ctx context.Context) error {
 			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*bidirStep)
 		}
 	}
+}
+
+// tryBidir loads both directions at once at down/up and judges the phase,
+// measuring a borderline one again (the mean of both, the one-way shares
+// included, is what counts).
+func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error) {
+	if err := s.l.SetRates(ctx, down, up); err != nil {
+		return Step{}, Phase{}, err
+	}
+	st := Step{Kind: Bidir, RateKbit: down, Other: up, Share: float64(down) / float64(s.r.Download.Line.RateKbit)}
+	p, err := s.l.Load(ctx, Bidir, false)
+	if err != nil {
+		return st, p, err
+	}
+	if near(s.c.Target, p.AddedMedian, p.AddedP95) {
+		q, err := s.l.Load(ctx, Bidir, false)
+		if err != nil {
+			return st, p, err
+		}
+		st.Again = true
+		mean := func(a, b float64) float64 { return (a + b) / 2 }
+		p.AddedMedian, p.AddedP95 = mean(p.AddedMedian, q.AddedMedian), mean(p.AddedP95, q.AddedP95)
+		p.AddedDown, p.AddedUp = mean(p.AddedDown, q.AddedDown), mean(p.AddedUp, q.AddedUp)
+		p.DownKbit, p.UpKbit = (p.DownKbit+q.DownKbit)/2, (p.UpKbit+q.UpKbit)/2
+	}
+	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.DownKbit
+	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
+	s.r.Steps = append(s.r.Steps, st)
+	again := ""
+	if st.Again {
+		again = " (borderline, mean of two)"
+	}
+	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms%s", down, up, st.AddedMedian, st.AddedP95, again)
+	return st, p, nil
 }
 
 // lowered are the directions to lower after a bidirectional miss: the one

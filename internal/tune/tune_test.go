@@ -24,6 +24,7 @@ type sim struct {
 	boostSecs  int
 	bidirExtra float64 // ms the bidirectional phase adds
 	bidirUp    bool    // and only in the upload's one-way delay
+	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
 	failAfter  int     // phases before the server vanishes; 0 never
 	perGood    float64
 
@@ -73,7 +74,7 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		p.AddedMedian, p.AddedP95 = s.added(xu)
 		p.UpKbit = good(s.rateU, s.up)
 	case Bidir:
-		md, pd := s.added(xd)
+		md, pd := s.added(xd + s.bidirShift)
 		mu, pu := s.added(xu)
 		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
 		if s.bidirUp { // the extra queue is the upload's, and shrinks as its rate comes down
