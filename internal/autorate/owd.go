@@ -2,9 +2,10 @@ package autorate
 
 import (
 	"context"
-	"errors"
 	"net"
-	"sync/atomic"
+	"net/netip"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
@@ -20,12 +21,18 @@ type Raw struct {
 	Dir  Dir  // a one-way delay's direction
 }
 
-// Source sends probes and delivers their delays until ctx ends.
-// Interval is read before every probe, so the daemon can slow it down
-// while the link sleeps.
+// Source sends a probe when the daemon's tick asks for one and hands back
+// the delays of the replies that arrived since: one timer drives probes,
+// replies and decisions alike (see stamped).
 type Source interface {
-	Run(ctx context.Context, interval *atomic.Int64, out chan<- Raw) error
 	Name() string
+	// Run does the source's work between probes (a server's sessions, a
+	// socket's life) until ctx ends; an error ends the daemon.
+	Run(ctx context.Context) error
+	// Probe sends one probe and appends a sample for each reply that
+	// arrived since the last call, its delay measured at the kernel's
+	// receive time and the sample stamped now. It never waits.
+	Probe(now time.Time, out []Raw) []Raw
 }
 
 // Server measures one-way delay per direction against `sqmkit serve`
@@ -45,6 +52,21 @@ type Server struct {
 	// Session is how long each session is asked for (default 100 s, under
 	// the server's default 120 s limit).
 	Session time.Duration
+
+	mu  sync.Mutex
+	udp *net.UDPConn // one socket for every session
+	rx  *stamped
+	pkt []byte
+	cur *serverSession // nil between sessions
+}
+
+// serverSession is the session Probe sends into.
+type serverSession struct {
+	id    bbproto.SessionID
+	addr  netip.AddrPort
+	seq   uint32 // the next probe's
+	acked uint32 // one past the newest probe answered: older ones are answered or lost
+	slots uint32
 }
 
 func (s *Server) Name() string { return "server " + s.Addr }
@@ -55,18 +77,20 @@ func (s *Server) log(msg string) {
 	}
 }
 
-// Run keeps a session open and probes it. A lost server (WAN down, a
-// restart) is retried every few seconds, for ever: the controller sees the
-// silence as a stall.
-func (s *Server) Run(ctx context.Context, interval *atomic.Int64, out chan<- Raw) error {
+// Run keeps a session open for Probe. A lost server (WAN down, a restart)
+// is retried every few seconds, for ever: the controller sees the silence
+// as a stall.
+func (s *Server) Run(ctx context.Context) error {
 	dur := s.Session
 	if dur == 0 {
 		dur = 100 * time.Second
 	}
-	var udp *net.UDPConn
 	defer func() {
-		if udp != nil {
-			udp.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.udp != nil {
+			s.udp.Close()
+			s.udp, s.rx = nil, nil
 		}
 	}()
 	backoff := time.Second
@@ -84,110 +108,90 @@ func (s *Server) Run(ctx context.Context, interval *atomic.Int64, out chan<- Raw
 			continue
 		}
 		backoff = time.Second
-		if udp == nil {
-			network := "udp4"
-			if ss.Addr.Addr().Is6() {
-				network = "udp6"
-			}
-			if udp, err = net.ListenUDP(network, nil); err != nil {
-				ss.Ctl.Close()
-				return err
-			}
+		if err := s.open(ss.Addr.Addr().Is6()); err != nil {
+			ss.Ctl.Close()
+			return err
 		}
 		// stop probing a little before the session's end (the server's
 		// clock and ours), then open the next at once
-		s.probe(ctx, ss, udp, dur-min(5*time.Second, dur/10), interval, out)
+		s.session(ctx, ss, dur-min(5*time.Second, dur/10))
 		bbproto.WriteMsg(ss.Ctl, bbproto.MsgDone, bbproto.Done{})
 		ss.Ctl.Close()
 	}
 	return ctx.Err()
 }
 
+// open makes the probe socket, once.
+func (s *Server) open(v6 bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.udp != nil {
+		return nil
+	}
+	network := "udp4"
+	if v6 {
+		network = "udp6"
+	}
+	udp, err := net.ListenUDP(network, nil)
+	if err != nil {
+		return err
+	}
+	rx, err := newStamped(udp, bbproto.ProbeMaxSize+1)
+	if err != nil {
+		udp.Close()
+		return err
+	}
+	s.udp, s.rx, s.pkt = udp, rx, make([]byte, bbproto.ProbeDefaultSize)
+	return nil
+}
+
 // fastProbe is the fastest probe interval (sizes a session's probe slots).
 const fastProbe = 50 * time.Millisecond
 
-// probe sends probes of one session for up to d and delivers the replies.
-func (s *Server) probe(ctx context.Context, ss *bbtest.Session, udp *net.UDPConn, d time.Duration, interval *atomic.Int64, out chan<- Raw) {
+// session offers ss to Probe for up to d, or until the server ends it
+// early (a restart).
+func (s *Server) session(ctx context.Context, ss *bbtest.Session, d time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	// the server ending the session early (a restart) ends it here too
 	go func() {
 		bbproto.ReadMsg(ss.Ctl)
 		cancel()
 	}()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		buf := make([]byte, bbproto.ProbeMaxSize+1)
-		// no deadline per read (a timer reset per reply): the session's
-		// end sets one in the past, which ends the read below
-		udp.SetReadDeadline(time.Time{})
-		stop := context.AfterFunc(ctx, func() { udp.SetReadDeadline(time.Now()) })
-		defer stop()
-		for {
-			n, _, err := udp.ReadFromUDPAddrPort(buf)
-			if ctx.Err() != nil {
-				return
-			}
-			var ne net.Error
-			if err != nil && (!errors.As(err, &ne) || !ne.Timeout()) {
-				return
-			}
-			if err != nil {
-				continue
-			}
-			now := time.Now()
-			p, err := bbproto.ParseProbe(buf[:n])
-			if err != nil || !p.Reply || p.Session != ss.ID {
-				continue
-			}
-			up := float64(p.ServerRecv-p.ClientSend) / 1e6
-			down := float64(now.UnixNano()-p.ServerSend) / 1e6
-			for _, r := range []Raw{{At: now, Path: "server-up", Ms: up, Dir: Up}, {At: now, Path: "server-down", Ms: down, Dir: Down}} {
-				select {
-				case out <- r:
-				default: // the daemon is behind: a lost sample, not a blocked prober
-				}
-			}
-		}
-	}()
-	buf := make([]byte, bbproto.ProbeDefaultSize)
-	slots := uint32(bbproto.Hello{Duration: int64(d), ProbeInterval: int64(fastProbe)}.ProbeSlots())
-	tick := newPacer(interval)
-	defer tick.stop()
-	for seq := uint32(0); seq < slots && ctx.Err() == nil; seq++ {
-		p := bbproto.Probe{Session: ss.ID, Seq: seq, ClientSend: time.Now().UnixNano()}
-		p.Marshal(buf)
-		udp.WriteToUDPAddrPort(buf, ss.Addr)
-		tick.wait(ctx)
+	s.mu.Lock()
+	s.cur = &serverSession{id: ss.ID, addr: ss.Addr, slots: uint32(bbproto.Hello{Duration: int64(d), ProbeInterval: int64(fastProbe)}.ProbeSlots())}
+	s.mu.Unlock()
+	<-ctx.Done()
+	s.mu.Lock()
+	s.cur = nil
+	s.mu.Unlock()
+}
+
+// Probe reads the replies that came back, then sends the next probe.
+func (s *Server) Probe(now time.Time, out []Raw) []Raw {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rx == nil {
+		return out
 	}
-	cancel()
-	<-done
-}
-
-// pacer ticks at the interval the daemon sets, one timer for a source's
-// life rather than one per probe.
-type pacer struct {
-	iv  *atomic.Int64
-	cur time.Duration
-	t   *time.Ticker
-}
-
-func newPacer(iv *atomic.Int64) *pacer {
-	p := &pacer{iv: iv, cur: time.Duration(iv.Load())}
-	p.t = time.NewTicker(p.cur)
-	return p
-}
-
-func (p *pacer) wait(ctx context.Context) {
-	select {
-	case <-ctx.Done():
-	case <-p.t.C:
+	cur := s.cur
+	if cur != nil && cur.acked < cur.seq {
+		s.rx.drain(now, func(b []byte, _ syscall.Sockaddr, at time.Time) bool {
+			p, err := bbproto.ParseProbe(b)
+			if err != nil || !p.Reply || p.Session != cur.id {
+				return true // a reply of an ended session, or not one of ours
+			}
+			out = append(out,
+				Raw{At: now, Path: "server-up", Ms: float64(p.ServerRecv-p.ClientSend) / 1e6, Dir: Up},
+				Raw{At: now, Path: "server-down", Ms: float64(at.UnixNano()-p.ServerSend) / 1e6, Dir: Down})
+			cur.acked = max(cur.acked, p.Seq+1)
+			return cur.acked < cur.seq
+		})
 	}
-	if d := time.Duration(p.iv.Load()); d != p.cur {
-		p.cur = d
-		p.t.Reset(d)
+	if cur != nil && cur.seq < cur.slots {
+		p := bbproto.Probe{Session: cur.id, Seq: cur.seq, ClientSend: time.Now().UnixNano()}
+		p.Marshal(s.pkt)
+		s.udp.WriteToUDPAddrPort(s.pkt, cur.addr) // a failed send is a missing reply
+		cur.seq++
 	}
+	return out
 }
-
-func (p *pacer) stop() { p.t.Stop() }

@@ -2,10 +2,12 @@ package autorate
 
 import (
 	"context"
+	"encoding/binary"
 	"math"
-	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
@@ -16,17 +18,12 @@ import (
 // begins.
 func TestServerSource(t *testing.T) {
 	addr, stop := bbservertest.Serve(t, "127.0.0.1", bbserver.Config{MaxTests: 100, PerIP: 100})
+	defer stop()
 	s := &Server{Addr: addr, Session: 1500 * time.Millisecond, Log: func(m string) { t.Log(m) }}
-	var iv atomic.Int64
-	iv.Store(int64(20 * time.Millisecond))
-	out := make(chan Raw, 1000)
-	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
-	defer cancel()
-	go s.Run(ctx, &iv, out)
 	var n [2]int
 	var last time.Time
 	gap := time.Duration(0)
-	for r := range collect(ctx, out) {
+	for _, r := range ticked(t, s, 3500*time.Millisecond) {
 		n[r.Dir]++
 		if math.Abs(r.Ms) > 50 {
 			t.Errorf("%s one-way delay %.1f ms on loopback", r.Path, r.Ms)
@@ -44,21 +41,63 @@ func TestServerSource(t *testing.T) {
 	if gap > 300*time.Millisecond {
 		t.Errorf("a %v gap in the samples (sessions of 1.5 s)", gap)
 	}
-	stop()
 }
 
-func collect(ctx context.Context, out chan Raw) chan Raw {
-	c := make(chan Raw)
+// ticked runs src for dur, probing every 20 ms as the daemon's tick
+// would, and returns every sample. Run runs on the caller's goroutine, so
+// a socket it opens is in the caller's network namespace (tctest.Netns).
+func ticked(t *testing.T, src Source, dur time.Duration) []Raw {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), dur)
+	defer cancel()
+	samples := make(chan []Raw)
 	go func() {
-		defer close(c)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		var out []Raw
 		for {
 			select {
+			case now := <-tick.C:
+				out = src.Probe(now, out)
 			case <-ctx.Done():
+				samples <- out
 				return
-			case r := <-out:
-				c <- r
 			}
 		}
 	}()
-	return c
+	if err := src.Run(ctx); err != context.DeadlineExceeded {
+		t.Errorf("%s ended with %v", src.Name(), err)
+	}
+	return <-samples
+}
+
+// The kernel's receive stamp is read from a datagram's control messages
+// in both layouts of a timespec; without one, the fallback stands.
+func TestKernelTime(t *testing.T) {
+	fallback := time.Unix(1, 0)
+	cmsg := func(level, typ int32, data []byte) []byte {
+		h := syscall.Cmsghdr{Level: level, Type: typ}
+		h.SetLen(syscall.CmsgLen(len(data)))
+		b := make([]byte, syscall.CmsgSpace(len(data)))
+		copy(b, unsafe.Slice((*byte)(unsafe.Pointer(&h)), syscall.SizeofCmsghdr))
+		copy(b[syscall.CmsgLen(0):], data)
+		return b
+	}
+	wide := binary.NativeEndian.AppendUint64(binary.NativeEndian.AppendUint64(nil, 1700000000), 123456789)
+	narrow := binary.NativeEndian.AppendUint32(binary.NativeEndian.AppendUint32(nil, 1700000000), 123456789)
+	for _, tc := range []struct {
+		name string
+		oob  []byte
+		want time.Time
+	}{
+		{"64-bit timespec", cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, wide), time.Unix(1700000000, 123456789)},
+		{"32-bit timespec", cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, narrow), time.Unix(1700000000, 123456789)},
+		{"another message", cmsg(syscall.SOL_SOCKET, syscall.SCM_RIGHTS, narrow), fallback},
+		{"none", nil, fallback},
+		{"truncated", cmsg(syscall.SOL_SOCKET, syscall.SCM_TIMESTAMPNS, wide)[:10], fallback},
+	} {
+		if got := kernelTime(tc.oob, fallback); !got.Equal(tc.want) {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/net/icmp"
@@ -31,7 +31,15 @@ type Reflectors struct {
 	DeadAfter int
 	Log       func(string)
 
-	mu     sync.Mutex
+	mu     sync.Mutex // Run opens and closes the socket, Probe uses it
+	conn   net.PacketConn
+	rx     *stamped
+	unpriv bool
+	v6     bool
+	id     int
+	seq    uint16 // the latest echo's
+	acked  uint16 // the newest echo answered: older ones are answered or lost
+	next   int
 	active []netip.Addr
 	spare  []netip.Addr
 	missed map[netip.Addr]int
@@ -51,32 +59,39 @@ func (r *Reflectors) log(format string, a ...any) {
 
 // listen opens the ICMP socket: raw as root (a router), else the
 // unprivileged ping socket Linux offers within net.ipv4.ping_group_range.
-func listen(v6 bool) (*icmp.PacketConn, bool, error) {
-	raw, unpriv, addr := "ip4:icmp", "udp4", "0.0.0.0"
+// Both are plain sockets of the net package, so the daemon's tick can
+// read them without waiting (stamped).
+func listen(v6 bool) (c net.PacketConn, unpriv bool, err error) {
+	raw, addr, family, proto := "ip4:icmp", "0.0.0.0", syscall.AF_INET, 1
+	var sa syscall.Sockaddr = &syscall.SockaddrInet4{}
 	if v6 {
-		raw, unpriv, addr = "ip6:ipv6-icmp", "udp6", "::"
+		raw, addr, family, proto = "ip6:ipv6-icmp", "::", syscall.AF_INET6, 58
+		sa = &syscall.SockaddrInet6{}
 	}
-	c, err := icmp.ListenPacket(raw, addr)
-	if err == nil {
+	if c, err = net.ListenPacket(raw, addr); err == nil {
 		return c, false, nil
 	}
-	c, err2 := icmp.ListenPacket(unpriv, addr)
+	fd, err2 := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, proto)
+	if err2 == nil {
+		if err2 = syscall.Bind(fd, sa); err2 != nil {
+			syscall.Close(fd)
+		}
+	}
+	if err2 == nil {
+		f := os.NewFile(uintptr(fd), "icmp")
+		c, err2 = net.FilePacketConn(f)
+		f.Close()
+	}
 	if err2 != nil {
 		return nil, false, fmt.Errorf("ICMP socket: %v (raw), %v (unprivileged; allow it with sysctl net.ipv4.ping_group_range)", err, err2)
 	}
 	return c, true, nil
 }
 
-// Run probes until ctx ends.
-func (r *Reflectors) Run(ctx context.Context, interval *atomic.Int64, out chan<- Raw) error {
+// Run opens the socket and keeps it for Probe until ctx ends.
+func (r *Reflectors) Run(ctx context.Context) error {
 	if len(r.Addrs) == 0 {
 		return fmt.Errorf("no reflectors")
-	}
-	if r.Active <= 0 || r.Active > len(r.Addrs) {
-		r.Active = min(4, len(r.Addrs))
-	}
-	if r.DeadAfter <= 0 {
-		r.DeadAfter = 10
 	}
 	v6 := r.Addrs[0].Is6()
 	for _, a := range r.Addrs {
@@ -88,39 +103,110 @@ func (r *Reflectors) Run(ctx context.Context, interval *atomic.Int64, out chan<-
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	rx, err := newStamped(c.(syscall.Conn), 1500)
+	if err != nil {
+		c.Close()
+		return err
+	}
+	r.mu.Lock()
+	r.conn, r.rx, r.unpriv, r.v6 = c, rx, unpriv, v6
+	if r.Active <= 0 || r.Active > len(r.Addrs) {
+		r.Active = min(4, len(r.Addrs))
+	}
+	if r.DeadAfter <= 0 {
+		r.DeadAfter = 10
+	}
 	r.active, r.spare = append([]netip.Addr{}, r.Addrs[:r.Active]...), append([]netip.Addr{}, r.Addrs[r.Active:]...)
 	r.missed = map[netip.Addr]int{}
-	id := os.Getpid() & 0xffff
-	proto, typ := 1, icmp.Type(ipv4.ICMPTypeEcho)
-	if v6 {
-		proto, typ = 58, ipv6.ICMPTypeEchoRequest
-	}
-	go r.receive(ctx, c, proto, id, unpriv, out)
-	var seq uint16
-	tick := newPacer(interval)
-	defer tick.stop()
-	for i := 0; ctx.Err() == nil; i++ {
-		r.mu.Lock()
-		to := r.active[i%len(r.active)]
-		r.missed[to]++
-		if r.missed[to] > r.DeadAfter {
-			r.replace(to)
-		}
-		r.mu.Unlock()
-		seq++
-		body := make([]byte, 8)
-		binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
-		m := icmp.Message{Type: typ, Body: &icmp.Echo{ID: id, Seq: int(seq), Data: body}}
-		b, _ := m.Marshal(nil)
-		var dst net.Addr = &net.IPAddr{IP: to.AsSlice()}
-		if unpriv {
-			dst = &net.UDPAddr{IP: to.AsSlice()}
-		}
-		c.WriteTo(b, dst) // a failed send (no route: WAN down) is a missed reply
-		tick.wait(ctx)
-	}
+	r.id = os.Getpid() & 0xffff
+	r.mu.Unlock()
+	<-ctx.Done()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.conn.Close()
+	r.conn, r.rx = nil, nil
 	return ctx.Err()
+}
+
+// Probe reads the echo replies that came back, then sends the next echo,
+// to each active reflector in turn.
+func (r *Reflectors) Probe(now time.Time, out []Raw) []Raw {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conn == nil {
+		return out
+	}
+	typ := icmp.Type(ipv4.ICMPTypeEcho)
+	if r.v6 {
+		typ = ipv6.ICMPTypeEchoRequest
+	}
+	if r.acked != r.seq {
+		r.rx.drain(now, func(b []byte, from syscall.Sockaddr, at time.Time) bool {
+			if raw, ok := r.reply(b, from, at); ok {
+				raw.At = now
+				out = append(out, raw)
+			}
+			return r.acked != r.seq
+		})
+	}
+	to := r.active[r.next%len(r.active)]
+	r.next++
+	r.missed[to]++
+	if r.missed[to] > r.DeadAfter {
+		r.replace(to)
+	}
+	r.seq++
+	body := make([]byte, 8)
+	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
+	m := icmp.Message{Type: typ, Body: &icmp.Echo{ID: r.id, Seq: int(r.seq), Data: body}}
+	b, _ := m.Marshal(nil)
+	var dst net.Addr = &net.IPAddr{IP: to.AsSlice()}
+	if r.unpriv {
+		dst = &net.UDPAddr{IP: to.AsSlice()}
+	}
+	r.conn.WriteTo(b, dst) // a failed send (no route: WAN down) is a missed reply
+	return out
+}
+
+// reply reads one datagram: an echo reply of ours is a sample (its delay;
+// the caller stamps it), anything else (a raw socket sees every ICMP
+// message) is not.
+func (r *Reflectors) reply(b []byte, from syscall.Sockaddr, at time.Time) (Raw, bool) {
+	proto := 1
+	if r.v6 {
+		proto = 58
+	}
+	if !r.unpriv && !r.v6 {
+		// a raw IPv4 socket hands over the IP header too
+		if len(b) < 20 || len(b) < int(b[0]&0x0f)*4 {
+			return Raw{}, false
+		}
+		b = b[int(b[0]&0x0f)*4:]
+	}
+	m, err := icmp.ParseMessage(proto, b)
+	if err != nil {
+		return Raw{}, false
+	}
+	e, ok := m.Body.(*icmp.Echo)
+	// the unprivileged socket rewrites the ID to its port: any reply on it is ours
+	if !ok || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) || (!r.unpriv && e.ID != r.id) || len(e.Data) < 8 {
+		return Raw{}, false
+	}
+	var addr netip.Addr
+	switch a := from.(type) {
+	case *syscall.SockaddrInet4:
+		addr = netip.AddrFrom4(a.Addr)
+	case *syscall.SockaddrInet6:
+		addr = netip.AddrFrom16(a.Addr).Unmap()
+	default:
+		return Raw{}, false
+	}
+	r.missed[addr] = 0
+	if seq := uint16(e.Seq); int16(seq-r.acked) > 0 {
+		r.acked = seq
+	}
+	sent := int64(binary.BigEndian.Uint64(e.Data))
+	return Raw{Path: addr.String(), Ms: float64(at.UnixNano()-sent) / 1e6, Both: true}, true
 }
 
 // replace puts a dead reflector at the end of the spares and takes the
@@ -135,45 +221,6 @@ func (r *Reflectors) replace(dead netip.Addr) {
 			r.active[i], r.spare = r.spare[0], append(r.spare[1:], dead)
 			r.log("reflector %v answered none of its last %d probes: replaced by %v", dead, r.DeadAfter, r.active[i])
 			return
-		}
-	}
-}
-
-// receive delivers the replies' round-trip times.
-func (r *Reflectors) receive(ctx context.Context, c *icmp.PacketConn, proto, id int, unpriv bool, out chan<- Raw) {
-	buf := make([]byte, 1500)
-	for ctx.Err() == nil {
-		c.SetReadDeadline(time.Now().Add(250 * time.Millisecond))
-		n, from, err := c.ReadFrom(buf)
-		if err != nil {
-			continue
-		}
-		now := time.Now()
-		m, err := icmp.ParseMessage(proto, buf[:n])
-		if err != nil {
-			continue
-		}
-		e, ok := m.Body.(*icmp.Echo)
-		// the unprivileged socket rewrites the ID to its port: any reply on it is ours
-		if !ok || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) || (!unpriv && e.ID != id) || len(e.Data) < 8 {
-			continue
-		}
-		var ip net.IP
-		switch a := from.(type) {
-		case *net.IPAddr:
-			ip = a.IP
-		case *net.UDPAddr:
-			ip = a.IP
-		}
-		addr, _ := netip.AddrFromSlice(ip)
-		addr = addr.Unmap()
-		sent := int64(binary.BigEndian.Uint64(e.Data))
-		r.mu.Lock()
-		r.missed[addr] = 0
-		r.mu.Unlock()
-		select {
-		case out <- Raw{At: now, Path: addr.String(), Ms: float64(now.UnixNano()-sent) / 1e6, Both: true}:
-		default:
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,14 +26,8 @@ func TestReflectors(t *testing.T) {
 		var logs []string
 		r := &Reflectors{Addrs: []netip.Addr{netip.MustParseAddr("10.9.9.9"), netip.MustParseAddr("127.0.0.1")}, Active: 1, DeadAfter: 3,
 			Log: func(s string) { mu.Lock(); logs = append(logs, s); mu.Unlock() }}
-		var iv atomic.Int64
-		iv.Store(int64(20 * time.Millisecond))
-		out := make(chan Raw, 1000)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		go r.Run(ctx, &iv, out)
 		n := 0
-		for raw := range collect(ctx, out) {
+		for _, raw := range ticked(t, r, time.Second) {
 			if raw.Path != "127.0.0.1" || !raw.Both || raw.Ms < 0 || raw.Ms > 50 {
 				t.Errorf("sample %+v", raw)
 			}
@@ -53,8 +46,7 @@ func TestReflectors(t *testing.T) {
 
 func TestReflectorsMixedFamilies(t *testing.T) {
 	r := &Reflectors{Addrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")}}
-	var iv atomic.Int64
-	if err := r.Run(context.Background(), &iv, nil); err == nil || !strings.Contains(err.Error(), "one family") {
+	if err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "one family") {
 		t.Errorf("got %v", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -36,10 +35,12 @@ type Daemon struct {
 	Metrics *Metrics
 	// Summary is the period of the summary log line (0: 60 s).
 	Summary time.Duration
-	// Sleep is how long both directions stay idle before the probes slow
-	// to one per SleepProbe (0: 30 s, 1 s).
+	// Sleep is how long both directions stay idle before the ticks
+	// (probes and decisions) slow to one per SleepProbe (0: 30 s, 1 s).
 	Sleep, SleepProbe time.Duration
-	// Probe is the probe interval while awake (0: 50 ms).
+	// Probe is the tick, one probe each, while awake (0: 50 ms);
+	// decisions run every Params.Interval of ticks. While the controller
+	// is calm (Controller.Calm) the tick is twice as long.
 	Probe time.Duration
 }
 
@@ -130,12 +131,9 @@ func (d *Daemon) Run(ctx context.Context) error {
 	if err := d.Shaper.Set(config.Rates{Download: p.Base[Down], Upload: p.Base[Up]}); err != nil {
 		return fmt.Errorf("setting the base rates: %w", err)
 	}
-	var interval atomic.Int64
-	interval.Store(int64(d.Probe))
-	raws := make(chan Raw, 256)
 	sctx, stopSource := context.WithCancel(ctx)
 	srcDone := make(chan error, 1)
-	go func() { srcDone <- d.Source.Run(sctx, &interval, raws) }()
+	go func() { srcDone <- d.Source.Run(sctx) }()
 	defer func() {
 		stopSource()
 		<-srcDone
@@ -156,8 +154,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	nextSummary := now.Add(d.Summary)
 	changes := 0
 	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s", p.Min[Down], p.Max[Down], p.Min[Up], p.Max[Up], p.Base[Down], p.Base[Up], d.Source.Name())
-	tick := time.NewTicker(p.Interval)
+	// One timer for everything: each tick reads the replies that came
+	// back and sends the next probe; every Interval it also decides. A
+	// wakeup is what costs on a router (see stamped).
+	probe := d.Probe
+	tick := time.NewTicker(probe)
 	defer tick.Stop()
+	var raws []Raw
+	lastStep := now
 	for {
 		select {
 		case <-ctx.Done():
@@ -165,26 +169,29 @@ func (d *Daemon) Run(ctx context.Context) error {
 			return nil
 		case err := <-srcDone:
 			srcDone <- err // for the deferred wait
+			if ctx.Err() != nil {
+				d.restoreBase(p) // the source saw the end first
+				return nil
+			}
 			return fmt.Errorf("delay source %s stopped: %w", d.Source.Name(), err)
 		case now = <-tick.C:
 		}
 		quiet := c.State(Down) != Loaded && c.State(Down) != Bloated && c.State(Up) != Loaded && c.State(Up) != Bloated
-	drain:
-		for {
-			select {
-			case r := <-raws:
-				b := baselines[r.Path]
-				if b == nil {
-					b = &Baseline{}
-					baselines[r.Path] = b
-				}
-				added := b.Add(r.At, r.Ms, quiet)
-				c.Add(Sample{At: r.At, AddedMs: added, Both: r.Both, Dir: r.Dir})
-				d.Metrics.sample(r, added)
-			default:
-				break drain
+		raws = d.Source.Probe(now, raws[:0])
+		for _, r := range raws {
+			b := baselines[r.Path]
+			if b == nil {
+				b = &Baseline{}
+				baselines[r.Path] = b
 			}
+			added := b.Add(r.At, r.Ms, quiet)
+			c.Add(Sample{At: r.At, AddedMs: added, Both: r.Both, Dir: r.Dir})
+			d.Metrics.sample(r, added)
 		}
+		if now.Sub(lastStep)+probe/2 < p.Interval {
+			continue
+		}
+		lastStep = now
 		// the shaper's carried load since the last tick
 		var load [2]int
 		dt := now.Sub(lastRead).Seconds()
@@ -230,19 +237,30 @@ func (d *Daemon) Run(ctx context.Context) error {
 			changes += len(ch)
 		}
 		d.Metrics.update(c, load, changes)
-		// sleep while nothing moves: the probes slow down, the ticks go on
-		// (reading two counters costs nothing)
+		// the tick: half the probes while calm (the delay flat, nothing
+		// bloated), the first sample that moves the mean restoring them;
+		// one per SleepProbe after Sleep idle, the first loaded tick
+		// waking them
+		want := d.Probe
+		if c.Calm() {
+			want = 2 * d.Probe
+		}
 		if c.State(Down) == Idle && c.State(Up) == Idle {
 			if idleSince.IsZero() {
 				idleSince = now
 			}
-			if now.Sub(idleSince) >= d.Sleep && interval.Load() != int64(d.SleepProbe) {
-				interval.Store(int64(d.SleepProbe))
-				d.log("idle for %v: probing every %v", d.Sleep, d.SleepProbe)
+			if now.Sub(idleSince) >= d.Sleep {
+				want = d.SleepProbe
 			}
 		} else {
 			idleSince = time.Time{}
-			interval.Store(int64(d.Probe))
+		}
+		if probe != want {
+			if want == d.SleepProbe {
+				d.log("idle for %v: probing every %v", d.Sleep, d.SleepProbe)
+			}
+			probe = want
+			tick.Reset(probe)
 		}
 		if !now.Before(nextSummary) {
 			nextSummary = now.Add(d.Summary)

@@ -53,27 +53,30 @@ func (f *fakeShaper) Rates() config.Rates {
 	return f.rates
 }
 
-// script is a Source that sends the delay its function returns.
+// script is a Source that answers every probe at once with the delay its
+// function returns.
 type script struct {
-	ms   func() (float64, bool) // ok false: silence
-	stop error
+	ms     func() (float64, bool) // ok false: silence
+	stop   error
+	probes atomic.Int64
 }
 
 func (s *script) Name() string { return "script" }
 
-func (s *script) Run(ctx context.Context, iv *atomic.Int64, out chan<- Raw) error {
-	for ctx.Err() == nil {
-		if ms, ok := s.ms(); ok {
-			now := time.Now()
-			out <- Raw{At: now, Path: "up", Ms: 20 + ms, Dir: Up}
-			out <- Raw{At: now, Path: "down", Ms: 20 + ms, Dir: Down}
-		}
-		if s.stop != nil {
-			return s.stop
-		}
-		time.Sleep(time.Duration(iv.Load()))
+func (s *script) Run(ctx context.Context) error {
+	if s.stop != nil {
+		return s.stop
 	}
+	<-ctx.Done()
 	return ctx.Err()
+}
+
+func (s *script) Probe(now time.Time, out []Raw) []Raw {
+	s.probes.Add(1)
+	if ms, ok := s.ms(); ok {
+		out = append(out, Raw{At: now, Path: "up", Ms: 20 + ms, Dir: Up}, Raw{At: now, Path: "down", Ms: 20 + ms, Dir: Down})
+	}
+	return out
 }
 
 // sysfs is a fake /sys with the two devices' counters.
@@ -188,6 +191,32 @@ func TestDaemon(t *testing.T) {
 		if s.Download < 5000 || s.Download > 60000 || s.Upload < 2000 || s.Upload > 15000 {
 			t.Errorf("set %+v outside the bounds", s)
 		}
+	}
+}
+
+// A calm link is probed at half the rate; one whose delay moves at the
+// full rate.
+func TestDaemonCalmTick(t *testing.T) {
+	var probes [2]int64
+	for i, swing := range []float64{0, 8} {
+		fs := sysfs{t.TempDir()}
+		fs.set("ifb4wan", 0, 1)
+		fs.set("wan", 0, 2)
+		n := 0
+		src := &script{ms: func() (float64, bool) { n++; return swing * float64(n%2), true }}
+		d := &Daemon{Shaper: &fakeShaper{}, Devices: [2]string{"ifb4wan", "wan"}, Root: fs.root, Params: fastParams(), Source: src,
+			Probe: 5 * time.Millisecond}
+		ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
+		if err := d.Run(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		probes[i] = src.probes.Load()
+	}
+	t.Logf("probes in 600 ms: %d calm, %d with the delay swinging", probes[0], probes[1])
+	// a delay swinging 0..+8 ms (mean +4) is not calm
+	if probes[0] <= 0 || 3*probes[0] > 2*probes[1] {
+		t.Errorf("probes in 600 ms: %d calm, %d with the delay swinging; want about half as many calm", probes[0], probes[1])
 	}
 }
 

@@ -26,6 +26,7 @@ type sim struct {
 	bidirUp    bool    // and only in the upload's one-way delay
 	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
 	failAfter  int     // phases before the server vanishes; 0 never
+	series     []int   // a line phase's goodput per second, as recorded; nil: flat
 	perGood    float64
 
 	rng            *rand.Rand
@@ -77,6 +78,9 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		md, pd := s.added(xd + s.bidirShift)
 		mu, pu := s.added(xu)
 		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
+		if s.bidirShift > 0 {
+			p.AddedDown, p.AddedUp = md, mu
+		}
 		if s.bidirUp { // the extra queue is the upload's, and shrinks as its rate comes down
 			extra := s.bidirExtra * math.Max(0, (xu-0.9)/0.06)
 			p.AddedMedian, p.AddedP95 = math.Max(md, mu+extra), math.Max(pd, pu+extra)
@@ -88,7 +92,9 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		n := (s.rng.Float64()*2 - 1) * s.noiseMs
 		p.AddedMedian, p.AddedP95 = math.Max(0, p.AddedMedian+n), math.Max(0, p.AddedP95+2*n)
 	}
-	if line {
+	if line && s.series != nil {
+		p.PerSecond = s.series
+	} else if line {
 		g := p.goodput(k)
 		for sec := range 12 {
 			v := g
@@ -173,6 +179,39 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// The line is what the link carries, read from per-second goodput a
+// stalling guest (or host) skews: a stalled second's bytes arrive in the
+// next one's count, and the last second is the streams' teardown.
+func TestLineSeries(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		series []int
+		want   int // kbit/s goodput, ±3 %
+	}{
+		{"steady", []int{7000, 7600, 7600, 7600, 7600, 7600, 7600, 7600, 7600, 7600, 7600, 7600}, 7600},
+		// lab, cable upload (863b994): the window's first second was the catch-up of a stall
+		{"stall at the window's start", []int{6423, 7733, 7471, 7602, 7471, 7733, 4456, 10485, 6029, 9044, 7340, 7733}, 7500},
+		// lab, cable-boost upload (c61be6b): stalls every other second, the teardown last
+		{"stalls and teardown", []int{6000, 8000, 7700, 7600, 5243, 9962, 5898, 9177, 7600, 7500, 7600, 4194}, 7500},
+		// lab, cable download (863b994)
+		{"download with a stall", []int{35511, 38011, 37865, 38011, 37879, 38143, 37879, 38273, 37880, 38014, 37747, 38158, 38129, 33946, 41943,
+			38142, 37881, 37751, 38141, 37878, 37883, 38009, 37879, 37880, 38012, 38011, 23462, 52430, 38010, 38141}, 37950},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim()
+			s.series = tc.series
+			r := &search{l: s, c: searchConfig(), r: &Report{}}
+			l, err := r.line(context.Background(), Upload)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(float64(l.GoodputKbit-tc.want)) > 0.03*float64(tc.want) {
+				t.Errorf("line %d kbit/s, want %d ± 3 %%", l.GoodputKbit, tc.want)
+			}
+		})
+	}
+}
+
 func TestNotBloated(t *testing.T) {
 	s := newSim()
 	s.flat = true
@@ -206,15 +245,27 @@ func TestBidirLowers(t *testing.T) {
 	if r.BidirLowered == 0 || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("lowered %d times, bidirectional +%.1f ms", r.BidirLowered, r.BidirMedian)
 	}
-	// the upload's queue alone: only the upload is lowered
+	// the upload's queue, three quarters of the delay and more: only the
+	// upload is lowered
 	s = newSim()
-	s.bidirExtra, s.bidirUp = 6, true
+	s.bidirExtra, s.bidirUp = 30, true
 	r, err = Search(context.Background(), s, searchConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.BidirLowered == 0 || strings.Contains(r.Download.Why, "lowered") || !strings.Contains(r.Upload.Why, "lowered") {
 		t.Errorf("upload-only bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
+	}
+	// the download's queue, with the upload's share of the delay over a
+	// quarter: only the download is lowered
+	s = newSim()
+	s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.02
+	r, err = Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.BidirLowered == 0 || !strings.Contains(r.Download.Why, "lowered") || strings.Contains(r.Upload.Why, "lowered") {
+		t.Errorf("download's bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
 	}
 	s = newSim()
 	s.bidirExtra = 50
