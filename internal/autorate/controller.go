@@ -197,27 +197,6 @@ func (c *Controller) Rate(d Dir) int { return c.dirs[d].rate }
 // State is a direction's current state.
 func (c *Controller) State(d Dir) State { return c.dirs[d].state }
 
-// Calm says that no direction's delay is moving: none bloated or
-// stalled, and each one's recent samples under half the hold bar. The
-// daemon probes at half the rate then; the first sample that is not calm
-// brings the full rate back before any decision needs it.
-func (c *Controller) Calm() bool {
-	for d := range c.dirs {
-		ds := &c.dirs[d]
-		if ds.state == Bloated || ds.state == Stalled {
-			return false
-		}
-		sum := 0.0
-		for _, v := range ds.window {
-			sum += v.ms
-		}
-		if len(ds.window) > 0 && sum/float64(len(ds.window)) >= c.p.HoldMs/2 {
-			return false
-		}
-	}
-	return true
-}
-
 // Add takes one delay sample.
 func (c *Controller) Add(s Sample) {
 	if s.At.After(c.last) {

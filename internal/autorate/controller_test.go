@@ -187,34 +187,6 @@ func TestSteadyLineCruises(t *testing.T) {
 	}
 }
 
-// Calm: nothing bloated or stalled, every direction's recent delay under
-// half the hold bar.
-func TestCalm(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		ms   float64 // every sample's added delay
-		n    int     // samples
-		want bool
-	}{
-		{"no samples yet", 0, 0, true},
-		{"flat", 1, 6, true},
-		{"rising", 3, 6, false},
-		{"bloated", 40, 6, false},
-	} {
-		c, _ := New(params(), t0)
-		at := t0
-		for range tc.n {
-			at = at.Add(50 * time.Millisecond)
-			c.Add(Sample{At: at, AddedMs: tc.ms, Dir: Down})
-			c.Add(Sample{At: at, AddedMs: tc.ms, Dir: Up})
-		}
-		c.Step(at, [2]int{20000, 5000})
-		if got := c.Calm(); got != tc.want {
-			t.Errorf("%s: calm %v, state %s/%s", tc.name, got, c.State(Down), c.State(Up))
-		}
-	}
-}
-
 // Bloat cuts below the load the link carried, at once, and not again
 // within the refractory period.
 func TestBloatOnset(t *testing.T) {

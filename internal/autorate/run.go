@@ -39,8 +39,7 @@ type Daemon struct {
 	// (probes and decisions) slow to one per SleepProbe (0: 30 s, 1 s).
 	Sleep, SleepProbe time.Duration
 	// Probe is the tick, one probe each, while awake (0: 50 ms);
-	// decisions run every Params.Interval of ticks. While the controller
-	// is calm (Controller.Calm) the tick is twice as long.
+	// decisions run every Params.Interval of ticks.
 	Probe time.Duration
 }
 
@@ -237,14 +236,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 			changes += len(ch)
 		}
 		d.Metrics.update(c, load, changes)
-		// the tick: half the probes while calm (the delay flat, nothing
-		// bloated), the first sample that moves the mean restoring them;
-		// one per SleepProbe after Sleep idle, the first loaded tick
-		// waking them
+		// sleep while nothing moves: the tick, and with it the probes and
+		// the decisions, slows to one per SleepProbe; the first loaded
+		// tick wakes it
 		want := d.Probe
-		if c.Calm() {
-			want = 2 * d.Probe
-		}
 		if c.State(Down) == Idle && c.State(Up) == Idle {
 			if idleSince.IsZero() {
 				idleSince = now
