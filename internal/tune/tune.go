@@ -269,34 +269,46 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 		return Step{}, err
 	}
 	st := Step{Kind: k, RateKbit: rate, Share: float64(rate) / float64(s.choice(k).Line.RateKbit)}
-	p, err := s.l.Load(ctx, k, false)
+	p, again, err := s.measure(ctx, k)
 	if err != nil {
 		return st, err
 	}
-	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.goodput(k)
-	if near(s.c.Target, st.AddedMedian, st.AddedP95) {
-		q, err := s.l.Load(ctx, k, false)
-		if err != nil {
-			return st, err
-		}
-		st.Again = true
-		st.AddedMedian = (st.AddedMedian + q.AddedMedian) / 2
-		st.AddedP95 = (st.AddedP95 + q.AddedP95) / 2
-		st.GoodputKbit = (st.GoodputKbit + q.goodput(k)) / 2
-	}
+	st.AddedMedian, st.AddedP95, st.GoodputKbit, st.Again = p.AddedMedian, p.AddedP95, p.goodput(k), again
 	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
 	s.r.Steps = append(s.r.Steps, st)
 	verdict := "meets " + s.c.Target.Name
 	if !st.Pass {
 		verdict = "misses " + s.c.Target.Name
 	}
-	again := ""
-	if st.Again {
-		again = " (borderline, mean of two)"
-	}
 	s.say("%s at %d kbit/s (%.0f%% of line): +%.1f/+%.1f ms, %d kbit/s goodput: %s%s",
-		k, rate, 100*st.Share, st.AddedMedian, st.AddedP95, st.GoodputKbit, verdict, again)
+		k, rate, 100*st.Share, st.AddedMedian, st.AddedP95, st.GoodputKbit, verdict, twice(st.Again))
 	return st, nil
+}
+
+// measure runs one loaded phase of kind k and, when it is borderline, a
+// second one: the mean of both (every figure, the one-way shares too) is
+// what is judged.
+func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
+	if p, err = s.l.Load(ctx, k, false); err != nil || !near(s.c.Target, p.AddedMedian, p.AddedP95) {
+		return p, false, err
+	}
+	q, err := s.l.Load(ctx, k, false)
+	if err != nil {
+		return p, false, err
+	}
+	mean := func(a, b float64) float64 { return (a + b) / 2 }
+	p.AddedMedian, p.AddedP95 = mean(p.AddedMedian, q.AddedMedian), mean(p.AddedP95, q.AddedP95)
+	p.AddedDown, p.AddedUp = mean(p.AddedDown, q.AddedDown), mean(p.AddedUp, q.AddedUp)
+	p.DownKbit, p.UpKbit = (p.DownKbit+q.DownKbit)/2, (p.UpKbit+q.UpKbit)/2
+	return p, true, nil
+}
+
+// twice marks a step judged on the mean of two phases.
+func twice(again bool) string {
+	if again {
+		return " (borderline, mean of two)"
+	}
+	return ""
 }
 
 func medianInt(v []int) float64 {
@@ -423,37 +435,22 @@ func (s *search) bidir(ctx context.Context) error {
 	}
 }
 
-// tryBidir loads both directions at once at down/up and judges the phase,
-// measuring a borderline one again (the mean of both, the one-way shares
-// included, is what counts).
+// tryBidir loads both directions at once at down/up and judges the phase
+// (a borderline one twice, as measure does).
 func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error) {
 	if err := s.l.SetRates(ctx, down, up); err != nil {
 		return Step{}, Phase{}, err
 	}
 	st := Step{Kind: Bidir, RateKbit: down, Other: up, Share: float64(down) / float64(s.r.Download.Line.RateKbit)}
-	p, err := s.l.Load(ctx, Bidir, false)
+	p, again, err := s.measure(ctx, Bidir)
 	if err != nil {
 		return st, p, err
 	}
-	if near(s.c.Target, p.AddedMedian, p.AddedP95) {
-		q, err := s.l.Load(ctx, Bidir, false)
-		if err != nil {
-			return st, p, err
-		}
-		st.Again = true
-		mean := func(a, b float64) float64 { return (a + b) / 2 }
-		p.AddedMedian, p.AddedP95 = mean(p.AddedMedian, q.AddedMedian), mean(p.AddedP95, q.AddedP95)
-		p.AddedDown, p.AddedUp = mean(p.AddedDown, q.AddedDown), mean(p.AddedUp, q.AddedUp)
-		p.DownKbit, p.UpKbit = (p.DownKbit+q.DownKbit)/2, (p.UpKbit+q.UpKbit)/2
-	}
+	st.Again = again
 	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.DownKbit
 	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
 	s.r.Steps = append(s.r.Steps, st)
-	again := ""
-	if st.Again {
-		again = " (borderline, mean of two)"
-	}
-	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms%s", down, up, st.AddedMedian, st.AddedP95, again)
+	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms%s", down, up, st.AddedMedian, st.AddedP95, twice(st.Again))
 	return st, p, nil
 }
 

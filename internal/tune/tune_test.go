@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -305,5 +306,21 @@ func TestBorderlineMeasuredTwice(t *testing.T) {
 	}
 	if again == 0 {
 		t.Error("no step was borderline; the test does not test")
+	}
+	// the bidirectional phase too: +4 ms added there is within a quarter
+	// of the 5 ms bar
+	s = newSim()
+	s.bidirExtra = 3
+	r, err = Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range r.Steps {
+		if st.Kind == Bidir && !st.Again && near(APlus, st.AddedMedian, st.AddedP95) {
+			t.Errorf("borderline bidirectional step measured once: %+v", st)
+		}
+	}
+	if i := slices.IndexFunc(r.Steps, func(st Step) bool { return st.Kind == Bidir && st.Again }); i < 0 {
+		t.Errorf("no bidirectional step measured twice: %+v", r.Steps)
 	}
 }
