@@ -447,9 +447,21 @@ func summaryLine(r *result) string {
 			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
 		}
 	}
+	failed := false
 	for _, c := range r.Checks {
 		if !c.OK {
 			b.WriteString("\n    " + c.String())
+			failed = true
+		}
+	}
+	// A failed grade carries what the host did meanwhile, so a CI log alone
+	// tells a noisy runner from a regression.
+	if failed && r.Test != nil {
+		for _, p := range r.Test.Phases {
+			if p.Noise != nil {
+				fmt.Fprintf(&b, "\n    host during %s: other processes and steal %.1f%% of the CPU (gate %.0f%%), vCPUs waited %.1f%%, worst %.1f ms per %v",
+					p.Name, 100*p.Noise.Foreign, 100*maxForeign, 100*p.Noise.Steal, p.Noise.Max, noise.Period)
+			}
 		}
 	}
 	return b.String()

@@ -68,7 +68,7 @@ $B mkdir -p "/mnt$labresults" 2>/dev/null
 $B mount -t 9p -o $o ` + TagResults + ` "/mnt$labresults" || $B poweroff -f
 for d in proc sys dev; do $B mount --move /$d /mnt/$d; done
 cmd=$(echo "$labcmd" | $B tr ':' ' ')
-exec $B switch_root /mnt /bin/sh -c "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp $cmd; echo o > /proc/sysrq-trigger; sleep 60"
+exec $B switch_root /mnt /bin/sh -c "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp $cmd; echo o > /proc/sysrq-trigger; sleep 60 2>/dev/null"
 `
 
 // File is one archive member. Mode holds the type bits (0o100000 regular,

@@ -224,3 +224,23 @@ func TestLive(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+func TestHostBusy(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat string
+		want       int64
+		err        bool
+	}{
+		// user nice system idle iowait irq softirq steal guest guest_nice
+		{"steal counts", "cpu  100 10 20 5000 30 1 2 40 0 0\ncpu0 1 2 3\n", 100 + 10 + 20 + 1 + 2 + 40, false},
+		{"no steal column", "cpu  100 10 20 5000 30 1 2\n", 133, false},
+		{"idle and iowait do not", "cpu  0 0 0 9999 9999 0 0 0 0 0\n", 0, false},
+		{"not the summary line", "cpu0 1 2 3 4 5 6 7 8\n", 0, true},
+		{"garbage", "cpu  1 2 x 4 5 6 7 8\n", 0, true},
+	} {
+		got, err := hostBusy(tc.stat)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("%s: got %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
