@@ -27,6 +27,8 @@ type Session struct {
 	Root   string // for the config and the undo file
 	File   string // the SQM config; "" is ROOT/etc/config/sqm
 	Log    func(string)
+
+	confirmTest func(context.Context, bbtest.Config) (*bbresult.Result, error)
 }
 
 // Outcome is what a session did.
@@ -70,31 +72,56 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	if o.Report, err = Search(ctx, l, cfg); err != nil {
 		return o, err
 	}
-	d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
-	s.log("confirming %d/%d kbit/s with a full test", d, u)
-	full := l.Test
-	full.Idle, full.Download, full.Upload, full.Bidir = 2*time.Second, l.Step, l.Step, l.Step
-	o.Confirm, err = bbtest.Run(ctx, full)
-	l.Spent += 4*time.Second + 3*l.Step
-	if err != nil {
-		return o, fmt.Errorf("confirming test: %w", err)
-	}
-	// The goodput at the final rates is the confirming test's (the
-	// bidirectional check may have lowered them below every step).
-	for _, ph := range o.Confirm.Phases {
-		switch Kind(ph.Name) {
-		case Download:
-			o.Report.Download.GoodputKbit = int(ph.DownloadMbps * 1000)
-		case Upload:
-			o.Report.Upload.GoodputKbit = int(ph.UploadMbps * 1000)
+	r := o.Report
+	for try := 0; ; try++ {
+		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
+		full := l.Test
+		full.Idle, full.Download, full.Upload, full.Bidir = 2*time.Second, l.Step, l.Step, l.Step
+		o.Confirm, err = s.confirm(ctx, full)
+		l.Spent += 4*time.Second + 3*l.Step
+		if err != nil {
+			return o, fmt.Errorf("confirming test: %w", err)
+		}
+		// The goodput at the final rates is the confirming test's (the
+		// bidirectional check may have lowered them below every step).
+		for _, ph := range o.Confirm.Phases {
+			switch Kind(ph.Name) {
+			case Download:
+				r.Download.GoodputKbit = int(ph.DownloadMbps * 1000)
+			case Upload:
+				r.Upload.GoodputKbit = int(ph.UploadMbps * 1000)
+			}
+		}
+		k, p, missed := confirmMiss(o.Confirm, s.Target)
+		if !missed {
+			break
+		}
+		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", s.Target.Name, k, p.AddedMedian, p.AddedP95, Transient)
+		// A borderline miss, once: the search judged every rate on a
+		// mean of two phases near a bar, the confirm is one, so a rate at
+		// the knee misses it about as often as it meets it (vdsl × cake,
+		// 7aa51ff: bidirectional +5.6 ms against 5). One step down, the
+		// bidirectional check's 2 %, is what the search would have done
+		// with that phase; a clear miss says the search's figures do not
+		// hold on this link now, and no step of 2 % fixes that.
+		if try > 0 || !near(s.Target, p.AddedMedian, p.AddedP95) {
+			return o, fail
+		}
+		lower := []*Choice{r.choice(k)}
+		if k == Bidir {
+			lower = lowered(p, &r.Download, &r.Upload)
+		}
+		for _, c := range lower {
+			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
+			c.Why += fmt.Sprintf("; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*bidirStep, k)
+		}
+		r.ConfirmLowered++
+		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, s.Target.Name, p.AddedMedian, p.AddedP95, 100*bidirStep)
+		if err := l.SetRates(ctx, r.Download.RateKbit, r.Upload.RateKbit); err != nil {
+			return o, err
 		}
 	}
-	for _, ph := range o.Confirm.Phases {
-		med, p95, ok := bbtest.Steady(o.Confirm, ph.Name, Transient)
-		if ph.Grade != "" && ok && !meets(s.Target, med, p95) {
-			return o, fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", s.Target.Name, ph.Name, med, p95, Transient)
-		}
-	}
+	d, u := r.Download.RateKbit, r.Upload.RateKbit
 	if !s.Write {
 		return o, nil
 	}
@@ -185,6 +212,32 @@ func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, 
 	}
 	ratestate.Clear(opts.RateDir, t.Queue.Interface)
 	return u.Old, os.Remove(undoPath(root))
+}
+
+// confirm runs the confirming test (tests put a doctored one in).
+func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Result, error) {
+	if s.confirmTest != nil {
+		return s.confirmTest(ctx, c)
+	}
+	return bbtest.Run(ctx, c)
+}
+
+// confirmMiss is the first graded phase of a confirming test that misses
+// t after its first Transient seconds, with the figures judged.
+func confirmMiss(res *bbresult.Result, t Target) (Kind, Phase, bool) {
+	for _, ph := range res.Phases {
+		if ph.Grade == "" {
+			continue
+		}
+		p, err := phaseOf(res, Kind(ph.Name))
+		if _, _, ok := bbtest.Steady(res, ph.Name, Transient); err != nil || !ok {
+			continue
+		}
+		if !meets(t, p.AddedMedian, p.AddedP95) {
+			return Kind(ph.Name), p, true
+		}
+	}
+	return "", Phase{}, false
 }
 
 func (s *Session) log(format string, a ...any) {

@@ -2,13 +2,16 @@ package tune
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
@@ -205,5 +208,114 @@ func TestSessionSweep(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(s.Root, "etc/config/sqm")); string(b) != sqmFile {
 			t.Errorf("a sweep changed the config:\n%s", b)
 		}
+	}
+}
+
+// doctor returns a confirming test whose phase k holds every probe of its
+// steady part at add ms over the idle median (its one-way share on the
+// download, or the upload's for Upload)
+// in its first n runs, and counts the runs. Its phases are long enough to
+// have a steady part (the session's steps are shorter than Transient).
+func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbtest.Config) (*bbresult.Result, error) {
+	return func(ctx context.Context, c bbtest.Config) (*bbresult.Result, error) {
+		c.Download, c.Upload, c.Bidir = 2500*time.Millisecond, 2500*time.Millisecond, 2500*time.Millisecond
+		res, err := bbtest.Run(ctx, c)
+		*runs++
+		if err != nil || *runs > n {
+			return res, err
+		}
+		var idle []float64
+		for _, ph := range res.Phases {
+			for _, p := range res.Samples.Probes {
+				if ph.Name == bbresult.PhaseIdleBefore && p.Lost == "" && p.T >= ph.Start && p.T < ph.End {
+					idle = append(idle, p.RTT)
+				}
+			}
+		}
+		slices.Sort(idle)
+		for i := range res.Phases {
+			ph := &res.Phases[i]
+			if ph.Name != string(k) || len(idle) == 0 {
+				continue
+			}
+			if k == Upload {
+				ph.AddedUp += add
+			} else {
+				ph.AddedDown += add
+			}
+			for j := range res.Samples.Probes {
+				if p := &res.Samples.Probes[j]; p.Lost == "" && p.T >= ph.Start+Transient && p.T < ph.End {
+					p.RTT = idle[len(idle)/2] + add
+				}
+			}
+		}
+		return res, nil
+	}
+}
+
+// A confirming test that misses by a little lowers the direction that
+// queued by 2 % and confirms once more; a second miss, or a clear first
+// one, writes nothing and restores the shaper.
+func TestSessionConfirmMiss(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs about 15 s of loopback tests per case")
+	}
+	for _, c := range []struct {
+		name        string
+		k           Kind
+		add         float64 // ms in the confirm's steady phase (A+: median 5)
+		misses      int     // confirms doctored
+		written     bool
+		lowDn, lowU bool
+		runs        int
+	}{
+		{"bidirectional by a little", Bidir, 5.5, 1, true, true, false, 2},
+		{"upload by a little", Upload, 5.5, 1, true, false, true, 2},
+		{"by a little twice", Bidir, 5.5, 2, false, false, false, 2},
+		{"clearly", Download, 20, 1, false, false, false, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			s, k, _ := session(t, true)
+			runs := 0
+			s.confirmTest = doctor(c.k, c.add, c.misses, &runs)
+			var searched [2]int
+			s.Log = func(l string) {
+				t.Log(l)
+				if strings.HasPrefix(l, "confirming ") && searched[0] == 0 {
+					fmt.Sscanf(l, "confirming %d/%d", &searched[0], &searched[1])
+				}
+			}
+			o, err := s.Run(context.Background())
+			if runs != c.runs {
+				t.Errorf("%d confirming tests, want %d", runs, c.runs)
+			}
+			if !c.written {
+				if err == nil || !strings.Contains(err.Error(), "nothing written") || o.Written {
+					t.Fatalf("written %v, err %v; want nothing written", o.Written, err)
+				}
+				if !atRates(t, s, k, 20000, 10000) {
+					t.Error("the shaper was not restored to 20000/10000")
+				}
+				return
+			}
+			if err != nil || !o.Written {
+				t.Fatalf("written %v, err %v", o.Written, err)
+			}
+			d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
+			wantD, wantU := searched[0], searched[1]
+			if c.lowDn {
+				wantD = int(float64(wantD) * (1 - bidirStep))
+			}
+			if c.lowU {
+				wantU = int(float64(wantU) * (1 - bidirStep))
+			}
+			if d != wantD || u != wantU || o.Report.ConfirmLowered != 1 {
+				t.Errorf("written %d/%d (lowered %d times) after confirming %v; want %d/%d", d, u, o.Report.ConfirmLowered, searched, wantD, wantU)
+			}
+			if !atRates(t, s, k, d, u) {
+				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
+			}
+		})
 	}
 }

@@ -28,6 +28,7 @@ type sim struct {
 	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
 	failAfter  int     // phases before the server vanishes; 0 never
 	series     []int   // a line phase's goodput per second, as recorded; nil: flat
+	lineRead   float64 // the line phase reads this share of the line; 0: all of it
 	perGood    float64
 
 	rng            *rand.Rand
@@ -93,6 +94,9 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		n := (s.rng.Float64()*2 - 1) * s.noiseMs
 		p.AddedMedian, p.AddedP95 = math.Max(0, p.AddedMedian+n), math.Max(0, p.AddedP95+2*n)
 	}
+	if line && s.lineRead > 0 {
+		p.DownKbit, p.UpKbit = int(float64(p.DownKbit)*s.lineRead), int(float64(p.UpKbit)*s.lineRead)
+	}
 	if line && s.series != nil {
 		p.PerSecond = s.series
 	} else if line {
@@ -137,6 +141,10 @@ func TestSearch(t *testing.T) {
 		// a boost past the phase's half (TCP drains the bucket slower than
 		// its size suggests): the last third is still the line
 		{"long boost", func(s *sim) { s.boost, s.boostSecs = 1.15, 7 }},
+		// the line reads low and the knee sits at the real line: every
+		// rate up to the measured line passes (vdsl's upload, 7aa51ff)
+		{"line read low", func(s *sim) { s.lineRead, s.knee = 0.95, 0.995 }},
+		{"line read a little low", func(s *sim) { s.lineRead, s.knee = 0.985, 0.995 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()
@@ -165,7 +173,11 @@ func TestSearch(t *testing.T) {
 					t.Errorf("%s: a boost where there is none: %+v", d.k, d.c.Line)
 				}
 				// the line measured is the sustained one, boost or not
-				if want := int(d.line / s.perGood); d.c.Line.GoodputKbit != want {
+				want := int(d.line / s.perGood)
+				if s.lineRead > 0 {
+					want = int(float64(want) * s.lineRead)
+				}
+				if d.c.Line.GoodputKbit != want {
 					t.Errorf("%s: line goodput %d, want %d", d.k, d.c.Line.GoodputKbit, want)
 				}
 			}
@@ -222,6 +234,16 @@ func TestNotBloated(t *testing.T) {
 	}
 	if r.Download.RateKbit != r.Download.Line.RateKbit || !strings.Contains(r.Download.Why, "not bloated") {
 		t.Errorf("flat link: %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
+	}
+	// it looked above the measured line before calling it unbloated
+	above := 0
+	for _, st := range r.Steps {
+		if st.Kind == Download && st.Share > 1.05 && st.Pass {
+			above++
+		}
+	}
+	if above != 1 || s.rateD != float64(r.Download.Line.RateKbit) {
+		t.Errorf("flat link: %d passing steps above the line, link left at %v: %+v", above, s.rateD, r.Steps)
 	}
 }
 
