@@ -490,3 +490,35 @@ func TestSummaryLineNoise(t *testing.T) {
 		t.Errorf("a passing grade printed the host's noise:\n%s", out)
 	}
 }
+
+// The bars of an autorate trace run: a following controller's figures
+// (lte's first minute at 7aa51ff) pass; each way of not following misses.
+func TestTraceChecks(t *testing.T) {
+	good := traced{Utilisation: [2]float64{0.70, 0.68}, P95: [2]float64{23.2, 21.3}, Changes: 146}
+	for _, tc := range []struct {
+		name   string
+		x      traced
+		failed []string
+	}{
+		{"following", good, nil},
+		{"rate left at the mean", traced{Utilisation: [2]float64{0.68, 0.63}, P95: [2]float64{2556, 1324}, Changes: 0},
+			[]string{"download added p95 ms", "upload added p95 ms", "rate changes"}},
+		{"sunk to the floor", traced{Utilisation: [2]float64{0.34, 0.31}, P95: [2]float64{6.0, 8.6}, Changes: 40},
+			[]string{"download utilisation", "upload utilisation"}},
+	} {
+		var failed []string
+		for _, c := range traceChecks(tc.x) {
+			if !c.OK {
+				failed = append(failed, c.Name)
+			}
+		}
+		if !slices.Equal(failed, tc.failed) {
+			t.Errorf("%s: failed %q, want %q", tc.name, failed, tc.failed)
+		}
+	}
+	// ci runs the first minute of lte with sqmkit's controller
+	r := ciTrace("/repo")
+	if r.Mode != "trace" || r.Seconds != 60 || r.Trace != "/repo/lab/traces/lte.trace" || !slices.Equal(r.Backends, []string{ctlSqmkit}) {
+		t.Errorf("ci trace %+v", r)
+	}
+}

@@ -66,8 +66,17 @@ type planRun struct {
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`
 	// Trace, in trace mode: the capacity trace file; Backends are then
-	// the controllers.
-	Trace string `json:"trace,omitempty"`
+	// the controllers. Seconds, when set, replays only its first seconds.
+	Trace   string `json:"trace,omitempty"`
+	Seconds int    `json:"seconds,omitempty"`
+}
+
+// ciTrace is `ci`'s autorate run: the first minute of lte (a capacity
+// that moves every 100 ms), sqmkit's controller alone, graded by
+// traceChecks. A minute, not the whole trace: 3.5 minutes per controller
+// of the CI's budget; the first minute already holds lte's swings.
+func ciTrace(repo string) planRun {
+	return planRun{Profile: "cable", Backends: []string{ctlSqmkit}, Mode: "trace", Trace: filepath.Join(repo, "lab/traces/lte.trace"), Seconds: 60}
 }
 
 const usageText = `Usage: sqmkit-lab COMMAND
@@ -148,7 +157,7 @@ func main() {
 	case "demo":
 		plan = []planRun{{Profile: "cable", Backends: []string{unshaped, "cake"}}}
 	case "ci":
-		plan = ciPlan
+		plan = append(slices.Clone(ciPlan), ciTrace(repo))
 	case "all":
 		names, err := profile.List(profiles)
 		if err != nil {
@@ -601,7 +610,7 @@ func runGuest(planPath string) int {
 		case "sweep":
 			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
 		case "trace":
-			rs = append(rs, g.traceRuns(p, run.Profile, run.Trace, run.Backends)...)
+			rs = append(rs, g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends)...)
 		default:
 			rs = append(rs, g.profileRuns(p, run.Backends, nil)...)
 		}

@@ -2,7 +2,7 @@ package autorate
 
 import (
 	"context"
-	"net"
+	"fmt"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -54,8 +54,7 @@ type Server struct {
 	Session time.Duration
 
 	mu  sync.Mutex
-	udp *net.UDPConn // one socket for every session
-	rx  *stamped
+	rx  *stamped // one socket for every session
 	pkt []byte
 	cur *serverSession // nil between sessions
 }
@@ -88,9 +87,9 @@ func (s *Server) Run(ctx context.Context) error {
 	defer func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.udp != nil {
-			s.udp.Close()
-			s.udp, s.rx = nil, nil
+		if s.rx != nil {
+			s.rx.close()
+			s.rx = nil
 		}
 	}()
 	backoff := time.Second
@@ -125,23 +124,14 @@ func (s *Server) Run(ctx context.Context) error {
 func (s *Server) open(v6 bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.udp != nil {
+	if s.rx != nil {
 		return nil
 	}
-	network := "udp4"
-	if v6 {
-		network = "udp6"
-	}
-	udp, err := net.ListenUDP(network, nil)
+	rx, err := openStamped(v6, syscall.SOCK_DGRAM, 0, false, bbproto.ProbeMaxSize+1)
 	if err != nil {
-		return err
+		return fmt.Errorf("probe socket: %w", err)
 	}
-	rx, err := newStamped(udp, bbproto.ProbeMaxSize+1)
-	if err != nil {
-		udp.Close()
-		return err
-	}
-	s.udp, s.rx, s.pkt = udp, rx, make([]byte, bbproto.ProbeDefaultSize)
+	s.rx, s.pkt = rx, make([]byte, bbproto.ProbeDefaultSize)
 	return nil
 }
 
@@ -175,7 +165,7 @@ func (s *Server) Probe(now time.Time, out []Raw) []Raw {
 	}
 	cur := s.cur
 	if cur != nil && cur.acked < cur.seq {
-		s.rx.drain(now, func(b []byte, _ syscall.Sockaddr, at time.Time) bool {
+		s.rx.drain(now, func(b []byte, _ netip.Addr, at time.Time) bool {
 			p, err := bbproto.ParseProbe(b)
 			if err != nil || !p.Reply || p.Session != cur.id {
 				return true // a reply of an ended session, or not one of ours
@@ -190,7 +180,7 @@ func (s *Server) Probe(now time.Time, out []Raw) []Raw {
 	if cur != nil && cur.seq < cur.slots {
 		p := bbproto.Probe{Session: cur.id, Seq: cur.seq, ClientSend: time.Now().UnixNano()}
 		p.Marshal(s.pkt)
-		s.udp.WriteToUDPAddrPort(s.pkt, cur.addr) // a failed send is a missing reply
+		s.rx.send(s.pkt, cur.addr) // a failed send is a missing reply
 		cur.seq++
 	}
 	return out

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"sync"
@@ -32,7 +31,6 @@ type Reflectors struct {
 	Log       func(string)
 
 	mu     sync.Mutex // Run opens and closes the socket, Probe uses it
-	conn   net.PacketConn
 	rx     *stamped
 	unpriv bool
 	v6     bool
@@ -59,33 +57,19 @@ func (r *Reflectors) log(format string, a ...any) {
 
 // listen opens the ICMP socket: raw as root (a router), else the
 // unprivileged ping socket Linux offers within net.ipv4.ping_group_range.
-// Both are plain sockets of the net package, so the daemon's tick can
-// read them without waiting (stamped).
-func listen(v6 bool) (c net.PacketConn, unpriv bool, err error) {
-	raw, addr, family, proto := "ip4:icmp", "0.0.0.0", syscall.AF_INET, 1
-	var sa syscall.Sockaddr = &syscall.SockaddrInet4{}
+func listen(v6 bool) (rx *stamped, unpriv bool, err error) {
+	proto := syscall.IPPROTO_ICMP
 	if v6 {
-		raw, addr, family, proto = "ip6:ipv6-icmp", "::", syscall.AF_INET6, 58
-		sa = &syscall.SockaddrInet6{}
+		proto = syscall.IPPROTO_ICMPV6
 	}
-	if c, err = net.ListenPacket(raw, addr); err == nil {
-		return c, false, nil
+	if rx, err = openStamped(v6, syscall.SOCK_RAW, proto, false, 1500); err == nil {
+		return rx, false, nil
 	}
-	fd, err2 := syscall.Socket(family, syscall.SOCK_DGRAM|syscall.SOCK_CLOEXEC, proto)
-	if err2 == nil {
-		if err2 = syscall.Bind(fd, sa); err2 != nil {
-			syscall.Close(fd)
-		}
-	}
-	if err2 == nil {
-		f := os.NewFile(uintptr(fd), "icmp")
-		c, err2 = net.FilePacketConn(f)
-		f.Close()
-	}
+	rx, err2 := openStamped(v6, syscall.SOCK_DGRAM, proto, true, 1500)
 	if err2 != nil {
 		return nil, false, fmt.Errorf("ICMP socket: %v (raw), %v (unprivileged; allow it with sysctl net.ipv4.ping_group_range)", err, err2)
 	}
-	return c, true, nil
+	return rx, true, nil
 }
 
 // Run opens the socket and keeps it for Probe until ctx ends.
@@ -99,17 +83,12 @@ func (r *Reflectors) Run(ctx context.Context) error {
 			return fmt.Errorf("reflectors mix IPv4 and IPv6 (%v, %v): use one family", r.Addrs[0], a)
 		}
 	}
-	c, unpriv, err := listen(v6)
+	rx, unpriv, err := listen(v6)
 	if err != nil {
-		return err
-	}
-	rx, err := newStamped(c.(syscall.Conn), 1500)
-	if err != nil {
-		c.Close()
 		return err
 	}
 	r.mu.Lock()
-	r.conn, r.rx, r.unpriv, r.v6 = c, rx, unpriv, v6
+	r.rx, r.unpriv, r.v6 = rx, unpriv, v6
 	if r.Active <= 0 || r.Active > len(r.Addrs) {
 		r.Active = min(4, len(r.Addrs))
 	}
@@ -123,8 +102,8 @@ func (r *Reflectors) Run(ctx context.Context) error {
 	<-ctx.Done()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.conn.Close()
-	r.conn, r.rx = nil, nil
+	r.rx.close()
+	r.rx = nil
 	return ctx.Err()
 }
 
@@ -133,7 +112,7 @@ func (r *Reflectors) Run(ctx context.Context) error {
 func (r *Reflectors) Probe(now time.Time, out []Raw) []Raw {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.conn == nil {
+	if r.rx == nil {
 		return out
 	}
 	typ := icmp.Type(ipv4.ICMPTypeEcho)
@@ -141,7 +120,7 @@ func (r *Reflectors) Probe(now time.Time, out []Raw) []Raw {
 		typ = ipv6.ICMPTypeEchoRequest
 	}
 	if r.acked != r.seq {
-		r.rx.drain(now, func(b []byte, from syscall.Sockaddr, at time.Time) bool {
+		r.rx.drain(now, func(b []byte, from netip.Addr, at time.Time) bool {
 			if raw, ok := r.reply(b, from, at); ok {
 				raw.At = now
 				out = append(out, raw)
@@ -160,18 +139,14 @@ func (r *Reflectors) Probe(now time.Time, out []Raw) []Raw {
 	binary.BigEndian.PutUint64(body, uint64(time.Now().UnixNano()))
 	m := icmp.Message{Type: typ, Body: &icmp.Echo{ID: r.id, Seq: int(r.seq), Data: body}}
 	b, _ := m.Marshal(nil)
-	var dst net.Addr = &net.IPAddr{IP: to.AsSlice()}
-	if r.unpriv {
-		dst = &net.UDPAddr{IP: to.AsSlice()}
-	}
-	r.conn.WriteTo(b, dst) // a failed send (no route: WAN down) is a missed reply
+	r.rx.send(b, netip.AddrPortFrom(to, 0)) // a failed send (no route: WAN down) is a missed reply
 	return out
 }
 
 // reply reads one datagram: an echo reply of ours is a sample (its delay;
 // the caller stamps it), anything else (a raw socket sees every ICMP
 // message) is not.
-func (r *Reflectors) reply(b []byte, from syscall.Sockaddr, at time.Time) (Raw, bool) {
+func (r *Reflectors) reply(b []byte, addr netip.Addr, at time.Time) (Raw, bool) {
 	proto := 1
 	if r.v6 {
 		proto = 58
@@ -192,13 +167,7 @@ func (r *Reflectors) reply(b []byte, from syscall.Sockaddr, at time.Time) (Raw, 
 	if !ok || (m.Type != ipv4.ICMPTypeEchoReply && m.Type != ipv6.ICMPTypeEchoReply) || (!r.unpriv && e.ID != r.id) || len(e.Data) < 8 {
 		return Raw{}, false
 	}
-	var addr netip.Addr
-	switch a := from.(type) {
-	case *syscall.SockaddrInet4:
-		addr = netip.AddrFrom4(a.Addr)
-	case *syscall.SockaddrInet6:
-		addr = netip.AddrFrom16(a.Addr).Unmap()
-	default:
+	if !addr.IsValid() {
 		return Raw{}, false
 	}
 	r.missed[addr] = 0

@@ -3,11 +3,11 @@ package autorate
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -49,14 +49,14 @@ func (d *Daemon) log(format string, a ...any) {
 	}
 }
 
-// counter is one device's tx_bytes, kept open: a read is one pread
-// (sysfs renders the value again at offset 0). The device's ifindex is
-// read when the file is opened and then every checkEvery reads: a device
-// that went away fails the read, one re-created between two reads (a
-// PPPoE reconnect) has a new ifindex.
+// counter is one device's tx_bytes, kept open: a read is one raw pread
+// (sysfs renders the value again at offset 0; rawsys.go). The device's
+// ifindex is read when the file is opened and then every checkEvery
+// reads: a device that went away fails the read, one re-created between
+// two reads (a PPPoE reconnect) has a new ifindex.
 type counter struct {
 	path  string // the device's /sys/class/net directory
-	f     *os.File
+	fd    int    // -1: closed
 	index int
 	reads int
 	buf   [32]byte
@@ -65,22 +65,24 @@ type counter struct {
 const checkEvery = 10
 
 func (c *counter) read() (bytes uint64, ifindex int, err error) {
-	if c.f != nil && c.reads%checkEvery == 0 {
+	if c.fd >= 0 && c.reads%checkEvery == 0 {
 		if idx, err := readInt(filepath.Join(c.path, "ifindex")); err != nil || idx != c.index {
 			c.close()
 		}
 	}
 	c.reads++
-	if c.f == nil {
+	if c.fd < 0 {
 		if c.index, err = readInt(filepath.Join(c.path, "ifindex")); err != nil {
 			return 0, 0, err
 		}
-		if c.f, err = os.Open(filepath.Join(c.path, "statistics/tx_bytes")); err != nil {
-			return 0, 0, err
+		p := filepath.Join(c.path, "statistics/tx_bytes")
+		if c.fd, err = syscall.Open(p, syscall.O_RDONLY|syscall.O_CLOEXEC, 0); err != nil {
+			c.fd = -1
+			return 0, 0, &os.PathError{Op: "open", Path: p, Err: err}
 		}
 	}
-	n, err := c.f.ReadAt(c.buf[:], 0)
-	if err == nil || err == io.EOF {
+	n, err := rawPread0(c.fd, c.buf[:])
+	if err == nil {
 		bytes, err = strconv.ParseUint(strings.TrimSpace(string(c.buf[:n])), 10, 64)
 	}
 	if err != nil {
@@ -91,9 +93,9 @@ func (c *counter) read() (bytes uint64, ifindex int, err error) {
 }
 
 func (c *counter) close() {
-	if c.f != nil {
-		c.f.Close()
-		c.f = nil
+	if c.fd >= 0 {
+		syscall.Close(c.fd)
+		c.fd = -1
 	}
 }
 
@@ -140,7 +142,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 
 	var counters [2]*counter
 	for dir, dev := range d.Devices {
-		counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev)}
+		counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev), fd: -1}
 		defer counters[dir].close()
 	}
 	baselines := map[string]*Baseline{}

@@ -247,6 +247,25 @@ func TestNotBloated(t *testing.T) {
 	}
 }
 
+// A line rate that passes with its delay near a bar is the knee: no
+// step above it is tried.
+func TestLineNearKnee(t *testing.T) {
+	s := newSim()
+	s.knee, s.slopeMs = 0.9995, 40 // at 100 %: +3 ms median, +8 ms p95
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range r.Steps {
+		if st.Kind != Bidir && st.Share > 1.001 {
+			t.Errorf("a step above the line: %+v", st)
+		}
+	}
+	if r.Download.RateKbit != r.Download.Line.RateKbit || !strings.Contains(r.Download.Why, "knee is there") {
+		t.Errorf("download %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
+	}
+}
+
 func TestNoRate(t *testing.T) {
 	s := newSim()
 	s.knee = 0.3
@@ -289,6 +308,23 @@ func TestBidirLowers(t *testing.T) {
 	}
 	if r.BidirLowered == 0 || !strings.Contains(r.Download.Why, "lowered") || strings.Contains(r.Upload.Why, "lowered") {
 		t.Errorf("download's bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
+	}
+	// the download's knee 6 % lower with both loaded (vdsl × cake,
+	// 35dc46c): a miss by several bars steps down several times 2 % at
+	// once, and lands within the acceptance of the bidirectional best
+	s = newSim()
+	s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.06
+	r, err = Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted := newSim()
+	shifted.knee -= s.bidirShift
+	best := shifted.best(s.down, APlus)
+	if r.BidirLowered > 2 || r.BidirMedian > APlus.MedianMs ||
+		float64(r.Download.RateKbit) < 0.97*float64(best) || float64(r.Download.RateKbit) > 1.01*float64(best) {
+		t.Errorf("download's knee 6%% lower when both load: lowered %d times to %d (bidirectional best %d), +%.1f ms: %s",
+			r.BidirLowered, r.Download.RateKbit, best, r.BidirMedian, r.Download.Why)
 	}
 	s = newSim()
 	s.bidirExtra = 50
