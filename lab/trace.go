@@ -34,7 +34,7 @@ import (
 // The controllers a trace runs with (`sqmkit-lab trace --controllers`).
 const (
 	ctlNone       = "none"              // no shaper
-	ctlStaticMin  = "static-min"        // cake at 95 % of the trace's minimum
+	ctlStaticMin  = "static-min"        // cake at 95 % of the trace's minimum held for a second
 	ctlStaticMean = "static-mean"       // cake at 95 % of its mean
 	ctlSqmkit     = "sqmkit"            // cake + sqmkit autorate, one-way delay from sqmkit serve
 	ctlReflectors = "sqmkit-reflectors" // cake + sqmkit autorate, RTT to ICMP reflectors
@@ -118,8 +118,8 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 	_, dmean, _ := trace.Stats(tr.Down)
 	_, umean, _ := trace.Stats(tr.Up)
 	dmin, umin := int(quantile(floats(tr.Down), 0.05)), int(quantile(floats(tr.Up), 0.05))
-	dlo, _, _ := trace.Stats(tr.Down)
-	ulo, _, _ := trace.Stats(tr.Up)
+	dlo := trace.SustainedMin(tr.Down)
+	ulo := trace.SustainedMin(tr.Up)
 	sh := t.sh
 	stopCtl := func() {}
 	var tree *procevents.Tree

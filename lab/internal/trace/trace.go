@@ -49,6 +49,28 @@ func Stats(v []int) (lo, mean, hi int) {
 	return lo, sum / max(len(v), 1), hi
 }
 
+// SustainedMin is the lowest capacity held for a second: the minimum of
+// the moving one-second means. A dropout (starlink's: 100–400 ms at 0) is
+// not a rate anyone would shape to; a static shaper "at the minimum" set
+// from one read 64 kbit/s and carried nothing (2026-11-23).
+func SustainedMin(v []int) int {
+	n := int(time.Second / Step)
+	if len(v) < n {
+		lo, _, _ := Stats(v)
+		return lo
+	}
+	sum := 0
+	for _, x := range v[:n] {
+		sum += x
+	}
+	lo := sum
+	for i := n; i < len(v); i++ {
+		sum += v[i] - v[i-n]
+		lo = min(lo, sum)
+	}
+	return lo / n
+}
+
 // Names are the generated traces, with their seeds.
 var Names = map[string]uint64{"lte": 1, "starlink": 2, "cable-evening": 3, "steady": 4}
 

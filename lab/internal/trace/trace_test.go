@@ -98,3 +98,21 @@ func TestReadErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestSustainedMin(t *testing.T) {
+	second := func(v int) []int { return []int{v, v, v, v, v, v, v, v, v, v} }
+	for _, tc := range []struct {
+		name string
+		v    []int
+		want int
+	}{
+		{"flat", second(40000), 40000},
+		{"a dropout inside a level", append(append(second(20000), 0, 0, 0), second(20000)...), 14000},
+		{"a lower level that lasts", append(second(30000), second(10000)...), 10000},
+		{"shorter than a second", []int{5, 3, 9}, 3},
+	} {
+		if got := SustainedMin(tc.v); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
