@@ -470,13 +470,13 @@ func TestTraceFigures(t *testing.T) {
 
 func TestSummaryLineNoise(t *testing.T) {
 	m := &accept.Measurement{Tool: "sqmkit dev", Grade: "A", Phases: []accept.Phase{
-		{Name: accept.Download, AddedMedian: 10.9, AddedP95: 26.1, DownMbps: 35, Noise: &noise.Stats{Foreign: 0.031, Steal: 0.052, Max: 4.5}},
+		{Name: accept.Download, AddedMedian: 10.9, AddedP95: 26.1, DownMbps: 35, Noise: &noise.Stats{Foreign: 0.031, Steal: 0.052, Max: 4.5, Busy: 0.634}},
 		{Name: accept.Upload, AddedMedian: 0.8, AddedP95: 2.2, UpMbps: 7}}}
 	fail := result{Status: "fail", Test: m, Checks: []accept.Check{{Name: "download median added ms", Got: 10.9, Want: "<= 5"}}}
 	out := summaryLine(&fail)
 	for _, want := range []string{
 		"FAIL download median added ms = 10.9 (want <= 5)",
-		"host during download: other processes and steal 3.1% of the CPU (gate 10%), vCPUs waited 5.2%, worst 4.5 ms per 10ms",
+		"host during download: other processes and steal 3.1% of the CPU (gate 10%), vCPUs ran 63% and waited 5.2%, worst 4.5 ms per 10ms",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("failed summary lacks %q:\n%s", want, out)

@@ -40,8 +40,8 @@ func noisy(st *noise.Stats) string {
 	if st == nil || st.Foreign <= maxForeign {
 		return ""
 	}
-	return fmt.Sprintf("other processes and the host's steal took %.1f%% of the host's CPU (limit %.0f%%); the vCPUs waited %.1f%% of the time, worst %.1f ms per %v",
-		100*st.Foreign, 100*maxForeign, 100*st.Steal, st.Max, noise.Period)
+	return fmt.Sprintf("other processes and the host's steal took %.1f%% of the host's CPU (limit %.0f%%); the vCPUs ran %.0f%% and waited %.1f%% of the time, worst %.1f ms per %v",
+		100*st.Foreign, 100*maxForeign, 100*st.Busy, 100*st.Steal, st.Max, noise.Period)
 }
 
 // discarded is a phase measurement the gauge threw away.

@@ -459,8 +459,8 @@ func summaryLine(r *result) string {
 	if failed && r.Test != nil {
 		for _, p := range r.Test.Phases {
 			if p.Noise != nil {
-				fmt.Fprintf(&b, "\n    host during %s: other processes and steal %.1f%% of the CPU (gate %.0f%%), vCPUs waited %.1f%%, worst %.1f ms per %v",
-					p.Name, 100*p.Noise.Foreign, 100*maxForeign, 100*p.Noise.Steal, p.Noise.Max, noise.Period)
+				fmt.Fprintf(&b, "\n    host during %s: other processes and steal %.1f%% of the CPU (gate %.0f%%), vCPUs ran %.0f%% and waited %.1f%%, worst %.1f ms per %v",
+					p.Name, 100*p.Noise.Foreign, 100*maxForeign, 100*p.Noise.Busy, 100*p.Noise.Steal, p.Noise.Max, noise.Period)
 			}
 		}
 	}

@@ -47,6 +47,7 @@ const (
 	startFile   = "start"   // "<host wall unix ns of sample 0> <host CPUs>"
 	clockFile   = "clock"   // the host's wall clock, rewritten every Period
 	foreignFile = "foreign" // other processes' CPU ms per Period
+	busyFile    = "busy"    // the vCPU threads' run time, ms per Period, summed
 )
 
 // vcpuName is what QEMU names a vCPU thread with -name debug-threads=on.
@@ -55,8 +56,9 @@ var vcpuName = regexp.MustCompile(`^CPU (\d+)/(TCG|KVM)$`)
 // Source is what Sample reads: cumulative counters, in ns.
 type Source interface {
 	VCPUs() int
-	// RunDelay is vCPU cpu's time runnable but not running.
-	RunDelay(cpu int) (int64, error)
+	// Sched is vCPU cpu's time running and its time runnable but not
+	// running.
+	Sched(cpu int) (run, delay int64, err error)
 	// Foreign is the CPU time every other process on the host used.
 	Foreign() (int64, error)
 }
@@ -103,17 +105,22 @@ func NewQEMU(pid int) (*QEMU, error) {
 // VCPUs is the number of vCPU threads.
 func (q *QEMU) VCPUs() int { return len(q.tids) }
 
-// RunDelay reads the vCPU thread's schedstat.
-func (q *QEMU) RunDelay(cpu int) (int64, error) {
+// Sched reads the vCPU thread's schedstat: its run time and run_delay.
+// A TCG vCPU thread sleeps while its vCPU halts, so its run time is the
+// time the guest kept that CPU busy (plus emulation's own overhead).
+func (q *QEMU) Sched(cpu int) (run, delay int64, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/schedstat", q.pid, q.tids[cpu]))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	f := strings.Fields(string(b))
 	if len(f) < 2 {
-		return 0, fmt.Errorf("schedstat of %d: %q", q.tids[cpu], b)
+		return 0, 0, fmt.Errorf("schedstat of %d: %q", q.tids[cpu], b)
 	}
-	return strconv.ParseInt(f[1], 10, 64)
+	if run, err = strconv.ParseInt(f[0], 10, 64); err == nil {
+		delay, err = strconv.ParseInt(f[1], 10, 64)
+	}
+	return run, delay, err
 }
 
 // clockTick is USER_HZ, the unit of /proc/stat and /proc/PID/stat: 100 on
@@ -175,16 +182,16 @@ func hostBusy(stat string) (int64, error) {
 }
 
 // Sample records src until stop is closed, every Period: per vCPU the ms
-// of run_delay, and (file "foreign") the ms of CPU other processes used.
-// It returns at once on a setup error, else when stopped or when a read
-// fails (the VM is gone).
+// of run_delay, (file "busy") the ms the vCPUs ran, and (file "foreign")
+// the ms of CPU other processes used. It returns at once on a setup
+// error, else when stopped or when a read fails (the VM is gone).
 func Sample(dir string, src Source, stop <-chan struct{}) error {
-	cpus, read := src.VCPUs(), src.RunDelay
+	cpus := src.VCPUs()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	files := make([]*os.File, cpus)
-	last := make([]int64, cpus)
+	last, lastRun := make([]int64, cpus), make([]int64, cpus)
 	for i := range files {
 		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("cpu%d", i)))
 		if err != nil {
@@ -192,10 +199,15 @@ func Sample(dir string, src Source, stop <-chan struct{}) error {
 		}
 		defer f.Close()
 		files[i] = f
-		if last[i], err = read(i); err != nil {
+		if lastRun[i], last[i], err = src.Sched(i); err != nil {
 			return err
 		}
 	}
+	busy, err := os.Create(filepath.Join(dir, busyFile))
+	if err != nil {
+		return err
+	}
+	defer busy.Close()
 	foreign, err := os.Create(filepath.Join(dir, foreignFile))
 	if err != nil {
 		return err
@@ -215,6 +227,11 @@ func Sample(dir string, src Source, stop <-chan struct{}) error {
 		return err
 	}
 	var buf [4]byte
+	put := func(f *os.File, k, ns int64) error {
+		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(float32(ns)/1e6))
+		_, err := f.WriteAt(buf[:], k*4)
+		return err
+	}
 	tick := time.NewTicker(Period)
 	defer tick.Stop()
 	for k := int64(0); ; k++ {
@@ -223,26 +240,29 @@ func Sample(dir string, src Source, stop <-chan struct{}) error {
 			return nil
 		case <-tick.C:
 		}
+		ran := int64(0)
 		for i, f := range files {
-			v, err := read(i)
+			run, delay, err := src.Sched(i)
 			if err != nil {
 				return nil // the VM exited
 			}
-			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(float32(v-last[i])/1e6))
-			last[i] = v
-			if _, err := f.WriteAt(buf[:], k*4); err != nil {
+			ran += run - lastRun[i]
+			if err := put(f, k, delay-last[i]); err != nil {
 				return err
 			}
+			last[i], lastRun[i] = delay, run
+		}
+		if err := put(busy, k, ran); err != nil {
+			return err
 		}
 		v, err := src.Foreign()
 		if err != nil {
 			return nil
 		}
-		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(float32(v-lastForeign)/1e6))
-		lastForeign = v
-		if _, err := foreign.WriteAt(buf[:], k*4); err != nil {
+		if err := put(foreign, k, v-lastForeign); err != nil {
 			return err
 		}
+		lastForeign = v
 		// fixed width, so a reader never sees a shorter number's tail
 		if _, err := clock.WriteAt(fmt.Appendf(nil, "%020d", time.Now().UnixNano()), 0); err != nil {
 			return err
@@ -327,6 +347,10 @@ type Stats struct {
 	// Foreign is the share of the host's CPU capacity that processes
 	// other than qemu used in the window: the load the gate judges.
 	Foreign float64 `json:"foreign"`
+	// Busy is the share of the vCPUs' time they ran: near 1 the emulated
+	// machine had no idle left, and queues grew behind its CPUs rather
+	// than in any qdisc (the lab's link is too fast for this host).
+	Busy float64 `json:"vcpus_busy"`
 }
 
 // Window returns the stats of the samples between from and to.
@@ -340,18 +364,28 @@ func (r *Reader) Window(from, to time.Time) (Stats, error) {
 		v = append(v, s...)
 	}
 	st := summarize(v)
-	fg, err := readSeries(filepath.Join(r.dir, foreignFile), max(r.index(from), 0), r.index(to))
-	if err != nil {
+	if st.Foreign, err = r.share(foreignFile, from, to, r.hostCPUs); err != nil {
 		return st, err
 	}
+	// a run from before the busy series existed has no file: Busy stays 0
+	if _, err := os.Stat(filepath.Join(r.dir, busyFile)); err == nil {
+		st.Busy, err = r.share(busyFile, from, to, len(r.cpus))
+	}
+	return st, err
+}
+
+// share is the mean of a series of ms per Period in the window, as a share
+// of n CPUs' time.
+func (r *Reader) share(file string, from, to time.Time, n int) (float64, error) {
+	s, err := readSeries(filepath.Join(r.dir, file), max(r.index(from), 0), r.index(to))
+	if err != nil || len(s) == 0 {
+		return 0, err
+	}
 	sum := 0.0
-	for _, x := range fg {
+	for _, x := range s {
 		sum += x
 	}
-	if len(fg) > 0 {
-		st.Foreign = sum / (float64(len(fg)) * float64(Period) / 1e6 * float64(r.hostCPUs))
-	}
-	return st, nil
+	return sum / (float64(len(s)) * float64(Period) / 1e6 * float64(n)), nil
 }
 
 // read returns each vCPU's steal per sample from index(from) on, up to

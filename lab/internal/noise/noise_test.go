@@ -7,8 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -16,6 +18,10 @@ import (
 // foreignMs is the other processes' CPU per sample in the fake: 2 ms of a
 // 2-CPU host's 20 ms per period, 10 %.
 var foreignMs = []float32{2, 2, 2, 2, 2, 2, 2, 2, 2, 2}
+
+// busyMs is the two vCPUs' run time per sample in the fake: half their
+// time, all of it in samples 4–6.
+var busyMs = []float32{10, 10, 10, 10, 20, 20, 20, 10, 10, 10}
 
 func writeSeries(dir, name string, v []float32) {
 	b := make([]byte, 4*len(v))
@@ -32,6 +38,7 @@ func fake(t *testing.T, steal ...[]float32) *Reader {
 	start := time.Unix(1000, 0)
 	os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d 2\n", start.UnixNano()), 0o644)
 	writeSeries(dir, foreignFile, foreignMs)
+	writeSeries(dir, busyFile, busyMs)
 	for i, l := range steal {
 		writeSeries(dir, fmt.Sprintf("cpu%d", i), l)
 	}
@@ -77,15 +84,15 @@ func TestWindow(t *testing.T) {
 		from, to int
 		want     Stats
 	}{
-		{"quiet start", 1, 4, Stats{Samples: 6, Steal: 0.9 / 6 / ms, P99: 0.2, Max: 0.2, Foreign: 0.1}},
-		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6, Foreign: 0.1}}, // exactly StallMs is not a stall
-		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18, Foreign: 0.1}},
-		{"before the start", -5, 1, Stats{Samples: 2, Foreign: 0.1}},
+		{"quiet start", 1, 4, Stats{Samples: 6, Steal: 0.9 / 6 / ms, P99: 0.2, Max: 0.2, Foreign: 0.1, Busy: 0.5}},
+		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6, Foreign: 0.1, Busy: 1}}, // exactly StallMs is not a stall
+		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18, Foreign: 0.1, Busy: 0.65}},
+		{"before the start", -5, 1, Stats{Samples: 2, Foreign: 0.1, Busy: 0.5}},
 		{"past the end", 20, 30, Stats{}},
 	} {
 		got, err := r.Window(at(tc.from), at(tc.to))
 		if err != nil || got.Samples != tc.want.Samples || !near(got.Steal, tc.want.Steal) || !near(got.P99, tc.want.P99) ||
-			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) || !near(got.Foreign, tc.want.Foreign) {
+			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) || !near(got.Foreign, tc.want.Foreign) || !near(got.Busy, tc.want.Busy) {
 			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
 		}
 	}
@@ -137,21 +144,22 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// fakeSource grows each vCPU's run_delay by (cpu+1) × 0.25 ms and the
-// foreign CPU by 3 ms per read.
+// fakeSource grows each vCPU's run_delay by (cpu+1) × 0.25 ms, its run
+// time by 4 ms and the foreign CPU by 3 ms per read.
 type fakeSource struct {
-	mu      sync.Mutex
-	delay   []int64
-	foreign int64
+	mu         sync.Mutex
+	run, delay []int64
+	foreign    int64
 }
 
 func (f *fakeSource) VCPUs() int { return len(f.delay) }
 
-func (f *fakeSource) RunDelay(cpu int) (int64, error) {
+func (f *fakeSource) Sched(cpu int) (int64, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delay[cpu] += int64(cpu+1) * 250_000
-	return f.delay[cpu], nil
+	f.run[cpu] += 4_000_000
+	return f.run[cpu], f.delay[cpu], nil
 }
 
 func (f *fakeSource) Foreign() (int64, error) {
@@ -167,7 +175,7 @@ func TestSample(t *testing.T) {
 	dir := t.TempDir()
 	stop := make(chan struct{})
 	done := make(chan error)
-	go func() { done <- Sample(dir, &fakeSource{delay: []int64{0, 0}}, stop) }()
+	go func() { done <- Sample(dir, &fakeSource{run: []int64{0, 0}, delay: []int64{0, 0}}, stop) }()
 	r, err := Open(dir, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +200,9 @@ func TestSample(t *testing.T) {
 	if want := 3.0 / (float64(Period) / 1e6 * float64(r.hostCPUs)); err != nil || !near(st.Foreign, want) {
 		t.Errorf("foreign %v (%v), want %v", st.Foreign, err, want)
 	}
+	if want := 4.0 / (float64(Period) / 1e6); !near(st.Busy, want) {
+		t.Errorf("busy %v, want %v (4 ms of each vCPU's %v)", st.Busy, want, Period)
+	}
 }
 
 // The live source's readers, on a real process: a process without vCPU
@@ -205,8 +216,11 @@ func TestLive(t *testing.T) {
 	if _, err := NewQEMU(c.Process.Pid); err == nil || !strings.Contains(err.Error(), "debug-threads") {
 		t.Errorf("sleep has no vCPU threads: %v", err)
 	}
-	q := &QEMU{pid: os.Getpid(), tids: []int{os.Getpid()}}
-	a, err := q.RunDelay(0)
+	// this goroutine's thread stands in for a vCPU thread
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	q := &QEMU{pid: os.Getpid(), tids: []int{syscall.Gettid()}}
+	ra, a, err := q.Sched(0)
 	if err != nil {
 		t.Skipf("no schedstat here: %v", err)
 	}
@@ -216,10 +230,13 @@ func TestLive(t *testing.T) {
 	}
 	for end := time.Now().Add(50 * time.Millisecond); time.Now().Before(end); {
 	}
-	b, _ := q.RunDelay(0)
+	rb, b, _ := q.Sched(0)
 	fb, err := q.Foreign()
 	if err != nil || b < a || fb < fa-int64(time.Second) {
 		t.Errorf("run_delay %d then %d, foreign %d then %d (%v)", a, b, fa, fb, err)
+	}
+	if rb-ra < int64(10*time.Millisecond) {
+		t.Errorf("50 ms of spinning ran %v", time.Duration(rb-ra))
 	}
 }
 
