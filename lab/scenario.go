@@ -445,6 +445,11 @@ func summaryLine(r *result) string {
 				fmt.Fprintf(&b, " (first 10 s p95 +%.1f)", *p.AddedP95First)
 			}
 			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
+			if p.Noise != nil && p.Noise.Busy > 0 {
+				// every line carries the guest's headroom, so CI logs show
+				// how close a runner's guest comes to maxBusy
+				fmt.Fprintf(&b, " vCPUs %.0f%%", 100*p.Noise.Busy)
+			}
 		}
 	}
 	failed := false
