@@ -579,3 +579,45 @@ func TestPingRuns(t *testing.T) {
 		t.Error("a summary that disagrees with the replies logged was accepted")
 	}
 }
+
+// cleanRun keeps the first quiet measurement, drops the noisy ones before
+// it, gives up after maxReruns, and passes a failure through.
+func TestCleanRun(t *testing.T) {
+	quiet, loud := &noise.Stats{Foreign: 0.01, Busy: 0.7}, &noise.Stats{Foreign: 0.01, Busy: 0.99}
+	for _, tc := range []struct {
+		name              string
+		seq               []*noise.Stats
+		fail              bool
+		measured, dropped int
+		inconclusive      bool
+	}{
+		{"quiet at once", []*noise.Stats{quiet}, false, 1, 0, false},
+		{"no gauge", []*noise.Stats{nil}, false, 1, 0, false},
+		{"quiet on the last try", []*noise.Stats{loud, loud, quiet}, false, 3, 2, false},
+		{"never quiet", []*noise.Stats{loud, loud, loud, quiet}, false, 1 + maxReruns, 1 + maxReruns, true},
+		{"a failed run", []*noise.Stats{loud, quiet}, true, 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			measured, dropped := 0, 0
+			err := cleanRun("trace", func() (*noise.Stats, error) {
+				measured++
+				if tc.fail {
+					return nil, errors.New("sqmkit test failed")
+				}
+				return tc.seq[measured-1], nil
+			}, func(try int, st noise.Stats, why string) {
+				dropped++
+				if try != dropped || st.Busy != loud.Busy || !strings.Contains(why, "vCPUs ran 99%") {
+					t.Errorf("drop(%d, %+v, %q)", try, st, why)
+				}
+			})
+			var inc *inconclusive
+			if measured != tc.measured || dropped != tc.dropped || errors.As(err, &inc) != tc.inconclusive || (tc.fail != (err != nil && !tc.inconclusive)) {
+				t.Errorf("measured %d dropped %d err %v; want %d %d inconclusive %v", measured, dropped, err, tc.measured, tc.dropped, tc.inconclusive)
+			}
+		})
+	}
+	if msg := (&inconclusive{phases: []string{"storm"}, tries: 1}).Error(); !strings.Contains(msg, "no clean storm phase in 1 tries") {
+		t.Errorf("a one-try scenario's inconclusive message: %s", msg)
+	}
+}

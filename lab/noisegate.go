@@ -68,11 +68,18 @@ type discarded struct {
 }
 
 // inconclusive is a scenario the host kept too busy to grade.
-type inconclusive struct{ phases []string }
+type inconclusive struct {
+	phases []string
+	tries  int // 0: 1+maxReruns
+}
 
 func (e *inconclusive) Error() string {
+	tries := e.tries
+	if tries == 0 {
+		tries = 1 + maxReruns
+	}
 	return fmt.Sprintf("inconclusive: host busy (no clean %s phase in %d tries; see discarded in result.json)",
-		strings.Join(e.phases, ", "), 1+maxReruns)
+		strings.Join(e.phases, ", "), tries)
 }
 
 // cleanTest grades the path with `sqmkit test` while the noise gauge
@@ -122,9 +129,29 @@ func keepClean(m accept.Measurement, again func(run, phase string) (accept.Measu
 	}
 	m.Grade = dslGrade(&m)
 	if len(busy) > 0 {
-		return m, out, &inconclusive{busy}
+		return m, out, &inconclusive{phases: busy}
 	}
 	return m, out, nil
+}
+
+// cleanRun measures until the host leaves a measurement alone, at most
+// 1+maxReruns times, handing each noisy one to drop; still noisy after
+// that, the scenario is inconclusive.
+func cleanRun(name string, measure func() (*noise.Stats, error), drop func(try int, st noise.Stats, why string)) error {
+	for try := 1; ; try++ {
+		st, err := measure()
+		if err != nil {
+			return err
+		}
+		why := noisy(st)
+		if why == "" {
+			return nil
+		}
+		drop(try, *st, why)
+		if try > maxReruns {
+			return &inconclusive{phases: []string{name}}
+		}
+	}
 }
 
 // dslGrade is sqmkit test's letter (bbresult.Grades.DSLReports) from the

@@ -26,6 +26,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/linkemu"
+	"github.com/sqmkit/sqmkit/lab/internal/noise"
 	"github.com/sqmkit/sqmkit/lab/internal/procevents"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 	"github.com/sqmkit/sqmkit/lab/internal/trace"
@@ -61,6 +62,9 @@ type traced struct {
 	CPUPerHour float64 `json:"cpu_s_per_hour"`
 	Processes  int     `json:"processes"`
 	Changes    int     `json:"rate_changes"`
+	// Noise is the host gauge over the loaded part of the run (nil
+	// without a gauge); a noisy run is not kept (traceRuns).
+	Noise *noise.Stats `json:"host_noise,omitempty"`
 }
 
 // traceIdle is the probes' idle lead-in before the load: their baseline.
@@ -91,7 +95,24 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 	p.Name = base.Name + "-" + tr.Name
 	var runs []traceRun
 	rs := g.profileRuns(&p, ctls, func(t *topo, ctl string, r *result) error {
-		run, err := g.traceOne(t, tr, profilePath, tracePath, ctl, r)
+		// a run the host disturbed is run again, like a noisy phase
+		// (keepClean): its figures would be the host's, not the
+		// controller's
+		var run traceRun
+		err := cleanRun("trace", func() (*noise.Stats, error) {
+			var err error
+			run, err = g.traceOne(t, tr, profilePath, tracePath, ctl, r)
+			if err != nil {
+				return nil, err
+			}
+			return r.Trace.Noise, nil
+		}, func(try int, st noise.Stats, why string) {
+			name := fmt.Sprintf("trace-%d", try)
+			os.Rename(filepath.Join(r.Dir, "trace.test.json"), filepath.Join(r.Dir, name+".test.json"))
+			r.Discarded = append(r.Discarded, discarded{Phase: "trace", Run: name, Noise: st, Why: why})
+			r.Checks = nil
+			g.say("%s/%s: host noise during the trace (%s)", p.Name, ctl, why)
+		})
 		if err == nil {
 			runs = append(runs, run)
 		}
@@ -259,11 +280,23 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 		x.Processes = tree.Counts().Processes
 	}
 	x.Changes = max(len(rates)-1, 0)
+	if bp := bbPhase(&res, bbresult.PhaseBidir); g.noise != nil && bp != nil {
+		at := func(s float64) time.Time { return res.Started.Add(time.Duration(s * float64(time.Second))) }
+		st, err := g.noise.Window(at(bp.Start), at(bp.End))
+		if err != nil {
+			return fmt.Errorf("noise gauge: %w", err)
+		}
+		x.Noise = &st
+	}
 	r.Trace = &x
 	writeJSON(filepath.Join(r.Dir, "rates.json"), rates)
 	*run = traceRun{ctl: ctl, res: &res, rates: rates}
-	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h, %d processes",
-		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, x.Processes)
+	host := ""
+	if x.Noise != nil {
+		host = fmt.Sprintf("; host: other processes %.1f%%, vCPUs ran %.0f%% and waited %.1f%%", 100*x.Noise.Foreign, 100*x.Noise.Busy, 100*x.Noise.Steal)
+	}
+	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h, %d processes%s",
+		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, x.Processes, host)
 	// a trace run is a measurement (the figures are the result); sqmkit's
 	// own controllers are also held to bars only a following one meets
 	r.Status = "pass"
