@@ -195,7 +195,7 @@ func TestPrintTable(t *testing.T) {
 		Profile: "adsl-atm", Backend: "cake", Status: "limitation", Limitation: "ATM at 1 Mbit/s", Test: m,
 		Checks:      []accept.Check{{Name: "upload median added ms", Got: 10.8, Want: "<= 5"}, {Name: "download goodput", Got: 6.3, Want: ">= 6", OK: true}},
 		CrossChecks: []accept.Check{{Name: "upload Mbit/s", Got: 0.7, Want: "0.8 ± 5% (iperf3+irtt)"}},
-		Start:       &startCost{First: cost{WallMs: 812.4}, Warm: cost{WallMs: 96.2, Processes: 4}},
+		Start:       &startCost{First: cost{WallMs: 812.4}, Warm: cost{WallMs: 96.2, Processes: 4, Execs: 3}},
 	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"},
 		{Profile: "cable", Backend: "fq_codel", Status: "inconclusive", Error: "inconclusive: host busy (no clean upload phase in 3 tries)", Dir: "/r/cable/fq_codel",
 			Discarded: []discarded{{Phase: "upload", Run: "test", Why: "vCPUs stalled"}}},
@@ -208,7 +208,7 @@ func TestPrintTable(t *testing.T) {
 	for _, want := range []string{
 		"\nadsl-atm\nbackend",
 		"cake          limitation  A      2.3 / 25.1",
-		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7               812 / 96             4\n",
+		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7               812 / 96             4 / 3\n",
 		"ext:htb-fifo  pass        A      2.3 / 25.1",
 		"\ncable\nbackend",
 		"adsl-atm/cake: FAIL upload median added ms = 10.8 (want <= 5)",
@@ -242,6 +242,8 @@ func TestNoisy(t *testing.T) {
 		{&noise.Stats{Foreign: maxForeign + 0.001, P99: 3, Max: 40}, true},
 		{&noise.Stats{Foreign: 0.01, Busy: maxBusy, Steal: 0.05}, false},
 		{&noise.Stats{Foreign: 0.01, Busy: maxBusy + 0.001}, true},
+		{&noise.Stats{Foreign: 0.01, Busy: 0.5, Missing: maxMissing}, false},
+		{&noise.Stats{Missing: 1}, true}, // the loaded run at dfcdb4f graded such windows as quiet
 	} {
 		if got := noisy(tc.st); (got != "") != tc.want {
 			t.Errorf("noisy(%+v) = %q, want noisy %v", tc.st, got, tc.want)

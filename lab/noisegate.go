@@ -31,6 +31,12 @@ const maxForeign = 0.10
 // highest); 0.95 leaves a host 15 % slower than this one graded.
 const maxBusy = 0.95
 
+// A load phase whose gauge misses more than maxMissing of its periods is
+// not graded: the host sampler did not see it (it fell behind on a loaded
+// host, or stopped), and a window it never saw is not a quiet one. A
+// phase's end is read a few periods before the sampler has written them.
+const maxMissing = 0.05
+
 // openNoise opens what the host's sampler writes into the results
 // directory (noise.Sample, started by the host beside qemu).
 func openNoise(results string) (*noise.Reader, error) {
@@ -49,6 +55,9 @@ func noisy(st *noise.Stats) string {
 	switch {
 	case st == nil:
 		return ""
+	case st.Missing > maxMissing:
+		return fmt.Sprintf("the host's sampler recorded only %.0f%% of the phase (limit: %.0f%% missing): a phase the gauge did not see is not known to be quiet",
+			100*(1-st.Missing), 100*maxMissing)
 	case st.Busy > maxBusy:
 		return fmt.Sprintf("the vCPUs ran %.0f%% of the time (limit %.0f%%): the emulated CPU had no idle left to forward packets on time; the vCPUs waited %.1f%%, other processes took %.1f%% of the host",
 			100*st.Busy, 100*maxBusy, 100*st.Steal, 100*st.Foreign)

@@ -29,14 +29,14 @@ func row(r result) []string {
 	if s := r.Start; s != nil {
 		cells[7] = fmt.Sprintf("%.0f / %.0f", s.First.WallMs, s.Warm.WallMs)
 		if s.Warm.Processes >= 0 {
-			cells[8] = fmt.Sprint(s.Warm.Processes)
+			cells[8] = fmt.Sprintf("%d / %d", s.Warm.Processes, s.Warm.Execs)
 		}
 	}
 	return cells
 }
 
 var tableHead = []string{"backend", "status", "grade", "download +med/+p95 ms", "upload +med/+p95 ms",
-	"bidir +med/+p95 ms", "goodput down/up Mbit/s", "start first/warm ms", "processes (warm)"}
+	"bidir +med/+p95 ms", "goodput down/up Mbit/s", "start first/warm ms", "processes / execs (warm)"}
 
 // byProfile groups results per profile, in first-seen order.
 func byProfile(rs []result) (names []string, groups map[string][]result) {

@@ -185,7 +185,18 @@ func hostBusy(stat string) (int64, error) {
 // of run_delay, (file "busy") the ms the vCPUs ran, and (file "foreign")
 // the ms of CPU other processes used. It returns at once on a setup
 // error, else when stopped or when a read fails (the VM is gone).
+//
+// Sample k is the period starting at start+k×Period on the host's clock,
+// however late the sampler runs: a ticker drops ticks on a busy host, and
+// counting ticks put the samples ever further behind the clock (a loaded
+// run lagged 59 s in 45 minutes, so the reader's windows found no samples
+// and graded phases as quiet). A reading that comes late covers every
+// period since the last one: its growth is spread evenly over them.
 func Sample(dir string, src Source, stop <-chan struct{}) error {
+	return sample(dir, src, stop, time.Now)
+}
+
+func sample(dir string, src Source, stop <-chan struct{}, now func() time.Time) error {
 	cpus := src.VCPUs()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -222,24 +233,31 @@ func Sample(dir string, src Source, stop <-chan struct{}) error {
 		return err
 	}
 	defer clock.Close()
-	start := time.Now()
+	start := now()
 	if err := os.WriteFile(filepath.Join(dir, startFile), fmt.Appendf(nil, "%d %d\n", start.UnixNano(), runtime.NumCPU()), 0o644); err != nil {
 		return err
 	}
-	var buf [4]byte
-	put := func(f *os.File, k, ns int64) error {
-		binary.LittleEndian.PutUint32(buf[:], math.Float32bits(float32(ns)/1e6))
-		_, err := f.WriteAt(buf[:], k*4)
+	// put writes samples from..k, ns spread evenly over them
+	var from, k int64
+	put := func(f *os.File, ns int64) error {
+		buf := make([]byte, 4*(k-from+1))
+		v := math.Float32bits(float32(ns) / float32(k-from+1) / 1e6)
+		for i := 0; i < len(buf); i += 4 {
+			binary.LittleEndian.PutUint32(buf[i:], v)
+		}
+		_, err := f.WriteAt(buf, from*4)
 		return err
 	}
 	tick := time.NewTicker(Period)
 	defer tick.Stop()
-	for k := int64(0); ; k++ {
+	for ; ; from = k + 1 {
 		select {
 		case <-stop:
 			return nil
 		case <-tick.C:
 		}
+		// the period this reading ends: its time is now's, not the tick's
+		k = max(int64(now().Sub(start)/Period)-1, from)
 		ran := int64(0)
 		for i, f := range files {
 			run, delay, err := src.Sched(i)
@@ -247,24 +265,24 @@ func Sample(dir string, src Source, stop <-chan struct{}) error {
 				return nil // the VM exited
 			}
 			ran += run - lastRun[i]
-			if err := put(f, k, delay-last[i]); err != nil {
+			if err := put(f, delay-last[i]); err != nil {
 				return err
 			}
 			last[i], lastRun[i] = delay, run
 		}
-		if err := put(busy, k, ran); err != nil {
+		if err := put(busy, ran); err != nil {
 			return err
 		}
 		v, err := src.Foreign()
 		if err != nil {
 			return nil
 		}
-		if err := put(foreign, k, v-lastForeign); err != nil {
+		if err := put(foreign, v-lastForeign); err != nil {
 			return err
 		}
 		lastForeign = v
 		// fixed width, so a reader never sees a shorter number's tail
-		if _, err := clock.WriteAt(fmt.Appendf(nil, "%020d", time.Now().UnixNano()), 0); err != nil {
+		if _, err := clock.WriteAt(fmt.Appendf(nil, "%020d", now().UnixNano()), 0); err != nil {
 			return err
 		}
 	}
@@ -351,6 +369,9 @@ type Stats struct {
 	// machine had no idle left, and queues grew behind its CPUs rather
 	// than in any qdisc (the lab's link is too fast for this host).
 	Busy float64 `json:"vcpus_busy"`
+	// Missing is the share of the window's periods the sampler has not
+	// written: a window it never saw tells nothing about the host.
+	Missing float64 `json:"missing,omitempty"`
 }
 
 // Window returns the stats of the samples between from and to.
@@ -366,6 +387,14 @@ func (r *Reader) Window(from, to time.Time) (Stats, error) {
 	st := summarize(v)
 	if st.Foreign, err = r.share(foreignFile, from, to, r.hostCPUs); err != nil {
 		return st, err
+	}
+	lo, hi := max(r.index(from), 0), r.index(to)
+	if hi > lo {
+		got, err := readSeries(filepath.Join(r.dir, foreignFile), lo, hi)
+		if err != nil {
+			return st, err
+		}
+		st.Missing = 1 - float64(len(got))/float64(hi-lo)
 	}
 	// a run from before the busy series existed has no file: Busy stays 0
 	if _, err := os.Stat(filepath.Join(r.dir, busyFile)); err == nil {

@@ -88,10 +88,11 @@ func TestWindow(t *testing.T) {
 		{"stall", 4, 7, Stats{Samples: 6, Steal: 6.6 / 6 / ms, P99: 2, Max: 3, Stalled: 2.0 / 6, Foreign: 0.1, Busy: 1}}, // exactly StallMs is not a stall
 		{"all", 0, 10, Stats{Samples: 18, Steal: 8.0 / 18 / ms, P99: 2, Max: 3, Stalled: 2.0 / 18, Foreign: 0.1, Busy: 0.65}},
 		{"before the start", -5, 1, Stats{Samples: 2, Foreign: 0.1, Busy: 0.5}},
-		{"past the end", 20, 30, Stats{}},
+		{"past the end", 20, 30, Stats{Missing: 1}},
+		{"over the end", 5, 15, Stats{Samples: 8, Steal: 3.9 / 8 / ms, P99: 1, Max: 2, Stalled: 1.0 / 8, Foreign: 0.1, Busy: 0.7, Missing: 0.5}},
 	} {
 		got, err := r.Window(at(tc.from), at(tc.to))
-		if err != nil || got.Samples != tc.want.Samples || !near(got.Steal, tc.want.Steal) || !near(got.P99, tc.want.P99) ||
+		if err != nil || got.Samples != tc.want.Samples || !near(got.Missing, tc.want.Missing) || !near(got.Steal, tc.want.Steal) || !near(got.P99, tc.want.P99) ||
 			!near(got.Max, tc.want.Max) || !near(got.Stalled, tc.want.Stalled) || !near(got.Foreign, tc.want.Foreign) || !near(got.Busy, tc.want.Busy) {
 			t.Errorf("%s: %+v %v, want %+v", tc.name, got, err, tc.want)
 		}
@@ -259,5 +260,53 @@ func TestHostBusy(t *testing.T) {
 		if (err != nil) != tc.err || got != tc.want {
 			t.Errorf("%s: got %d, %v; want %d, error %v", tc.name, got, err, tc.want, tc.err)
 		}
+	}
+}
+
+// A sampler that runs late (here every reading comes three periods after
+// the last) still writes sample k for the period at start+k×Period, each
+// reading's growth spread over the periods it covers: counting ticks
+// instead put the samples behind the clock and left later windows empty.
+func TestSampleLate(t *testing.T) {
+	dir := t.TempDir()
+	base := time.Unix(2000, 0)
+	var mu sync.Mutex
+	calls := 0
+	now := func() time.Time { // start, then two calls per reading
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return base.Add(time.Duration(3*(calls/2)) * Period)
+	}
+	stop, done := make(chan struct{}), make(chan error)
+	go func() {
+		done <- sample(dir, &fakeSource{run: []int64{0, 0}, delay: []int64{0, 0}}, stop, now)
+	}()
+	stopClock := tickClock(t, dir, 0)
+	r, err := Open(dir, 2*time.Second)
+	stopClock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.start = base
+	time.Sleep(20 * Period)
+	close(stop)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	per, err := r.PerCPU(base, base.Add(9*Period))
+	if err != nil || len(per) != 2 || len(per[0]) != 9 {
+		t.Fatalf("per vCPU %v %v, want 9 samples each", per, err)
+	}
+	for cpu, s := range per {
+		for k, v := range s {
+			if want := float64(cpu+1) * 0.25 / 3; !near(v, want) {
+				t.Fatalf("vCPU %d sample %d: %v ms, want %v", cpu, k, v, want)
+			}
+		}
+	}
+	st, err := r.Window(base, base.Add(9*Period))
+	if err != nil || st.Missing != 0 || !near(st.Busy, 4.0/3/(float64(Period)/1e6)) {
+		t.Errorf("window %+v %v: want no period missing, busy a third of the fake's per-reading run", st, err)
 	}
 }
