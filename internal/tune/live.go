@@ -54,6 +54,17 @@ const (
 	DefaultLineUp = 12 * time.Second
 )
 
+// confirmIdle is the confirming test's idle phase, before and after.
+const confirmIdle = 2 * time.Second
+
+// phase is the test time of a loaded phase of n: its idle baseline
+// before and after.
+func (l *Live) phase(n time.Duration) time.Duration { return 2*l.Idle + n }
+
+// confirmCost is the test time of the confirming test: an idle
+// baseline, the three loaded phases, an idle end.
+func (l *Live) confirmCost() time.Duration { return 2*confirmIdle + 3*l.Step }
+
 // SetRates changes the running shaper's rates.
 func (l *Live) SetRates(_ context.Context, down, up int) error {
 	r := apply.Rate(l.Target, config.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)
@@ -82,7 +93,7 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	case Bidir:
 		cfg.Bidir = n
 	}
-	if l.Budget > 0 && l.Spent+2*l.Idle+n > l.Budget {
+	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
 	res, err := bbtest.Run(ctx, cfg)
@@ -96,7 +107,7 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 		}
 		res, err = bbtest.Run(ctx, cfg)
 	}
-	l.Spent += 2*l.Idle + n
+	l.Spent += l.phase(n)
 	if err != nil {
 		return Phase{}, err
 	}

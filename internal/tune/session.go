@@ -69,6 +69,17 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	l.Budget = s.Budget
 	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(q),
 		Progress: s.Log}
+	if s.Budget > 0 {
+		// The budget is the whole tune's: the line measurements and one
+		// confirming test come off it first, and the search gets the
+		// steps that are left (vdsl × cake, cd9ac87: 158 s of search and
+		// two confirms made 202 s of a 180 s budget).
+		fixed := l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost()
+		if cfg.MaxSteps = int((s.Budget - fixed) / l.phase(l.Step)); cfg.MaxSteps < minSteps {
+			return o, fmt.Errorf("a test-time budget of %v holds the line measurements and a confirming test (%v) and %d search steps of %v, want %d; give a --budget of at least %v",
+				s.Budget, fixed, max(0, cfg.MaxSteps), l.phase(l.Step), minSteps, (fixed + minSteps*l.phase(l.Step)).Round(time.Second))
+		}
+	}
 	if o.Report, err = Search(ctx, l, cfg); err != nil {
 		return o, err
 	}
@@ -76,9 +87,9 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	for try := 0; ; try++ {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
 		full := l.Test
-		full.Idle, full.Download, full.Upload, full.Bidir = 2*time.Second, l.Step, l.Step, l.Step
+		full.Idle, full.Download, full.Upload, full.Bidir = confirmIdle, l.Step, l.Step, l.Step
 		o.Confirm, err = s.confirm(ctx, full)
-		l.Spent += 4*time.Second + 3*l.Step
+		l.Spent += l.confirmCost()
 		if err != nil {
 			return o, fmt.Errorf("confirming test: %w", err)
 		}
@@ -106,6 +117,9 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		// hold on this link now, and no step of 2 % fixes that.
 		if try > 0 || !near(s.Target, p.AddedMedian, p.AddedP95) {
 			return o, fail
+		}
+		if s.Budget > 0 && l.Spent+l.confirmCost() > s.Budget {
+			return o, fmt.Errorf("%w; the test-time budget has no room to lower it and confirm again (%v used of %v)", fail, l.Spent.Round(time.Second), s.Budget)
 		}
 		lower := []*Choice{r.choice(k)}
 		if k == Bidir {

@@ -170,6 +170,33 @@ func TestSessionRestores(t *testing.T) {
 	}
 }
 
+// The budget is the whole tune's, the confirming test included: a
+// session given just enough finishes inside it, one given too little
+// says how much it needs before it changes anything.
+func TestSessionBudget(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs about 20 s of loopback tests")
+	}
+	s, k, _ := session(t, false)
+	l := s.Live
+	s.Budget = l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost() + minSteps*l.phase(l.Step) + l.phase(l.Step)/2
+	o, err := s.Run(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Spent > s.Budget || o.Confirm == nil {
+		t.Errorf("spent %v of a %v budget (confirmed: %v)", o.Spent, s.Budget, o.Confirm != nil)
+	}
+	if !atRates(t, s, k, 20000, 10000) {
+		t.Error("the shaper was not restored to 20000/10000")
+	}
+	s, _, _ = session(t, false)
+	s.Budget = 10 * time.Second
+	if _, err := s.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "--budget of at least") || s.Live.Spent != 0 {
+		t.Errorf("a budget too small: %v after %v of tests", err, s.Live.Spent)
+	}
+}
+
 func TestSessionRefusesUnshaped(t *testing.T) {
 	s, k, _ := session(t, false)
 	k.Batch("tc", true, [][]string{{"qdisc", "del", "dev", "wan", "root"}})

@@ -80,7 +80,13 @@ type Config struct {
 	RatePerGoodput float64
 	// Resolution is the search's step, a share of the line rate.
 	Resolution float64
-	Progress   func(string) // one line per step
+	// MaxSteps bounds the loaded phases after the two line measurements
+	// (0: no bound); a session derives it from its test-time budget. Steps
+	// that only refine (a finer bisection, a look above the line, a second
+	// phase of a borderline step) give way to it; the ones every answer
+	// needs do not.
+	MaxSteps int
+	Progress func(string) // one line per step
 }
 
 // Line is a measured line rate.
@@ -182,11 +188,23 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 	if err := l.SetRates(ctx, 0, r.Upload.Line.RateKbit); err != nil {
 		return r, err
 	}
-	for _, k := range []Kind{Download, Upload} {
-		if err := s.direction(ctx, k); err != nil {
+	// What a bounded search keeps for later while it searches: each
+	// direction needs two steps (95 % and the line, or 95 % and 85 %) and
+	// the bidirectional check bidirReserve; the refining steps left over
+	// are shared, half of them the download's at most. The bidirectional
+	// check gets the most because a search that cannot finish it writes
+	// nothing, where a bisection cut short costs a percent of the rate.
+	pool := max(0, c.MaxSteps-minSteps)
+	for _, d := range []struct {
+		k       Kind
+		reserve int
+	}{{Download, 2 + bidirReserve + pool - pool/2}, {Upload, bidirReserve}} {
+		s.reserve = d.reserve
+		if err := s.direction(ctx, d.k); err != nil {
 			return r, err
 		}
 	}
+	s.reserve = 0
 	return r, s.bidir(ctx)
 }
 
@@ -194,6 +212,21 @@ type search struct {
 	l Link
 	c Config
 	r *Report
+	// used counts the loaded phases after the line measurements; reserve
+	// is how many of c.MaxSteps the steps still to come need.
+	used, reserve int
+}
+
+// afford says whether n more refining steps fit in c.MaxSteps beside the
+// reserve.
+func (s *search) afford(n int) bool {
+	return s.c.MaxSteps == 0 || s.used+n+s.reserve <= s.c.MaxSteps
+}
+
+// load runs one search step's phase.
+func (s *search) load(ctx context.Context, k Kind) (Phase, error) {
+	s.used++
+	return s.l.Load(ctx, k, false)
 }
 
 func (s *search) choice(k Kind) *Choice { return s.r.choice(k) }
@@ -295,14 +328,14 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 	return st, nil
 }
 
-// measure runs one loaded phase of kind k and, when it is borderline, a
-// second one: the mean of both (every figure, the one-way shares too) is
-// what is judged.
+// measure runs one loaded phase of kind k and, when a second one could
+// turn its verdict (and fits the budget), that one too: the mean of both
+// (every figure, the one-way shares too) is what is judged.
 func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
-	if p, err = s.l.Load(ctx, k, false); err != nil || !near(s.c.Target, p.AddedMedian, p.AddedP95) {
+	if p, err = s.load(ctx, k); err != nil || !unsure(s.c.Target, p.AddedMedian, p.AddedP95) || !s.afford(1) {
 		return p, false, err
 	}
-	q, err := s.l.Load(ctx, k, false)
+	q, err := s.load(ctx, k)
 	if err != nil {
 		return p, false, err
 	}
@@ -341,6 +374,17 @@ func near(t Target, med, p95 float64) bool {
 	return in(med, t.MedianMs) || in(p95, t.P95Ms)
 }
 
+// unsure: a second phase could turn the verdict: a pass within
+// borderline of a bar, or a miss by no more than borderline on every bar
+// it missed. A median at twice its bar is a miss whatever its p95 (vdsl
+// × cake, cd9ac87: +10.5 ms measured twice because its p95 was near 15).
+func unsure(t Target, med, p95 float64) bool {
+	if meets(t, med, p95) {
+		return near(t, med, p95)
+	}
+	return med <= (1+borderline)*t.MedianMs && p95 <= (1+borderline)*t.P95Ms
+}
+
 // direction bisects direction k's rate between Floor and 110 % of the
 // measured line, starting where the usual advice does (95 %), to
 // c.Resolution.
@@ -371,8 +415,12 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		// rate's delay already rose toward a bar: the knee is there
 		// (vdsl's download, +3.1 ms at 100 %, missed by 222 ms at 103 %),
 		// and test time is budgeted.
+		short := false // the budget, not the link, ended the look above
 		for _, share := range aboveLine {
 			if !top.Pass || !clear(s.c.Target, top.AddedMedian, top.AddedP95) {
+				break
+			}
+			if short = !s.afford(1); short {
 				break
 			}
 			st, err := s.try(ctx, k, at(share))
@@ -386,6 +434,10 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			lo, c.GoodputKbit = st.RateKbit, st.GoodputKbit
 		}
 		switch {
+		case hi == 0 && short:
+			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
+			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", s.c.Target.Name)
+			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
 		case hi == 0 && lo > line:
 			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
 			c.Why = fmt.Sprintf("the line meets %s even %.0f%% above its measured rate: not bloated here, shaped at the line rate",
@@ -416,7 +468,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 				k, ErrNoRate, 100*Floor, at(Floor))
 		}
 	}
-	for hi-lo > step {
+	for hi-lo > step && s.afford(1) {
 		mid := (lo + hi) / 2
 		st, err := s.try(ctx, k, mid)
 		if err != nil {
@@ -430,6 +482,9 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 	}
 	c.RateKbit = lo
 	c.Why = fmt.Sprintf("the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", s.c.Target.Name, lo, hi)
+	if hi-lo > step {
+		c.Why += fmt.Sprintf(" (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
+	}
 	return s.l.SetRates(ctx, pick(k == Download, lo), pick(k == Upload, lo))
 }
 
@@ -450,6 +505,16 @@ const (
 	bidirLowerings = 4
 	bidirStep      = 0.02
 )
+
+// bidirReserve is the steps a bounded search keeps for the bidirectional
+// check: a miss, a lowering by several steps at once, a borderline one
+// measured twice (the model of vdsl's 6 % lower bidirectional knee takes
+// four).
+const bidirReserve = 4
+
+// minSteps is the smallest bound a search can finish in: two steps per
+// direction and the bidirectional reserve.
+const minSteps = 4 + bidirReserve
 
 // missSteps is how many bidirStep a bidirectional miss is worth: its
 // delay as a multiple of the bar, rounded, 1 to 3. A miss by twice the
@@ -478,6 +543,10 @@ func (s *search) bidir(ctx context.Context) error {
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
 				ErrNoRate, st.AddedMedian, st.AddedP95, n)
+		}
+		if !s.afford(1) {
+			return fmt.Errorf("bidirectional: +%.1f/+%.1f ms after lowering the rates %d times, and the test-time budget has no step left; give a larger --budget",
+				st.AddedMedian, st.AddedP95, n)
 		}
 		s.r.BidirLowered++
 		step := bidirStep * missSteps(s.c.Target, st.AddedMedian, st.AddedP95)
