@@ -139,8 +139,11 @@ func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 		if !st.Pass {
 			v = "misses"
 		}
-		if st.Again {
+		switch {
+		case st.Again:
 			v += " (measured twice)"
+		case st.Unsettled:
+			v += " (borderline, no budget to measure again)"
 		}
 		rate, share := fmt.Sprint(st.RateKbit), fmt.Sprintf("%.0f", 100*st.Share)
 		if st.Kind == tune.Bidir {

@@ -116,6 +116,9 @@ type Step struct {
 	GoodputKbit           int
 	Pass                  bool
 	Again                 bool // borderline: measured twice, judged on the mean
+	// Unsettled: a borderline pass the budget had no phase to measure
+	// again, counted as a miss.
+	Unsettled bool
 }
 
 // Choice is one direction's result.
@@ -318,9 +321,19 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 	}
 	st.AddedMedian, st.AddedP95, st.GoodputKbit, st.Again = p.AddedMedian, p.AddedP95, p.goodput(k), again
 	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
+	// A borderline pass on one phase is a coin toss at the knee; with no
+	// phase left to settle it, take the side that keeps the grade (cable ×
+	// cake, edc0dd2: the upload passed once at +4.6 ms, 102 % of the line,
+	// and the confirming test missed there at +7.7 ms).
+	if st.Pass && !again && unsure(s.c.Target, st.AddedMedian, st.AddedP95) {
+		st.Pass, st.Unsettled = false, true
+	}
 	s.r.Steps = append(s.r.Steps, st)
 	verdict := "meets " + s.c.Target.Name
-	if !st.Pass {
+	switch {
+	case st.Unsettled:
+		verdict = "borderline, and no budget to measure it again: counted as a miss"
+	case !st.Pass:
 		verdict = "misses " + s.c.Target.Name
 	}
 	s.say("%s at %d kbit/s (%.0f%% of line): +%.1f/+%.1f ms, %d kbit/s goodput: %s%s",

@@ -389,6 +389,12 @@ func TestBorderlineMeasuredTwice(t *testing.T) {
 // rate meets the target on the model, and with the steps the default
 // budget leaves (14) it is as close to the best as an unbounded search.
 func TestSearchBudget(t *testing.T) {
+	unsettled := 0
+	defer func() {
+		if unsettled == 0 {
+			t.Error("no borderline pass was left unsettled by a bound; the test does not test it")
+		}
+	}()
 	for _, tc := range []struct {
 		name  string
 		setup func(*sim)
@@ -398,6 +404,7 @@ func TestSearchBudget(t *testing.T) {
 		{"knee low", func(s *sim) { s.knee = 0.85 }},
 		{"not bloated", func(s *sim) { s.flat = true }},
 		{"bidirectional lowers", func(s *sim) { s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.06 }},
+		{"gentle knee", func(s *sim) { s.slopeMs = 2 }},
 	} {
 		for _, steps := range []int{minSteps, 10, 12, 14, 20} {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, steps), func(t *testing.T) {
@@ -414,6 +421,14 @@ func TestSearchBudget(t *testing.T) {
 						t.Fatalf("%d steps: %v", steps, err)
 					}
 					return
+				}
+				for _, st := range r.Steps {
+					if st.Kind != Bidir && st.Pass && !st.Again && unsure(APlus, st.AddedMedian, st.AddedP95) {
+						t.Errorf("a borderline pass measured once was kept: %+v", st)
+					}
+					if st.Unsettled {
+						unsettled++
+					}
 				}
 				if steps == minSteps && !strings.Contains(r.Download.Why+r.Upload.Why, "budget") {
 					t.Errorf("the smallest bound did not bind: %q, %q", r.Download.Why, r.Upload.Why)
