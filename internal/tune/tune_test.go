@@ -327,6 +327,23 @@ func TestBidirLowers(t *testing.T) {
 		t.Errorf("download's knee 6%% lower when both load: lowered %d times to %d (bidirectional best %d), +%.1f ms: %s",
 			r.BidirLowered, r.Download.RateKbit, best, r.BidirMedian, r.Download.Why)
 	}
+	// a line read low: the one-way search settles above the measured
+	// line, where the bidirectional phase meets a cliff and misses by
+	// far; the first lowering goes back to the line, not three steps
+	// under it (cable × fq_codel, edc0dd2)
+	s = newSim()
+	s.lineRead, s.knee, s.bidirShift = 0.985, 0.995, 0.01
+	r, err = Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted = newSim()
+	shifted.knee -= s.bidirShift
+	best = shifted.best(s.down, APlus)
+	if !strings.Contains(r.Download.Why, "back to the line") || float64(r.Download.RateKbit) < 0.99*float64(best) || r.BidirMedian > APlus.MedianMs {
+		t.Errorf("a bidirectional miss above the line: %d kbit/s (bidirectional best %d, line %d), +%.1f ms: %s",
+			r.Download.RateKbit, best, r.Download.Line.RateKbit, r.BidirMedian, r.Download.Why)
+	}
 	s = newSim()
 	s.bidirExtra = 50
 	if _, err := Search(context.Background(), s, searchConfig()); !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "bidirectional") {
