@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,13 +48,8 @@ func (g *guest) hotplugRuns(p *profile.Profile, backends []string) []result {
 		r := result{Profile: p.Name, Backend: "hotplug:" + b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit,
 			Dir: filepath.Join(g.out, p.Name, "hotplug-"+b)}
 		os.MkdirAll(r.Dir, 0o755)
-		var inc *inconclusive
-		if err := g.hotplug(p, b, &r); errors.As(err, &inc) {
-			r.Status, r.Error = "inconclusive", err.Error()
-		} else if err != nil {
-			r.Status, r.Error = "error", err.Error()
-		}
-		g.say("%s/hotplug:%s: %s%s", p.Name, b, strings.ToUpper(r.Status), summaryLine(&r))
+		r.ended(g.hotplug(p, b, &r))
+		g.say("%s/hotplug:%s: %s", p.Name, b, r.line())
 		writeJSON(filepath.Join(r.Dir, "result.json"), &r)
 		rs = append(rs, r)
 	}

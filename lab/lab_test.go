@@ -623,3 +623,23 @@ func TestCleanRun(t *testing.T) {
 		t.Errorf("a one-try scenario's inconclusive message: %s", msg)
 	}
 }
+
+// A scenario's verdict line says "inconclusive" once (the hotplug storm
+// printed "INCONCLUSIVE: inconclusive: host busy" at 19995d8), an error
+// and a failure say what they are.
+func TestResultLine(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{&inconclusive{phases: []string{"storm"}, tries: 1}, "inconclusive: host busy (no clean storm phase in 1 tries"},
+		{errors.New("no PPPoE session"), "ERROR: no PPPoE session"},
+		{nil, "PASS"},
+	} {
+		r := result{Status: "pass"}
+		r.ended(tc.err)
+		if got := r.line(); !strings.HasPrefix(got, tc.want) || strings.Count(strings.ToLower(got), "inconclusive") > 1 {
+			t.Errorf("%v: %q, want it to begin %q", tc.err, got, tc.want)
+		}
+	}
+}

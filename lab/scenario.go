@@ -142,22 +142,12 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string, each func(*to
 		default:
 			err = g.shaped(t, b, &r)
 		}
-		var inc *inconclusive
-		switch {
-		case errors.As(err, &inc):
-			r.Status, r.Error = "inconclusive", err.Error()
-		case err != nil:
-			r.Status, r.Error = "error", err.Error()
-		}
+		r.ended(err)
 		r.Limitation = p.Limitations[limitationKey(b)]
 		if r.Status == "fail" && r.Limitation != "" {
 			r.Status = "limitation"
 		}
-		line := strings.ToUpper(r.Status) + summaryLine(&r)
-		if r.Status == "inconclusive" {
-			line = summaryLine(&r)[2:] // the error says it
-		}
-		g.say("%s/%s: %s", p.Name, r.Backend, line)
+		g.say("%s/%s: %s", p.Name, r.Backend, r.line())
 		writeJSON(filepath.Join(sdir, "result.json"), &r)
 		rs = append(rs, r)
 	}
@@ -427,6 +417,27 @@ func leftovers(before, after string, ifbBefore, ifbAfter []string, keepIFB bool)
 		left = append(left, l)
 	}
 	return left
+}
+
+// ended records how a scenario's run ended: a host too busy to grade
+// is inconclusive, any other error is the scenario's.
+func (r *result) ended(err error) {
+	var inc *inconclusive
+	switch {
+	case errors.As(err, &inc):
+		r.Status, r.Error = "inconclusive", err.Error()
+	case err != nil:
+		r.Status, r.Error = "error", err.Error()
+	}
+}
+
+// line is the scenario's one-line verdict; an inconclusive one's error
+// already begins with the word.
+func (r *result) line() string {
+	if r.Status == "inconclusive" {
+		return summaryLine(r)[2:]
+	}
+	return strings.ToUpper(r.Status) + summaryLine(r)
 }
 
 func summaryLine(r *result) string {
