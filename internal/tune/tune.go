@@ -565,11 +565,11 @@ func (s *search) bidir(ctx context.Context) error {
 		step := bidirStep * missSteps(s.c.Target, st.AddedMedian, st.AddedP95)
 		for _, c := range lowered(p, d, u) {
 			// Above the measured line the delay is a cliff, not a slope:
-			// a rate the link cannot carry with both loaded queues without
-			// bound, so how far it missed says nothing of how far the knee
-			// is. Back to the line first (cable × fq_codel, edc0dd2: +12.6
-			// ms at 101 % of the line bought three steps, 6 %, to 96.5 %
-			// of the sweep's best).
+			// the link cannot carry the rate, its own queue grows without
+			// bound, and the size of the miss says nothing of the distance
+			// to the knee. Back to the line first (cable × fq_codel,
+			// edc0dd2: +12.6 ms at 101 % of the line bought three steps,
+			// 6 %, and landed at 96.5 % of the sweep's best).
 			if line := c.Line.RateKbit; c.RateKbit > line && float64(line) >= float64(c.RateKbit)*(1-step) {
 				c.Why += fmt.Sprintf("; back to the line rate from %.1f%% of it for the bidirectional phase", 100*float64(c.RateKbit)/float64(line))
 				c.RateKbit = line
