@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -157,19 +158,13 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	// The graft's window is as long as the guest takes to pass an RCU
 	// grace period: a busy host stretches it, so a noisy storm's pings
 	// are not graded, and the scenario, if all else passes, is
-	// inconclusive (the storm runs on a bare link: it cannot be re-run
-	// on the same session).
-	stormNoise := ""
-	if g.noise != nil {
-		st, err := g.noise.Window(start, time.Now())
-		if err != nil {
-			return fmt.Errorf("noise gauge: %w", err)
-		}
-		if stormNoise = noisy(&st); stormNoise != "" {
-			r.Discarded = append(r.Discarded, discarded{Phase: "storm", Run: "storm", Noise: st, Why: stormNoise})
-		}
+	// inconclusive.
+	stormNoise := g.quietStretch("storm", start, r)
+	var inc *inconclusive
+	if stormNoise != nil && !errors.As(stormNoise, &inc) {
+		return stormNoise
 	}
-	if stormNoise == "" {
+	if stormNoise == nil {
 		runs, longest := pl.runs()
 		check(fmt.Sprintf("runs of pings lost of %d during the storm (%d lost)", pl.sent, pl.lost()), float64(runs), "<= 1 (one apply grafts the root once)", runs <= 1 && pl.sent > 500)
 		check("longest run of pings lost", float64(longest), fmt.Sprintf("<= %d (the graft's grace period; a redirect to an unshaped IFB drops every one)", maxGraftLoss), longest <= maxGraftLoss)
@@ -221,8 +216,8 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	}
 	check("qdiscs/IFBs left after ifdown (nss: the port's queue stays, the port is up)", float64(len(left)), "0 "+strings.Join(left, "; "), len(left) == 0)
 	r.Status = status(r.Checks)
-	if stormNoise != "" && r.Status == "pass" {
-		return &inconclusive{phases: []string{"storm"}, tries: 1}
+	if stormNoise != nil && r.Status == "pass" {
+		return stormNoise
 	}
 	return nil
 }

@@ -445,6 +445,53 @@ func TestAgainstSweep(t *testing.T) {
 	}
 }
 
+// Without a sweep, tune's rate is held to a floor of the line (make
+// test's regression guard): 90 % of it, and no more than tune's own look
+// above it.
+func TestAgainstLine(t *testing.T) {
+	for _, c := range []struct {
+		tuned, line int
+		ok          bool
+	}{
+		{38078, 40000, true}, {36000, 40000, true}, {35999, 40000, false}, // 90 %
+		{34209, 40000, false}, // nss before the transient rule: 86 %
+		{44000, 40000, true}, {44001, 40000, false},
+		{0, 40000, false},
+	} {
+		if got := againstLine("download", c.tuned, c.line); got.OK != c.ok {
+			t.Errorf("tuned %d, line %d: %+v", c.tuned, c.line, got)
+		}
+	}
+}
+
+// A stretch the lab cannot re-run phase by phase (tune, its sweep, the
+// hotplug storm) is judged as one window: a noisy one is recorded and
+// makes the scenario inconclusive, whatever the stretch returned.
+func TestJudgeStretch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		st    noise.Stats
+		noisy bool
+	}{
+		{"quiet", noise.Stats{Foreign: 0.02, Busy: 0.6}, false},
+		{"busy loops beside", noise.Stats{Foreign: 0.45, Busy: 0.6}, true},
+		{"saturated vCPUs", noise.Stats{Foreign: 0.02, Busy: 0.97}, true},
+		{"unseen by the sampler", noise.Stats{Foreign: 0.02, Busy: 0.6, Missing: 0.2}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r result
+			err := judgeStretch("tune", tc.st, &r)
+			var inc *inconclusive
+			if errors.As(err, &inc) != tc.noisy || (err != nil) != tc.noisy || (len(r.Discarded) == 1) != tc.noisy {
+				t.Fatalf("err %v, discarded %+v; want noisy %v", err, r.Discarded, tc.noisy)
+			}
+			if tc.noisy && (r.Discarded[0].Phase != "tune" || r.Discarded[0].Why == "" || !strings.Contains(err.Error(), "no clean tune phase in 1 tries")) {
+				t.Errorf("discarded %+v, err %v", r.Discarded[0], err)
+			}
+		})
+	}
+}
+
 // A trace run's figures: utilisation against the trace's capacity over the
 // loaded part, added delay over the lead-in's lowest delay, per direction.
 func TestTraceFigures(t *testing.T) {

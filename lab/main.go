@@ -28,11 +28,16 @@ import (
 
 // ciPlan is what `make test` runs in the lab: every backend on cable, nss
 // on the worked example's VDSL (PPPoE over VLAN 7), the OpenWrt package's
-// cake script the way sqm-scripts runs it, and the hotplug scenario.
+// cake script the way sqm-scripts runs it, the hotplug scenario, and one
+// tune: cake on cable, the default backend on the profile most users have,
+// ~5 minutes of CI (a sweep beside it would add 3 more per direction
+// searched, so make test holds tune to the floor of againstLine and
+// make lab's runs with --sweep hold it to the acceptance).
 var ciPlan = []planRun{
 	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss", "qos:sqmkit-cake.qos"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{"cake"}, Mode: "hotplug"},
+	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune"},
 }
 
 // qosBackends are the OpenWrt package's .qos scripts.
@@ -65,6 +70,8 @@ type planRun struct {
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`
+	// IPv6, in tune mode: sqmkit tune reaches the server over IPv6.
+	IPv6 bool `json:"ipv6,omitempty"`
 	// Trace, in trace mode: the capacity trace file; Backends are then
 	// the controllers. Seconds, when set, replays only its first seconds.
 	Trace   string `json:"trace,omitempty"`
@@ -83,14 +90,16 @@ const usageText = `Usage: sqmkit-lab COMMAND
 
   demo   cable unshaped vs cake, both grades side by side (make demo)
   ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
-         the hotplug scenario with cake (make lab-ci, make test)
+         the hotplug scenario with cake, tune on cable × cake, lte's first minute under sqmkit
+         autorate (make lab-ci, make test)
   all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
          with every backend; prints one table per profile and rewrites README.md's results (make lab)
   run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]
   report RESULTS-DIR [--readme FILE]  the tables of a finished run again (and into FILE's results)
   hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session
-  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep]  sqmkit tune --write from the router, then
-         the full grade at the rates it wrote; --sweep measures the sweep first and checks tune against it
+  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep] [-6]  sqmkit tune --write from the router, then
+         the full grade at the rates it wrote; --sweep measures the sweep first and checks tune against it;
+         -6 tunes over IPv6 (not on PPPoE profiles)
   sweep  --profile NAME|PATH [--backends cake,fq_codel,nss] [--from 80] [--to 100] [--stop N]  every shaper rate
          from FROM to TO percent of the line in 1 % steps per direction: the best A+ rate (--stop N: a direction
          ends after N passing steps in a row)
@@ -217,8 +226,10 @@ func main() {
 		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
 		sp := sweepSpec{From: 80, To: 100}
 		withSweep := name == "sweep"
+		v6 := false
 		if name == "tune" {
 			fs.BoolVar(&withSweep, "sweep", false, "sweep first (--from, --to, --stop) and check tune's rates against the sweep's best")
+			fs.BoolVar(&v6, "6", false, "tune over IPv6 (the WAN and server links get IPv6; not on PPPoE profiles); the sweep and the grade stay IPv4")
 		}
 		if name == "tune" || name == "sweep" {
 			fs.IntVar(&sp.From, "from", sp.From, "sweep from `PCT` of the line")
@@ -235,7 +246,7 @@ func main() {
 				fatal(fmt.Errorf("--backends: %w", err))
 			}
 		}
-		plan = []planRun{{Profile: *prof, Backends: bs, Mode: mode}}
+		plan = []planRun{{Profile: *prof, Backends: bs, Mode: mode, IPv6: v6}}
 		if withSweep {
 			plan[0].Sweep = &sp
 		}
@@ -252,6 +263,9 @@ func main() {
 		p, err := profile.Load(profiles, plan[i].Profile)
 		if err != nil {
 			fatal(err)
+		}
+		if plan[i].IPv6 && p.Encap.PPPoE {
+			fatal(fmt.Errorf("-6: profile %s runs PPPoE, whose lab session negotiates no IPv6CP; tune over IPv6 on cable, fiber or adsl-atm", p.Name))
 		}
 		if !strings.ContainsRune(plan[i].Profile, '/') {
 			plan[i].Profile = filepath.Join(profiles, plan[i].Profile+".conf")
@@ -471,9 +485,19 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	if err := writeJSON(planPath, lp); err != nil {
 		return nil, err
 	}
-	n := 0
+	// A scenario takes about 5 minutes, up to 4 more with noisy phases
+	// measured again. A sweep adds up to 21 one-way steps per direction and
+	// as many bidirectional ones, twice over when a best sat on the edge,
+	// ~12 s each (cable × nss at 18a4893: 53 steps in 624 s outlasted a
+	// 12-minute guest).
+	n, timeout := 0, 3*time.Minute
 	for _, r := range plan {
 		n += len(r.Backends)
+		per := 9 * time.Minute
+		if r.Sweep != nil {
+			per += 25 * time.Minute
+		}
+		timeout += time.Duration(len(r.Backends)) * per
 	}
 	unlock, err := lockHost()
 	if err != nil {
@@ -499,8 +523,7 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 				fmt.Fprintf(os.Stderr, "sqmkit-lab: no host noise figures: %v\n", err)
 			}
 		},
-		// a scenario takes about 5 minutes, up to 4 more with noisy phases measured again
-		Timeout: 3*time.Minute + time.Duration(n)*9*time.Minute,
+		Timeout: timeout,
 		Out:     os.Stdout,
 	})
 	var rs []result
@@ -606,7 +629,7 @@ func runGuest(planPath string) int {
 		case "hotplug":
 			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
 		case "tune":
-			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep) })...)
+			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) })...)
 		case "sweep":
 			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
 		case "trace":

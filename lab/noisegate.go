@@ -163,6 +163,36 @@ func cleanRun(name string, measure func() (*noise.Stats, error), drop func(try i
 	}
 }
 
+// quietStretch judges a stretch of measurements the gauge watched as one
+// window since start: tune and its sweep run their steps inside one sqmkit
+// process the lab cannot pause between steps, and the hotplug storm runs
+// on a bare link that cannot be measured again, so none of them can re-run
+// a single phase. A sustained load (the loaded lab-ci's busy loops, a
+// build beside the lab) shows in the window; a burst inside one step of a
+// three-minute tune is diluted by it. nil when quiet or without a gauge; a
+// noisy window is recorded in r.Discarded and returned as inconclusive:
+// whatever the stretch found there (a confirming test that missed, rates
+// lower than the line allows) is the host's, not sqmkit's.
+func (g *guest) quietStretch(name string, start time.Time, r *result) error {
+	if g.noise == nil {
+		return nil
+	}
+	st, err := g.noise.Window(start, time.Now())
+	if err != nil {
+		return fmt.Errorf("noise gauge: %w", err)
+	}
+	return judgeStretch(name, st, r)
+}
+
+func judgeStretch(name string, st noise.Stats, r *result) error {
+	why := noisy(&st)
+	if why == "" {
+		return nil
+	}
+	r.Discarded = append(r.Discarded, discarded{Phase: name, Run: name, Noise: st, Why: why})
+	return &inconclusive{phases: []string{name}, tries: 1}
+}
+
 // dslGrade is sqmkit test's letter (bbresult.Grades.DSLReports) from the
 // phases kept: the mean of download's and upload's mean added latency.
 func dslGrade(m *accept.Measurement) string {

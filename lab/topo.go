@@ -18,10 +18,31 @@ import (
 const (
 	nsClient, nsRouter, nsModem, nsServer = "client", "router", "modem", "server"
 	serverIP                              = "10.3.0.2"
-	routerIP, modemIP                     = "10.2.0.1", "10.2.0.2" // the WAN link's two ends
-	pppIfname                             = "pppoe-wan"            // OpenWrt's name for network.wan's PPP device
-	wanPort                               = "wan"                  // the router's physical modem-facing port
+	routerIP, modemIP                     = "10.2.0.1", "10.2.0.2"                // the WAN link's two ends
+	serverIP6, routerIP6, modemWANIP6     = "fd00:3::2", "fd00:2::1", "fd00:2::2" // IPv6 (tune -6): WAN and server links only
+	pppIfname                             = "pppoe-wan"                           // OpenWrt's name for network.wan's PPP device
+	wanPort                               = "wan"                                 // the router's physical modem-facing port
 )
+
+// ipv6 gives the WAN and server links IPv6 for `sqmkit-lab tune -6`: ULA
+// addresses without duplicate address detection (usable at once), the
+// modem forwarding. The client's LAN stays IPv4, so the grade after a tune
+// is the same test as every other scenario's. `replace`, not `add`: every
+// backend of a profile asks again on the same topology. Not on PPPoE
+// profiles (the host refuses them): the lab's pppd negotiates no IPv6CP.
+func (t *topo) ipv6() error {
+	if err := t.sh.must(nsRouter, []string{"ip", "-6", "addr", "replace", routerIP6 + "/64", "dev", t.wanDev, "nodad"},
+		[]string{"ip", "-6", "route", "replace", "default", "via", modemWANIP6}); err != nil {
+		return err
+	}
+	if err := t.sh.must(nsModem, []string{"sysctl", "-qw", "net.ipv6.conf.all.forwarding=1"},
+		[]string{"ip", "-6", "addr", "replace", modemWANIP6 + "/64", "dev", t.modemLower(), "nodad"},
+		[]string{"ip", "-6", "addr", "replace", "fd00:3::1/64", "dev", "m1", "nodad"}); err != nil {
+		return err
+	}
+	return t.sh.must(nsServer, []string{"ip", "-6", "addr", "replace", serverIP6 + "/64", "dev", "s0", "nodad"},
+		[]string{"ip", "-6", "route", "replace", "default", "via", "fd00:3::1"})
+}
 
 // guestModules are what the scenarios load in the guest kernel.
 var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", "sch_tbf", "sch_ingress",

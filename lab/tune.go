@@ -55,6 +55,9 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 		"--sweep", fmt.Sprintf("%d:%d", sp.From, sp.To), "--sweep-stop", fmt.Sprint(sp.Stop),
 		"--line", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up), serverIP, sc.dev)
 	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(out), 0o644)
+	if err := g.quietStretch("sweep", t0, r); err != nil {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("sqmkit tune --sweep: %w: %s", err, lastLine(out))
 	}
@@ -85,6 +88,23 @@ func againstSweep(name string, tuned, best int) accept.Check {
 	}
 	c.OK = best > 0 && c.Got >= 97 && c.Got <= 101
 	return c
+}
+
+// minLineShare is the least a tune with no sweep beside it (make test's)
+// must reach of the profile's sync rate, in percent. It is a floor against
+// regressions, not the acceptance, which needs the sweep: the lab's
+// sweeps put the best A+ rate at 90-100 % of the sync rate (cable 96-100,
+// vdsl-pppoe-vlan7 90-95), and the tunes that lost to them by more than
+// the acceptance allows landed at 85-91 % (README, "Tune in the lab").
+const minLineShare = 90
+
+// againstLine is a tuned rate's floor without a sweep: minLineShare of
+// the line, and never above the line by more than tune's own look above
+// it (110 %).
+func againstLine(name string, tuned, line int) accept.Check {
+	got := pct(tuned, line)
+	return accept.Check{Name: name + " tuned % of the line (no sweep ran)", Got: got,
+		Want: fmt.Sprintf(">= %d and <= 110", minLineShare), OK: got >= minLineShare && got <= 110}
 }
 
 // sweepScenario starts a sqmkit backend at the lab's 95 % rates and sweeps
@@ -132,7 +152,14 @@ func (g *guest) startTuned(t *topo, name string, r *result) (*shell, string, *sc
 // the server namespace (the router's own traffic crosses its shaper both
 // ways, as on a real router), restarts at the rates it wrote, and grades
 // them with the full test from the client like any other scenario.
-func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec) error {
+func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 bool) error {
+	server, family := serverIP, "-4"
+	if v6 {
+		if err := t.ipv6(); err != nil {
+			return err
+		}
+		server, family = serverIP6, "-6"
+	}
 	sh, sq, sc, err := g.startTuned(t, name, r)
 	if err != nil {
 		return err
@@ -145,9 +172,13 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec) err
 	}
 	js := filepath.Join(r.Dir, "tune.json")
 	t0 := time.Now()
-	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--write", "--json", js, serverIP, sc.dev)
+	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--write", "--json", js, family, server, sc.dev)
 	wall := time.Since(t0)
 	os.WriteFile(filepath.Join(r.Dir, "tune.log"), []byte(out), 0o644)
+	if err := g.quietStretch("tune", t0, r); err != nil {
+		sh.run(nsRouter, sq, "stop", "--root", sc.root)
+		return err
+	}
 	if err != nil {
 		sh.run(nsRouter, sq, "stop", "--root", sc.root)
 		return fmt.Errorf("sqmkit tune: %w: %s", err, lastLine(out))
@@ -180,10 +211,12 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec) err
 	r.Checks = append(r.Checks, accept.Check{Name: "tune test time s", Got: o.Spent.Seconds(), Want: "<= 180", OK: o.Spent <= 3*time.Minute})
 	if sw := r.Sweep; sw != nil {
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
+	} else {
+		r.Checks = append(r.Checks, againstLine("download", d.RateKbit, t.p.Down), againstLine("upload", u.RateKbit, t.p.Up))
 	}
 	r.Status = status(r.Checks)
-	line := fmt.Sprintf("tune: %s/%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
-		t.p.Name, r.Backend, d.RateKbit, pct(d.RateKbit, t.p.Down), u.RateKbit, pct(u.RateKbit, t.p.Up), r.Test.Grade, o.Spent.Seconds())
+	line := fmt.Sprintf("tune: %s/%s%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
+		t.p.Name, r.Backend, map[bool]string{true: " over IPv6"}[v6], d.RateKbit, pct(d.RateKbit, t.p.Down), u.RateKbit, pct(u.RateKbit, t.p.Up), r.Test.Grade, o.Spent.Seconds())
 	if sw := r.Sweep; sw != nil {
 		line += fmt.Sprintf("; sweep best %d/%d (tune at %.1f%%/%.1f%% of it)", sw.BestDown, sw.BestUp, pct(d.RateKbit, sw.BestDown), pct(u.RateKbit, sw.BestUp))
 	}
