@@ -216,7 +216,7 @@ func TestPrintTable(t *testing.T) {
 		"adsl-atm/cake: cross-check differs (recorded, not graded): upload Mbit/s = 0.7 vs 0.8 ± 5% (iperf3+irtt)",
 		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
 		"cable/fq_codel: inconclusive: inconclusive: host busy",
-		"cable/fq_codel: upload phase of run test discarded as host noise: vCPUs stalled",
+		"cable/fq_codel: upload phase of run test discarded: vCPUs stalled",
 		"cable/cake: tune: download 39000 (98% of line 40000; 95% rule 38000) upload 7300 (91% of 8000; rule 7600), test time 151 s; boost seen 47000/0 kbit/s goodput",
 		"cable/cake: sweep 80-100% (a direction ends after 3 passing steps in a row): best A+ download 38800, upload 7600 (one-way phases alone 39200/7600; 17 steps, 170 s)",
 	} {
@@ -278,7 +278,7 @@ func TestKeepClean(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs []string
-			m, disc, err := keepClean(tc.first, func(run, ph string) (accept.Measurement, error) {
+			m, disc, err := keepClean(tc.first, func(run, ph, _ string) (accept.Measurement, error) {
 				if ph != accept.Upload {
 					t.Fatalf("re-ran %s, which was quiet", ph)
 				}
@@ -304,10 +304,54 @@ func TestKeepClean(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := keepClean(first(loud), func(string, string) (accept.Measurement, error) {
+	if _, _, err := keepClean(first(loud), func(string, string, string) (accept.Measurement, error) {
 		return accept.Measurement{}, errors.New("server gone")
 	}); err == nil || !strings.Contains(err.Error(), "server gone") {
 		t.Errorf("a failed re-run: err %v", err)
+	}
+}
+
+// A phase that missed its bars with one probe flow collided is measured
+// again; one that passed with a collision, or missed without one, is
+// graded as measured; a collision on every try is graded, not
+// inconclusive.
+func TestKeepCleanCollision(t *testing.T) {
+	quiet := &noise.Stats{Foreign: 0.01}
+	ph := func(name string, med float64, coll string) accept.Phase {
+		return accept.Phase{Name: name, AddedMean: med, AddedMedian: med, AddedP95: 2 * med, Noise: quiet, Collision: coll}
+	}
+	const hit = "probe flow 3 of 4 at +6.1 ms"
+	for _, tc := range []struct {
+		name     string
+		down     accept.Phase
+		reruns   []accept.Phase
+		wantRuns int
+		wantMed  float64
+	}{
+		{"missed with a collision, clean again", ph(accept.Download, 6.1, hit), []accept.Phase{ph(accept.Download, 0.8, "")}, 1, 0.8},
+		{"passed with a collision", ph(accept.Download, 1.5, hit), nil, 0, 1.5},
+		{"missed without a collision", ph(accept.Download, 6.1, ""), nil, 0, 6.1},
+		{"collided every try", ph(accept.Download, 6.1, hit), []accept.Phase{ph(accept.Download, 6.3, hit), ph(accept.Download, 6.2, hit)}, 2, 6.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := accept.Measurement{Phases: []accept.Phase{tc.down, ph(accept.Upload, 1, ""), ph(accept.Bidir, 3, "")}}
+			runs := 0
+			m, disc, err := keepClean(m, func(run, name, why string) (accept.Measurement, error) {
+				if name != accept.Download || why == "" {
+					t.Fatalf("re-ran %s (%q)", name, why)
+				}
+				runs++
+				return accept.Measurement{Phases: []accept.Phase{tc.reruns[runs-1]}}, nil
+			})
+			if err != nil || runs != tc.wantRuns || len(disc) != tc.wantRuns || m.Phase(accept.Download).AddedMedian != tc.wantMed {
+				t.Errorf("err %v, %d runs, discarded %+v, download median %v; want %d runs, %v", err, runs, disc, m.Phase(accept.Download).AddedMedian, tc.wantRuns, tc.wantMed)
+			}
+			for _, d := range disc {
+				if !strings.Contains(d.Why, "collided") {
+					t.Errorf("discarded for %q", d.Why)
+				}
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -100,9 +101,14 @@ func fromBB(r *bbresult.Result, js, plot string) accept.Measurement {
 		if p.ProbesSent > 0 {
 			loss = 100 * float64(p.LostUp+p.LostDown) / float64(p.ProbesSent)
 		}
-		m.Phases = append(m.Phases, accept.Phase{Name: p.Name, AddedMean: p.AddedMean, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
+		ap := accept.Phase{Name: p.Name, AddedMean: p.AddedMean, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
 			AddedP99: p.AddedP99, Latency: p.Latency.Median, Loss: loss, DownMbps: p.DownloadMbps, UpMbps: p.UploadMbps,
-			AddedP95First: firstP95(r, p)})
+			AddedP95First: firstP95(r, p)}
+		if f, ok := p.CollidedFlow(); ok {
+			ap.Collision = fmt.Sprintf("probe flow %d of %d at +%.1f ms (median) against the others' %s ms: it shared a bulk flow's hash bucket",
+				f+1, len(p.FlowsAdded), p.FlowsAdded[f], flowList(p.FlowsAdded, f))
+		}
+		m.Phases = append(m.Phases, ap)
 	}
 	return m
 }
@@ -299,4 +305,15 @@ func quantile(v []float64, q float64) float64 {
 		return s[len(s)-1]
 	}
 	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
+}
+
+// flowList is the other flows' added medians, "+0.4/+0.6/+0.5".
+func flowList(v []float64, skip int) string {
+	var out []string
+	for i, x := range v {
+		if i != skip {
+			out = append(out, fmt.Sprintf("%+.1f", x))
+		}
+	}
+	return strings.Join(out, "/")
 }

@@ -82,7 +82,7 @@ func printTable(w io.Writer, rs []result) {
 			}
 		}
 		for _, d := range r.Discarded {
-			fmt.Fprintf(w, "%s/%s: %s phase of run %s discarded as host noise: %s\n", r.Profile, r.Backend, d.Phase, d.Run, d.Why)
+			fmt.Fprintf(w, "%s/%s: %s phase of run %s discarded: %s\n", r.Profile, r.Backend, d.Phase, d.Run, d.Why)
 		}
 		if r.Limitation != "" && r.Status == "limitation" {
 			fmt.Fprintf(w, "%s/%s: expected limitation: %s\n", r.Profile, r.Backend, r.Limitation)

@@ -42,8 +42,9 @@ type result struct {
 	Test   *accept.Measurement `json:"test,omitempty"`       // the grade (sqmkit test)
 	Cross  *accept.Measurement `json:"crosscheck,omitempty"` // iperf3 + irtt on the same path
 	Checks []accept.Check      `json:"checks"`
-	// Discarded are phase measurements the noise gauge threw away
-	// (noisegate.go); Test holds the clean ones that replaced them.
+	// Discarded are phase measurements the noise gauge threw away, or
+	// that missed their bars on a probe flow's collision (noisegate.go);
+	// Test holds the ones that replaced them.
 	Discarded   []discarded     `json:"discarded,omitempty"`
 	Start       *startCost      `json:"start_cost,omitempty"`
 	Tune        *tuned          `json:"tune,omitempty"`
@@ -446,7 +447,7 @@ func summaryLine(r *result) string {
 	}
 	var b strings.Builder
 	if n := len(r.Discarded); n > 0 {
-		fmt.Fprintf(&b, " (%d noisy phase measurement(s) discarded)", n)
+		fmt.Fprintf(&b, " (%d phase measurement(s) discarded: %s)", n, discardedKinds(r.Discarded))
 	}
 	if r.Test != nil {
 		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)
@@ -456,6 +457,9 @@ func summaryLine(r *result) string {
 				fmt.Fprintf(&b, " (first 10 s p95 +%.1f)", *p.AddedP95First)
 			}
 			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
+			if p.Collision != "" {
+				b.WriteString(" (a probe flow collided)")
+			}
 			if p.Noise != nil && p.Noise.Busy > 0 {
 				// every line carries the guest's headroom, so CI logs show
 				// how close a runner's guest comes to maxBusy
@@ -502,6 +506,27 @@ func failedNames(cs []accept.Check) string {
 		if !c.OK {
 			out = append(out, fmt.Sprintf("%s %.1f", c.Name, c.Got))
 		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// discardedKinds names why measurements were discarded: host noise, a
+// probe flow's collision, or both.
+func discardedKinds(ds []discarded) string {
+	var noisy, collided int
+	for _, d := range ds {
+		if strings.Contains(d.Why, "collided") {
+			collided++
+		} else {
+			noisy++
+		}
+	}
+	var out []string
+	if noisy > 0 {
+		out = append(out, fmt.Sprintf("%d host noise", noisy))
+	}
+	if collided > 0 {
+		out = append(out, fmt.Sprintf("%d probe flow collision", collided))
 	}
 	return strings.Join(out, ", ")
 }

@@ -1,12 +1,13 @@
 package autorate
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
 	"time"
 	"unsafe"
+
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // stamped is a datagram socket the daemon's tick reads without waiting,
@@ -59,7 +60,7 @@ func openStamped(v6 bool, typ, proto int, bind bool, size int) (*stamped, error)
 		syscall.Close(fd)
 		return nil, err
 	}
-	s := &stamped{fd: fd, v6: v6, buf: make([]byte, size), oob: make([]byte, syscall.CmsgSpace(16))}
+	s := &stamped{fd: fd, v6: v6, buf: make([]byte, size), oob: make([]byte, sockopt.RxStampSpace)}
 	s.iov.Base = &s.buf[0]
 	s.iov.SetLen(len(s.buf))
 	s.msg.Name = (*byte)(unsafe.Pointer(&s.from))
@@ -112,30 +113,16 @@ func (s *stamped) drain(fallback time.Time, fn func(b []byte, from netip.Addr, a
 		case syscall.AF_INET6:
 			from = netip.AddrFrom16((*syscall.RawSockaddrInet6)(unsafe.Pointer(&s.from)).Addr).Unmap()
 		}
-		if !fn(s.buf[:n], from, kernelTime(s.oob[:s.msg.Controllen], fallback)) {
+		if !fn(s.buf[:n], from, stampOr(s.oob[:s.msg.Controllen], fallback)) {
 			return
 		}
 	}
 }
 
-// kernelTime is the SCM_TIMESTAMPNS in a datagram's control messages: a
-// timespec of two 64-bit words, or of two 32-bit words on the 32-bit
-// routers (arm, mipsle), in the machine's byte order.
-func kernelTime(oob []byte, fallback time.Time) time.Time {
-	msgs, err := syscall.ParseSocketControlMessage(oob)
-	if err != nil {
-		return fallback
-	}
-	for _, m := range msgs {
-		if m.Header.Level != syscall.SOL_SOCKET || m.Header.Type != syscall.SCM_TIMESTAMPNS {
-			continue
-		}
-		switch len(m.Data) {
-		case 16:
-			return time.Unix(int64(binary.NativeEndian.Uint64(m.Data)), int64(binary.NativeEndian.Uint64(m.Data[8:])))
-		case 8:
-			return time.Unix(int64(int32(binary.NativeEndian.Uint32(m.Data))), int64(int32(binary.NativeEndian.Uint32(m.Data[4:]))))
-		}
+// stampOr is the kernel's receive stamp in oob, else fallback.
+func stampOr(oob []byte, fallback time.Time) time.Time {
+	if t, ok := sockopt.RxStamp(oob); ok {
+		return t
 	}
 	return fallback
 }

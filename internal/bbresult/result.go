@@ -65,6 +65,49 @@ type Phase struct {
 	LostDown   int    `json:"lost_down"` // replies the client never saw
 	Reordered  int    `json:"reordered"`
 	Grade      string `json:"grade"` // from AddedMean (A+ … F); "" for idle phases
+
+	// FlowsAdded is each probe flow's median round trip minus the idle
+	// median (index = Probe.Flow): one far above the others shared a
+	// queue with a bulk flow (CollidedFlow).
+	FlowsAdded []float64 `json:"probe_flows_added_median_ms,omitempty"`
+}
+
+// Collision thresholds: a probe flow whose median added latency is at
+// least collisionGapMs above every other flow's, and at least twice the
+// next one's, did not wait where the others did. Between flows of one
+// phase the medians of a few hundred probes differ by a fraction of a
+// millisecond; a flow that shares a hash bucket with a bulk flow waits
+// behind that flow's packets under CoDel's control: its target (5 ms) or
+// more.
+const (
+	collisionGapMs   = 3
+	collisionRatio   = 2
+	collisionMinFlow = 3 // flows needed to tell one from the rest
+)
+
+// CollidedFlow is the probe flow that shared a queue with a bulk flow in
+// p, if one did: a hash collision in a flow-queueing qdisc with few
+// queues (fq_codel and NSS's nssfq_codel hash into 1024; CAKE's
+// set-associative hash avoids nearly all). A collision is the luck of one
+// flow, not the shaper's rate: every flow but one calm says so.
+func (p Phase) CollidedFlow() (flow int, ok bool) {
+	if len(p.FlowsAdded) < collisionMinFlow {
+		return 0, false
+	}
+	worst, second := -1, -1
+	for i, v := range p.FlowsAdded {
+		switch {
+		case worst < 0 || v > p.FlowsAdded[worst]:
+			worst, second = i, worst
+		case second < 0 || v > p.FlowsAdded[second]:
+			second = i
+		}
+	}
+	w, s := p.FlowsAdded[worst], p.FlowsAdded[second]
+	if w-s >= collisionGapMs && w >= collisionRatio*max(s, 0) {
+		return worst, true
+	}
+	return 0, false
 }
 
 // Stats are order statistics of a set of millisecond values.
@@ -106,6 +149,9 @@ type Probe struct {
 	Up   float64 `json:"up_ms"`
 	Down float64 `json:"down_ms"`
 	Lost string  `json:"lost,omitempty"`
+	// Flow is the probe flow (UDP source port) it was sent on, 0 to
+	// ProbeFlows-1 (added in schema 1 without a bump).
+	Flow int `json:"flow"`
 }
 
 // Throughput is goodput over one sampling interval ending at T.

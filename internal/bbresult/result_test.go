@@ -23,3 +23,29 @@ func TestFamilyName(t *testing.T) {
 		}
 	}
 }
+
+func TestCollidedFlow(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		flows []float64
+		want  int // -1: none
+	}{
+		{"one flow", []float64{9}, -1},
+		{"two flows", []float64{0.5, 9}, -1},
+		{"all calm", []float64{0.4, 0.9, 0.6, 1.1}, -1},
+		{"all queued alike", []float64{3.4, 4.1, 3.8, 3.9}, -1},
+		// fq_codel at 38 Mbit/s: a bulk flow's bucket sits near CoDel's 5 ms target
+		{"download collision", []float64{0.5, 0.7, 6.6, 0.4}, 2},
+		// 7.6 Mbit/s shared by eight flows: one full-size packet of the bulk flow is 14 ms
+		{"upload collision", []float64{17.9, 1.0, 1.2, 0.8}, 0},
+		{"bidirectional collision", []float64{3.0, 3.5, 4.0, 8.1}, 3},
+		{"gap under 3 ms", []float64{0.5, 0.7, 3.2, 0.4}, -1},
+		{"under twice the next", []float64{4.0, 4.5, 8.5, 4.2}, -1},
+		{"two collided: not one flow's luck", []float64{7.0, 0.5, 7.2, 0.6}, -1},
+	} {
+		f, ok := Phase{FlowsAdded: c.flows}.CollidedFlow()
+		if (c.want < 0) == ok || ok && f != c.want {
+			t.Errorf("%s: flow %d %v, want %d", c.name, f, ok, c.want)
+		}
+	}
+}

@@ -171,8 +171,14 @@ func (s *Server) sink(ss *session, c net.Conn) {
 // them, in place and at the request's size.
 func (s *Server) serveUDP(pc *net.UDPConn) {
 	buf := make([]byte, bbproto.ProbeMaxSize+1)
+	oob := make([]byte, sockopt.RxStampSpace)
+	// A probe's arrival is the kernel's stamp: a server busy sending bulk
+	// streams reads it late, and that wait is the server's processing
+	// time (which the client takes out of the round trip), not the
+	// upload's one-way delay.
+	sockopt.StampReceives(pc)
 	for {
-		n, from, err := pc.ReadFromUDPAddrPort(buf)
+		n, oobn, _, from, err := pc.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if isClosed(err) {
 				return
@@ -180,6 +186,9 @@ func (s *Server) serveUDP(pc *net.UDPConn) {
 			continue
 		}
 		recv := time.Now().UnixNano()
+		if at, ok := sockopt.RxStamp(oob[:oobn]); ok {
+			recv = min(recv, at.UnixNano())
+		}
 		p, err := bbproto.ParseProbe(buf[:n])
 		if err != nil || p.Reply {
 			continue

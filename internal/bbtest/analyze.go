@@ -14,6 +14,7 @@ import (
 // srvRecv and srvSend are the server's wall clock in ns.
 type record struct {
 	seq              uint32
+	flow             int // index of the probe socket
 	sent, recv       int64
 	srvRecv, srvSend int64
 	reordered        bool
@@ -140,7 +141,7 @@ func analyze(rw *raw, res *bbresult.Result) {
 
 	res.Samples.Probes = make([]bbresult.Probe, len(rw.probes))
 	for i, r := range rw.probes {
-		p := bbresult.Probe{T: float64(r.sent) / 1e9, Seq: r.seq}
+		p := bbresult.Probe{T: float64(r.sent) / 1e9, Seq: r.seq, Flow: r.flow}
 		switch {
 		case r.replied():
 			p.RTT = r.rtt()
@@ -157,6 +158,7 @@ func analyze(rw *raw, res *bbresult.Result) {
 
 	type perPhase struct {
 		rtt, up, down []float64
+		flows         [][]float64 // rtt by probe flow
 	}
 	series := map[string]*perPhase{}
 	for _, s := range rw.spans {
@@ -166,6 +168,10 @@ func analyze(rw *raw, res *bbresult.Result) {
 				pp.rtt = append(pp.rtt, p.RTT)
 				pp.up = append(pp.up, p.Up)
 				pp.down = append(pp.down, p.Down)
+				for len(pp.flows) <= p.Flow {
+					pp.flows = append(pp.flows, nil)
+				}
+				pp.flows[p.Flow] = append(pp.flows[p.Flow], p.RTT)
 			}
 		}
 		series[s.name] = pp
@@ -241,6 +247,11 @@ func analyze(rw *raw, res *bbresult.Result) {
 			ph.AddedP99 = ph.Latency.P99 - baseMedian
 			ph.AddedUp = median(pp.up) - baseUp
 			ph.AddedDown = median(pp.down) - baseDown
+			if len(pp.flows) > 1 {
+				for _, f := range pp.flows {
+					ph.FlowsAdded = append(ph.FlowsAdded, median(f)-baseMedian)
+				}
+			}
 			if s.loaded {
 				ph.Grade = bbresult.Grade(ph.AddedMean)
 			}
@@ -358,6 +369,11 @@ func notes(res *bbresult.Result, m offsetModel) []string {
 			if f := float64(p.LostUp+p.LostDown) / float64(p.ProbesSent); f >= lossNote {
 				out = append(out, fmt.Sprintf("%s: %.1f%% of probes lost (%d up, %d down)", p.Name, 100*f, p.LostUp, p.LostDown))
 			}
+		}
+		if f, ok := p.CollidedFlow(); ok && p.Grade != "" {
+			others := slices.Delete(slices.Clone(p.FlowsAdded), f, f+1)
+			out = append(out, fmt.Sprintf("%s: probe flow %d of %d waited +%.1f ms (median) where the others waited +%.1f ms at most: it shared a queue with a bulk flow, a hash collision in a flow-queueing qdisc with few queues (fq_codel's 1024; CAKE's set-associative hash avoids nearly all); the figures count every flow",
+				p.Name, f+1, len(p.FlowsAdded), p.FlowsAdded[f], slices.Max(others)))
 		}
 		if p.Grade == "" || p.AddedMedian < queueNoteMs {
 			continue

@@ -156,6 +156,55 @@ func TestAnalyze(t *testing.T) {
 	}
 }
 
+// TestProbeFlows: probes go out on ProbeFlows flows in turn; one that
+// waits 6 ms longer than the rest in the download phase (a hash collision
+// with a bulk flow) is reported as such, and the figures keep it.
+func TestProbeFlows(t *testing.T) {
+	rw := synth()
+	for i := range rw.probes {
+		r := &rw.probes[i]
+		r.flow = int(r.seq) % ProbeFlows
+		if r.flow == 2 && r.sent >= 2e9 && r.sent < 4e9 && r.replied() {
+			r.recv += 6e6
+		}
+	}
+	var res bbresult.Result
+	analyze(rw, &res)
+	d := res.Phases[1]
+	if len(d.FlowsAdded) != ProbeFlows || !near(d.FlowsAdded[2], 46, 0.01) || !near(d.FlowsAdded[0], 40, 0.01) {
+		t.Fatalf("download flows %v", d.FlowsAdded)
+	}
+	if f, ok := d.CollidedFlow(); ok {
+		t.Errorf("flow %d collided at 46 ms against 40: a 6 ms gap under a 40 ms queue is not twice the others", f)
+	}
+	if _, ok := res.Phases[2].CollidedFlow(); ok {
+		t.Errorf("upload: no collision")
+	}
+	if p := res.Samples.Probes[6]; p.Flow != 2 {
+		t.Errorf("probe 6 on flow %d, want 2", p.Flow)
+	}
+	// on a calm link the same 6 ms stands out
+	rw = synth()
+	for i := range rw.probes {
+		r := &rw.probes[i]
+		r.flow = int(r.seq) % ProbeFlows
+		if r.sent >= 2e9 && r.sent < 4e9 && r.replied() {
+			r.recv -= 40e6 // no queue
+			if r.flow == 2 {
+				r.recv += 6e6
+			}
+		}
+	}
+	res = bbresult.Result{}
+	analyze(rw, &res)
+	if f, ok := res.Phases[1].CollidedFlow(); !ok || f != 2 {
+		t.Errorf("collision on flow %d %v, want flow 2 (flows %v)", f, ok, res.Phases[1].FlowsAdded)
+	}
+	if all := strings.Join(res.Notes, "\n"); !strings.Contains(all, "download: probe flow 3 of 4 waited +6.0 ms") {
+		t.Errorf("notes lack the collision:\n%s", all)
+	}
+}
+
 func TestOffsetDrift(t *testing.T) {
 	// Before the load the fastest probes say +1 ms, after it +3 ms, 10 s
 	// later: the model must interpolate between them and not be swayed by

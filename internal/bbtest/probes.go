@@ -9,12 +9,22 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
+
+// ProbeFlows is how many UDP flows (source ports) carry the probes, in
+// turn. A flow-queueing qdisc hashes flows into a fixed set of queues
+// (fq_codel: 1024), so one probe flow shares a bulk flow's queue in about
+// one phase in a hundred and then reads that flow's queue instead of the
+// sparse flows' latency; with several, the collided one stands apart
+// (bbresult.Phase.CollidedFlow) and moves the phase's median little.
+// flent's RRUL measures with several latency flows for the same reason.
+const ProbeFlows = 4
 
 // prober sends UDP probes at a fixed rate and matches the replies.
 type prober struct {
 	t     *tester
-	conn  *net.UDPConn
+	conns []*net.UDPConn // probe seq goes out on conns[seq%len(conns)]
 	slots int
 
 	mu      sync.Mutex
@@ -23,8 +33,8 @@ type prober struct {
 	slowest int64    // ns
 }
 
-func newProber(t *tester, c *net.UDPConn, slots int) *prober {
-	return &prober{t: t, conn: c, slots: slots, recs: make([]record, 0, min(slots, 1<<16)), maxSeen: -1}
+func newProber(t *tester, cs []*net.UDPConn, slots int) *prober {
+	return &prober{t: t, conns: cs, slots: slots, recs: make([]record, 0, min(slots, 1<<16)), maxSeen: -1}
 }
 
 // send probes every interval until ctx ends. Sending on a fixed schedule
@@ -39,12 +49,13 @@ func (p *prober) send(ctx context.Context) {
 		now := p.t.now()
 		pr.ClientSend = p.t.wall0 + now
 		pr.Marshal(buf)
+		flow := int(seq) % len(p.conns)
 		p.mu.Lock()
-		p.recs = append(p.recs, record{seq: seq, sent: now})
+		p.recs = append(p.recs, record{seq: seq, sent: now, flow: flow})
 		p.mu.Unlock()
 		// A failed send (no route yet, buffer full) is a lost probe,
 		// which is what it is on the path too.
-		p.conn.WriteToUDPAddrPort(buf, p.t.addr)
+		p.conns[flow].WriteToUDPAddrPort(buf, p.t.addr)
 		select {
 		case <-ctx.Done():
 			return
@@ -53,11 +64,12 @@ func (p *prober) send(ctx context.Context) {
 	}
 }
 
-// receive matches replies until the socket is closed.
-func (p *prober) receive() {
+// receive matches the replies on c until it is closed.
+func (p *prober) receive(c *net.UDPConn) {
 	buf := make([]byte, bbproto.ProbeMaxSize+1)
+	oob := make([]byte, sockopt.RxStampSpace)
 	for {
-		n, _, err := p.conn.ReadFromUDPAddrPort(buf)
+		n, oobn, _, _, err := c.ReadMsgUDPAddrPort(buf, oob)
 		if err != nil {
 			if isClosed(err) {
 				return
@@ -65,6 +77,12 @@ func (p *prober) receive() {
 			continue
 		}
 		now := p.t.now()
+		// The reply arrived when the kernel stamped it: the time until this
+		// read is the test's own wait for a CPU (on a loaded client, the
+		// same goroutines that receive the bulk streams), not the network's.
+		if at, ok := sockopt.RxStamp(oob[:oobn]); ok {
+			now -= max(0, int64(time.Since(at)))
+		}
 		pr, err := bbproto.ParseProbe(buf[:n])
 		if err != nil || !pr.Reply || pr.Session != p.t.sess {
 			continue

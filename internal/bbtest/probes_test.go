@@ -1,9 +1,13 @@
 package bbtest
 
 import (
+	"net"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // TestRecentByArrival: the live RTT shows replies that arrived in the last
@@ -26,5 +30,49 @@ func TestRecentByArrival(t *testing.T) {
 	want := []float64{1, 2900}
 	if !slices.Equal(got, want) {
 		t.Errorf("recent RTTs %v, want %v", got, want)
+	}
+}
+
+// TestReplyStampedOnArrival: a reply that waits in the socket while the
+// test is busy (here: not reading for 80 ms) is recorded when the kernel
+// received it, not when the test read it. Without the kernel's stamp a
+// loaded client's scheduling delay reads as download latency.
+func TestReplyStampedOnArrival(t *testing.T) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := sockopt.StampReceives(c); err != nil {
+		t.Fatal(err)
+	}
+	tr := &tester{start: time.Now()}
+	tr.wall0 = tr.start.UnixNano()
+	p := newProber(tr, []*net.UDPConn{c}, 1)
+	sent := tr.now()
+	p.recs = []record{{seq: 0, sent: sent}}
+	b := make([]byte, bbproto.ProbeDefaultSize)
+	pr := bbproto.Probe{Reply: true, Seq: 0, ClientSend: tr.wall0 + sent, ServerRecv: 1, ServerSend: 1}
+	pr.Marshal(b)
+	peer, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	if _, err := peer.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	arrived := tr.now()
+	time.Sleep(80 * time.Millisecond) // the reply waits in the socket
+	go p.receive(c)
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.records()[0].replied() {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was not matched")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := time.Duration(p.records()[0].recv - arrived); got > 40*time.Millisecond {
+		t.Errorf("reply recorded %v after it arrived, want its arrival (kernel stamp)", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // Config describes one test. Zero durations skip a phase.
@@ -153,14 +154,26 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	if t.addr.Addr().Is6() {
 		udpNet = "udp6"
 	}
-	udp, err := net.ListenUDP(udpNet, nil)
-	if err != nil {
-		return nil, fmt.Errorf("opening the probe socket: %w", err)
+	udps := make([]*net.UDPConn, ProbeFlows)
+	closeAll := func() {
+		for _, c := range udps {
+			if c != nil {
+				c.Close()
+			}
+		}
 	}
-	defer udp.Close()
+	defer closeAll()
+	for i := range udps {
+		if udps[i], err = net.ListenUDP(udpNet, nil); err != nil {
+			return nil, fmt.Errorf("opening the probe sockets: %w", err)
+		}
+		// Without receive stamps (not Linux) a reply's arrival is when the
+		// test read it.
+		sockopt.StampReceives(udps[i])
+	}
 	t.start = time.Now()
 	t.wall0 = t.start.UnixNano()
-	t.probes = newProber(t, udp, hello.ProbeSlots())
+	t.probes = newProber(t, udps, hello.ProbeSlots())
 
 	// The server speaks on the control connection only once: its report,
 	// at the end or as soon as it cuts the test short (duration or byte
@@ -183,7 +196,9 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	pctx, stopProbes := context.WithCancel(ctx)
 	var bg sync.WaitGroup
 	bg.Go(func() { t.probes.send(pctx) })
-	bg.Go(func() { t.probes.receive() })
+	for _, c := range udps {
+		bg.Go(func() { t.probes.receive(c) })
+	}
 	rec := newRecorder(t)
 	bg.Go(func() { rec.run(pctx) })
 
@@ -200,7 +215,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	stopProbes()
 	drain := min(max(2*t.probes.maxRTT(), 200*time.Millisecond), 3*time.Second)
 	time.Sleep(drain)
-	udp.Close()
+	closeAll()
 	bg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()

@@ -1,6 +1,7 @@
-// Package sockopt holds the TCP socket options the load generators need:
-// a small not-sent low-water mark so latency is measured in the network,
-// not in our own send buffer, and the acknowledged byte count.
+// Package sockopt holds the socket options the bufferbloat test and
+// autorate need so that latency is measured in the network, not in our own
+// buffers or scheduling: a small TCP not-sent low-water mark, the
+// acknowledged byte count, and the kernel's receive stamp on probes.
 package sockopt
 
 import "net"

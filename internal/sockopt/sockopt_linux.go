@@ -1,7 +1,10 @@
 package sockopt
 
 import (
+	"encoding/binary"
 	"net"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,4 +34,47 @@ func BytesAcked(c net.Conn) (int64, bool) {
 		return 0, false
 	}
 	return int64(info.Bytes_acked), true
+}
+
+// RxStampSpace is the control-message buffer a read needs for RxStamp.
+var RxStampSpace = syscall.CmsgSpace(16)
+
+// StampReceives asks the kernel to stamp every datagram c receives with
+// the time it arrived (SO_TIMESTAMPNS), which ReadStamped returns. A probe
+// read by a busy process then still carries the network's delay, not the
+// process's wait for a CPU (ping and irtt stamp the same way).
+func StampReceives(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1)
+	}); err != nil {
+		return err
+	}
+	return serr
+}
+
+// RxStamp is the kernel's receive time in a datagram's control messages
+// (SCM_TIMESTAMPNS): a timespec of two 64-bit words, or of two 32-bit
+// words on the 32-bit routers (arm, mipsle), in the machine's byte order.
+func RxStamp(oob []byte) (time.Time, bool) {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for _, m := range msgs {
+		if m.Header.Level != syscall.SOL_SOCKET || m.Header.Type != syscall.SCM_TIMESTAMPNS {
+			continue
+		}
+		switch len(m.Data) {
+		case 16:
+			return time.Unix(int64(binary.NativeEndian.Uint64(m.Data)), int64(binary.NativeEndian.Uint64(m.Data[8:]))), true
+		case 8:
+			return time.Unix(int64(int32(binary.NativeEndian.Uint32(m.Data))), int64(int32(binary.NativeEndian.Uint32(m.Data[4:])))), true
+		}
+	}
+	return time.Time{}, false
 }

@@ -2,7 +2,10 @@
 
 package sockopt
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // SetNotSentLowat needs Linux; elsewhere in-flow latency includes the
 // send buffer.
@@ -10,3 +13,13 @@ func SetNotSentLowat(net.Conn, int) {}
 
 // BytesAcked needs Linux's TCP_INFO; elsewhere callers count body bytes.
 func BytesAcked(net.Conn) (int64, bool) { return 0, false }
+
+// RxStampSpace: no receive stamps outside Linux.
+const RxStampSpace = 0
+
+// StampReceives needs Linux; elsewhere a probe's arrival is when the
+// process read it.
+func StampReceives(*net.UDPConn) error { return nil }
+
+// RxStamp: none outside Linux.
+func RxStamp([]byte) (time.Time, bool) { return time.Time{}, false }

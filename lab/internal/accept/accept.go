@@ -58,6 +58,9 @@ type Phase struct {
 	// Run names the test run that measured the phase when it is not the
 	// scenario's first (a noisy phase measured again on its own).
 	Run string `json:"run,omitempty"`
+	// Collision says which probe flow shared a queue with a bulk flow
+	// (bbresult.Phase.CollidedFlow), "" when none did.
+	Collision string `json:"collision,omitempty"`
 }
 
 // Measurement is one graded run of the three load phases.
@@ -121,6 +124,20 @@ func Unshaped(m Measurement, expectBloatMs int) []Check {
 		Want: fmt.Sprintf(">= %d", expectBloatMs), OK: p.AddedMedian >= float64(expectBloatMs)}}
 }
 
+// bars are a shaped phase's latency bars: median and p95 added ms.
+func bars(name string) (median, p95 float64) {
+	if name == Bidir {
+		return MaxBidirMedianMs, MaxBidirP95Ms
+	}
+	return MaxMedianMs, MaxP95Ms
+}
+
+// MissesLatency says whether p misses its shaped latency bars.
+func MissesLatency(p Phase) bool {
+	med, p95 := bars(p.Name)
+	return p.AddedMedian > med || p.AddedP95 > p95
+}
+
 // Shaped checks the calm-link bar; downKbit is the download shaper rate.
 func Shaped(m Measurement, downKbit int) []Check {
 	var cs []Check
@@ -130,10 +147,7 @@ func Shaped(m Measurement, downKbit int) []Check {
 			cs = append(cs, missing(name))
 			continue
 		}
-		med, p95 := MaxMedianMs, MaxP95Ms
-		if name == Bidir {
-			med, p95 = MaxBidirMedianMs, MaxBidirP95Ms
-		}
+		med, p95 := bars(name)
 		cs = append(cs,
 			Check{Name: name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", med), OK: p.AddedMedian <= med},
 			Check{Name: name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", p95), OK: p.AddedP95 <= p95})
