@@ -30,14 +30,15 @@ import (
 // on the worked example's VDSL (PPPoE over VLAN 7), the OpenWrt package's
 // cake script the way sqm-scripts runs it, the hotplug scenario, and one
 // tune: cake on cable, the default backend on the profile most users have,
-// ~5 minutes of CI (a sweep beside it would add 3 more per direction
-// searched, so make test holds tune to the floor of againstLine and
-// make lab's runs with --sweep hold it to the acceptance).
+// over IPv6 (make lab's tunes run over IPv4), ~5 minutes of CI (a sweep
+// beside it would add 3 more per direction searched, so make test holds
+// tune to the floor of againstLine and make lab's runs with --sweep hold
+// it to the acceptance).
 var ciPlan = []planRun{
 	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss", "qos:sqmkit-cake.qos"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{"cake"}, Mode: "hotplug"},
-	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune"},
+	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune", IPv6: true},
 }
 
 // qosBackends are the OpenWrt package's .qos scripts.
@@ -90,7 +91,7 @@ const usageText = `Usage: sqmkit-lab COMMAND
 
   demo   cable unshaped vs cake, both grades side by side (make demo)
   ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
-         the hotplug scenario with cake, tune on cable × cake, lte's first minute under sqmkit
+         the hotplug scenario with cake, tune on cable × cake over IPv6, lte's first minute under sqmkit
          autorate (make lab-ci, make test)
   all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
          with every backend; prints one table per profile and rewrites README.md's results (make lab)

@@ -135,6 +135,9 @@ func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tgoodput kbit/s\tverdict\t")
 	for _, st := range steps {
+		if st.Target != "" {
+			t.Name = st.Target
+		}
 		v := "meets " + t.Name
 		if !st.Pass {
 			v = "misses"
@@ -165,6 +168,9 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	}{{"download", r.Download}, {"upload", r.Upload}} {
 		l := c.ch.Line
 		fmt.Fprintf(w, "%s: %d kbit/s (%.0f%% of the line's %d): %s\n", c.name, c.ch.RateKbit, 100*float64(c.ch.RateKbit)/float64(max(l.RateKbit, 1)), l.RateKbit, c.ch.Why)
+		if c.ch.OutOfReach != "" {
+			fmt.Fprintf(w, "  tuned for %s: %s\n", c.ch.Target.Name, c.ch.OutOfReach)
+		}
 		if l.BoostKbit > 0 {
 			fmt.Fprintf(w, "  the line gave %d kbit/s goodput in its first seconds and %d sustained: a boost, not the line rate\n", l.BoostKbit, l.GoodputKbit)
 		}
@@ -173,7 +179,7 @@ func printTune(w io.Writer, o *tune.Outcome) {
 			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s (%d kbit/s goodput); tune's rate: %d kbit/s goodput (%+d)\n",
 				c.ch.Rule95, c.ch.Rule95Goodput, c.ch.GoodputKbit, c.ch.GoodputKbit-c.ch.Rule95Goodput)
 		case c.ch.Rule95 > 0:
-			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s, which misses %s here\n", c.ch.Rule95, r.Target.Name)
+			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s, which misses %s here\n", c.ch.Rule95, c.ch.Target.Name)
 		}
 	}
 	if o.Confirm != nil {
@@ -222,17 +228,18 @@ func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile
 		for _, d := range []struct {
 			name               string
 			best, oneWay, line int
-		}{{"download", r.BestDown, r.OneWayDown, r.LineDown}, {"upload", r.BestUp, r.OneWayUp, r.LineUp}} {
+			target             string
+		}{{"download", r.BestDown, r.OneWayDown, r.LineDown, r.TargetDown}, {"upload", r.BestUp, r.OneWayUp, r.LineUp, r.TargetUp}} {
 			alone := ""
 			if d.oneWay != d.best {
 				alone = fmt.Sprintf(" (its own phase alone: %d kbit/s)", d.oneWay)
 			}
 			if d.best == 0 {
-				fmt.Fprintf(stdout, "%s: no rate in the range meets %s in every phase%s\n", d.name, r.Target.Name, alone)
+				fmt.Fprintf(stdout, "%s: no rate in the range meets %s in every phase%s\n", d.name, d.target, alone)
 				continue
 			}
 			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s in its phase and the bidirectional one, with the next lower step meeting it too%s\n",
-				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, r.Target.Name, alone)
+				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, d.target, alone)
 		}
 		if jsonFile != "" {
 			writeTuneJSON(jsonFile, r, stderr)

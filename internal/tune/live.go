@@ -125,7 +125,7 @@ func phaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 			continue
 		}
 		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95, AddedDown: math.Max(0, ph.AddedDown), AddedUp: math.Max(0, ph.AddedUp),
-			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000))}
+			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000)), IPv6: res.Family == "ipv6"}
 		if med, p95, ok := bbtest.Steady(res, ph.Name, Transient); ok {
 			p.AddedMedian, p.AddedP95 = med, p95
 		}

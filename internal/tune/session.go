@@ -103,11 +103,12 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 				r.Upload.GoodputKbit = int(ph.UploadMbps * 1000)
 			}
 		}
-		k, p, missed := confirmMiss(o.Confirm, s.Target)
+		k, p, missed := confirmMiss(o.Confirm, r)
 		if !missed {
 			break
 		}
-		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", s.Target.Name, k, p.AddedMedian, p.AddedP95, Transient)
+		t := r.target(k)
+		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", t.Name, k, p.AddedMedian, p.AddedP95, Transient)
 		// A borderline miss, once: the search judged every rate on a
 		// mean of two phases near a bar, the confirm is one, so a rate at
 		// the knee misses it about as often as it meets it (vdsl × cake,
@@ -115,7 +116,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		// bidirectional check's 2 %, is what the search would have done
 		// with that phase; a clear miss says the search's figures do not
 		// hold on this link now, and no step of 2 % fixes that.
-		if try > 0 || !near(s.Target, p.AddedMedian, p.AddedP95) {
+		if try > 0 || !near(t, p.AddedMedian, p.AddedP95) {
 			return o, fail
 		}
 		if s.Budget > 0 && l.Spent+l.confirmCost() > s.Budget {
@@ -130,7 +131,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 			c.Why += fmt.Sprintf("; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*bidirStep, k)
 		}
 		r.ConfirmLowered++
-		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, s.Target.Name, p.AddedMedian, p.AddedP95, 100*bidirStep)
+		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, t.Name, p.AddedMedian, p.AddedP95, 100*bidirStep)
 		if err := l.SetRates(ctx, r.Download.RateKbit, r.Upload.RateKbit); err != nil {
 			return o, err
 		}
@@ -237,8 +238,9 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 }
 
 // confirmMiss is the first graded phase of a confirming test that misses
-// t after its first Transient seconds, with the figures judged.
-func confirmMiss(res *bbresult.Result, t Target) (Kind, Phase, bool) {
+// the grade r tuned it for after its first Transient seconds, with the
+// figures judged.
+func confirmMiss(res *bbresult.Result, r *Report) (Kind, Phase, bool) {
 	for _, ph := range res.Phases {
 		if ph.Grade == "" {
 			continue
@@ -247,7 +249,7 @@ func confirmMiss(res *bbresult.Result, t Target) (Kind, Phase, bool) {
 		if _, _, ok := bbtest.Steady(res, ph.Name, Transient); err != nil || !ok {
 			continue
 		}
-		if !meets(t, p.AddedMedian, p.AddedP95) {
+		if !meets(r.target(Kind(ph.Name)), p.AddedMedian, p.AddedP95) {
 			return Kind(ph.Name), p, true
 		}
 	}
@@ -269,10 +271,17 @@ func open(configured int) int { return min(configured*4, 10_000_000) }
 // timestamps) and the configured link overhead (or Ethernet's 14 when
 // none is set), goodput only the payload.
 func RatePerGoodput(q config.Queue) float64 {
-	const mtu, tcpip = 1500.0, 52.0
 	over := float64(q.Overhead)
 	if q.LinkLayer == config.LinkNone || over == 0 {
 		over = 14
 	}
 	return (mtu + over) / (mtu - tcpip)
 }
+
+// The packet sizes RatePerGoodput assumes: a full-size IPv4 packet and its
+// IPv4+TCP headers with timestamps. IPv6's header is 20 bytes longer, so
+// the same goodput takes v6PerGoodput times the rate.
+const (
+	mtu, tcpip   = 1500.0, 52.0
+	v6PerGoodput = (mtu - tcpip) / (mtu - tcpip - 20)
+)

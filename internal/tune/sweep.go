@@ -2,6 +2,7 @@ package tune
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 )
@@ -35,6 +36,9 @@ type SweepResult struct {
 	LineDown, LineUp int
 	Steps            []Step
 	BestDown, BestUp int // 0: no rate in the range met the target
+	// TargetDown, TargetUp are the grade each best rate meets: the
+	// target, or the weaker one a direction settled for (tune.weaker).
+	TargetDown, TargetUp string
 	// OneWayDown, OneWayUp are the best rates of the one-way phases
 	// alone; BestDown/BestUp hold the bidirectional phase too.
 	OneWayDown, OneWayUp int
@@ -72,20 +76,32 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	for _, k := range []Kind{Download, Upload} {
 		line := s.choice(k).Line.RateKbit
 		var kn knee
-		for i := 0; i <= n; i++ {
-			st, err := s.try(ctx, k, int(math.Round((c.To-float64(i)*c.Step)*float64(line))))
-			res.Steps = s.r.Steps
-			if err != nil {
-				return res, err
+		// A direction with no rate that meets the target is swept again
+		// for the weaker one, as a search settles for it.
+		err := s.settle(ctx, k, func(ctx context.Context, k Kind) error {
+			kn = knee{}
+			for i := 0; i <= n; i++ {
+				st, err := s.try(ctx, k, int(math.Round((c.To-float64(i)*c.Step)*float64(line))))
+				if err != nil {
+					return err
+				}
+				if kn.add(st, i == n, c.StopAfter) {
+					break
+				}
 			}
-			if kn.add(st, i == n, c.StopAfter) {
-				break
+			if kn.best == 0 {
+				return fmt.Errorf("%s: %w (%s) from %.0f%% down to %.0f%% of the line", k, ErrNoRate, s.target(k).Name, 100*c.To, 100*c.From)
 			}
+			return nil
+		})
+		res.Steps = s.r.Steps
+		if err != nil && !errors.Is(err, ErrNoRate) {
+			return res, err
 		}
 		if k == Download {
-			res.BestDown = kn.best
+			res.BestDown, res.TargetDown = kn.best, s.target(k).Name
 		} else {
-			res.BestUp = kn.best
+			res.BestUp, res.TargetUp = kn.best, s.target(k).Name
 		}
 		// back to the line rate before the other direction
 		if err := l.SetRates(ctx, res.LineDown, res.LineUp); err != nil {

@@ -64,7 +64,8 @@ func TestSweep(t *testing.T) {
 			func(c *SweepConfig) { c.StopAfter = 3 }, 0.98, 8, 0, 0},
 		{"line measured first", nil, func(c *SweepConfig) { c.LineDown, c.LineUp = 0, 0 }, 0.95, 21, 0, 0},
 		{"lowest step alone", func(s *sim) Link { s.knee = 0.8; return s }, nil, 0.80, 21, 0, 0},
-		{"nothing meets it", func(s *sim) Link { s.knee = 0.5; return s }, nil, 0, 21, 0, 0},
+		// swept for A+ and then for A: 21 steps each
+		{"nothing meets it", func(s *sim) Link { s.knee = 0.5; return s }, nil, 0, 42, 0, 0},
 		// the upload's ACK bursts queue the download: its best is lower
 		{"bidirectional lowers the download", func(s *sim) Link { s.bidirShift = 0.02; return s }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.93, 0},
 		// the upload's own queue grows: no download rate helps, the other order finds it
@@ -121,6 +122,27 @@ func TestSweep(t *testing.T) {
 				t.Errorf("left the link at %v/%v", s.rateD, s.rateU)
 			}
 		})
+	}
+}
+
+// A direction with no A+ rate is swept again for A, and its best says
+// which grade it holds (ADSL's 1 Mbit/s ATM upstream).
+func TestSweepSettles(t *testing.T) {
+	s := newSim()
+	s.knee, s.upFloor = 0.955, 10
+	c := SweepConfig{Target: APlus, LineDown: 38000, LineUp: 7600, From: 0.80, To: 1.00, Step: 0.01, StopAfter: 3}
+	r, err := Sweep(context.Background(), s, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.TargetDown != "A+" || r.TargetUp != "A" {
+		t.Errorf("targets %q/%q, want A+/A", r.TargetDown, r.TargetUp)
+	}
+	if want := int(math.Round(0.95 * 38000)); r.BestDown != want {
+		t.Errorf("download best %d, want %d", r.BestDown, want)
+	}
+	if r.BestUp < int(0.98*7600) {
+		t.Errorf("upload best %d: A holds up to the line", r.BestUp)
 	}
 }
 

@@ -41,6 +41,14 @@ var (
 // Targets by name.
 var Targets = map[string]Target{"A+": APlus, "A": A}
 
+// weaker is the grade a direction settles for when no rate down to Floor
+// meets the target asked for. A+ is out of reach where one full-size
+// packet on the wire takes about as long as its bar (1 Mbit/s ATM
+// upstream: 13.6 ms); a user there wants the highest rate that keeps the
+// best grade the link allows, not no answer. Below A (30 ms) something
+// other than the line's buffer adds the delay, which no rate fixes.
+var weaker = map[string]Target{"A+": A}
+
 // Phase is one loaded phase's outcome.
 type Phase struct {
 	AddedMedian, AddedP95 float64 // ms
@@ -51,6 +59,9 @@ type Phase struct {
 	// PerSecond is the goodput of the loaded direction per second (the
 	// line measurement's boost detection reads it).
 	PerSecond []int
+	// IPv6: the test ran over IPv6, whose packets carry 20 bytes more
+	// header and less payload (RatePerGoodput is IPv4's).
+	IPv6 bool
 }
 
 func (p Phase) goodput(k Kind) int {
@@ -115,7 +126,8 @@ type Step struct {
 	AddedMedian, AddedP95 float64
 	GoodputKbit           int
 	Pass                  bool
-	Again                 bool // borderline: measured twice, judged on the mean
+	Target                string // the grade it was judged against
+	Again                 bool   // borderline: measured twice, judged on the mean
 	// Unsettled: a borderline pass the budget had no phase to measure
 	// again, counted as a miss.
 	Unsettled bool
@@ -125,8 +137,13 @@ type Step struct {
 type Choice struct {
 	Line     Line
 	RateKbit int
-	Rule95   int    // 95 % of the measured line rate: the usual advice
-	Why      string // how the rate was chosen
+	// Target is the grade this direction was tuned for: the one asked
+	// for, or the next weaker one when no rate met it (OutOfReach says
+	// why).
+	Target     Target
+	OutOfReach string
+	Rule95     int    // 95 % of the measured line rate: the usual advice
+	Why        string // how the rate was chosen
 	// GoodputKbit at the chosen rate (the search's step; a session puts
 	// the confirming test's there) and at the 95 % rule's rate (0 when
 	// that step missed the target).
@@ -203,7 +220,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 		reserve int
 	}{{Download, 2 + bidirReserve + pool - pool/2}, {Upload, bidirReserve}} {
 		s.reserve = d.reserve
-		if err := s.direction(ctx, d.k); err != nil {
+		if err := s.settle(ctx, d.k, s.direction); err != nil {
 			return r, err
 		}
 	}
@@ -233,6 +250,55 @@ func (s *search) load(ctx context.Context, k Kind) (Phase, error) {
 }
 
 func (s *search) choice(k Kind) *Choice { return s.r.choice(k) }
+
+// settle runs find for direction k against the target asked for and,
+// when no rate meets it, once more against the weaker one.
+func (s *search) settle(ctx context.Context, k Kind, find func(context.Context, Kind) error) error {
+	c := s.choice(k)
+	c.Target = s.c.Target
+	err := find(ctx, k)
+	w, ok := weaker[s.c.Target.Name]
+	if !ok || !errors.Is(err, ErrNoRate) {
+		return err
+	}
+	c.OutOfReach = err.Error()
+	c.Target = w
+	s.say("%s: %v; settling for %s, the best grade this link allows", k, err, w.Name)
+	if err = find(ctx, k); err == nil {
+		c.Why = fmt.Sprintf("%s is out of reach on this link; %s", s.c.Target.Name, c.Why)
+	}
+	return err
+}
+
+// target is what a phase of kind k must meet: its direction's target,
+// and for the bidirectional phase the weaker of the two (the upload's
+// queue is in it).
+func (s *search) target(k Kind) Target {
+	if k != Bidir {
+		if t := s.choice(k).Target; t.Name != "" {
+			return t
+		}
+		return s.c.Target
+	}
+	return s.r.target(Bidir)
+}
+
+// target is the grade phase k was tuned for (see search.target).
+func (r *Report) target(k Kind) Target {
+	if k != Bidir {
+		if t := r.choice(k).Target; t.Name != "" {
+			return t
+		}
+		return r.Target
+	}
+	t := r.Target
+	for _, c := range []Choice{r.Download, r.Upload} {
+		if c.Target.Name != "" && c.Target.MedianMs > t.MedianMs {
+			t = c.Target
+		}
+	}
+	return t
+}
 
 // choice is direction k's choice (the download's for Bidir).
 func (r *Report) choice(k Kind) *Choice {
@@ -292,7 +358,11 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	if float64(first) > BoostRatio*float64(l.GoodputKbit) {
 		l.BoostKbit = first
 	}
-	l.RateKbit = int(math.Round(float64(l.GoodputKbit) * s.c.RatePerGoodput))
+	per := s.c.RatePerGoodput
+	if p.IPv6 {
+		per *= v6PerGoodput
+	}
+	l.RateKbit = int(math.Round(float64(l.GoodputKbit) * per))
 	if l.GoodputKbit <= 0 {
 		return l, fmt.Errorf("%s: no goodput through the line; is the server reachable and the link up?", k)
 	}
@@ -315,26 +385,28 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 		return Step{}, err
 	}
 	st := Step{Kind: k, RateKbit: rate, Share: float64(rate) / float64(s.choice(k).Line.RateKbit)}
+	t := s.target(k)
 	p, again, err := s.measure(ctx, k)
 	if err != nil {
 		return st, err
 	}
 	st.AddedMedian, st.AddedP95, st.GoodputKbit, st.Again = p.AddedMedian, p.AddedP95, p.goodput(k), again
-	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
+	st.Target = t.Name
+	st.Pass = meets(t, st.AddedMedian, st.AddedP95)
 	// A borderline pass on one phase is a coin toss at the knee; with no
 	// phase left to settle it, take the side that keeps the grade (cable ×
 	// cake, edc0dd2: the upload passed once at +4.6 ms, 102 % of the line,
 	// and the confirming test missed there at +7.7 ms).
-	if st.Pass && !again && unsure(s.c.Target, st.AddedMedian, st.AddedP95) {
+	if st.Pass && !again && unsure(t, st.AddedMedian, st.AddedP95) {
 		st.Pass, st.Unsettled = false, true
 	}
 	s.r.Steps = append(s.r.Steps, st)
-	verdict := "meets " + s.c.Target.Name
+	verdict := "meets " + t.Name
 	switch {
 	case st.Unsettled:
 		verdict = "borderline, and no budget to measure it again: counted as a miss"
 	case !st.Pass:
-		verdict = "misses " + s.c.Target.Name
+		verdict = "misses " + t.Name
 	}
 	s.say("%s at %d kbit/s (%.0f%% of line): +%.1f/+%.1f ms, %d kbit/s goodput: %s%s",
 		k, rate, 100*st.Share, st.AddedMedian, st.AddedP95, st.GoodputKbit, verdict, twice(st.Again))
@@ -345,7 +417,7 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 // turn its verdict (and fits the budget), that one too: the mean of both
 // (every figure, the one-way shares too) is what is judged.
 func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
-	if p, err = s.load(ctx, k); err != nil || !unsure(s.c.Target, p.AddedMedian, p.AddedP95) || !s.afford(1) {
+	if p, err = s.load(ctx, k); err != nil || !unsure(s.target(k), p.AddedMedian, p.AddedP95) || !s.afford(1) {
 		return p, false, err
 	}
 	q, err := s.load(ctx, k)
@@ -403,6 +475,7 @@ func unsure(t Target, med, p95 float64) bool {
 // c.Resolution.
 func (s *search) direction(ctx context.Context, k Kind) error {
 	c := s.choice(k)
+	t := s.target(k)
 	line := c.Line.RateKbit
 	at := func(share float64) int { return int(math.Round(share * float64(line))) }
 	c.Rule95 = at(0.95)
@@ -430,7 +503,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		// and test time is budgeted.
 		short := false // the budget, not the link, ended the look above
 		for _, share := range aboveLine {
-			if !top.Pass || !clear(s.c.Target, top.AddedMedian, top.AddedP95) {
+			if !top.Pass || !clear(t, top.AddedMedian, top.AddedP95) {
 				break
 			}
 			if short = !s.afford(1); short {
@@ -449,16 +522,16 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		switch {
 		case hi == 0 && short:
 			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
-			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", s.c.Target.Name)
+			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", t.Name)
 			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
 		case hi == 0 && lo > line:
 			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
 			c.Why = fmt.Sprintf("the line meets %s even %.0f%% above its measured rate: not bloated here, shaped at the line rate",
-				s.c.Target.Name, 100*(aboveLine[len(aboveLine)-1]-1))
+				t.Name, 100*(aboveLine[len(aboveLine)-1]-1))
 			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
 		case hi == 0:
 			c.RateKbit = line
-			c.Why = fmt.Sprintf("the line rate meets %s with its delay near a bar already: the knee is there", s.c.Target.Name)
+			c.Why = fmt.Sprintf("the line rate meets %s with its delay near a bar already: the knee is there", t.Name)
 			return nil
 		}
 	} else {
@@ -466,8 +539,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		// first, and go down to the floor only when 85 % misses too.
 		lo, hi = 0, c.Rule95
 		for _, share := range []float64{Bracket, Floor} {
-			st, err := s.try(ctx, k, at(share))
-			if err != nil {
+			if st, err = s.try(ctx, k, at(share)); err != nil {
 				return err
 			}
 			if st.Pass {
@@ -477,8 +549,8 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			hi = st.RateKbit
 		}
 		if lo == 0 {
-			return fmt.Errorf("%s: %w down to %.0f%% of the line (%d kbit/s); something other than the line's buffer adds the delay (Wi-Fi, CPU)",
-				k, ErrNoRate, 100*Floor, at(Floor))
+			return fmt.Errorf("%s: %w (%s) down to %.0f%% of the line (%d kbit/s: +%.1f/+%.1f ms): the delay left is not the line's buffer but a slow link's own packet time, Wi-Fi or a busy CPU",
+				k, ErrNoRate, t.Name, 100*Floor, at(Floor), st.AddedMedian, st.AddedP95)
 		}
 	}
 	for hi-lo > step && s.afford(1) {
@@ -494,7 +566,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		}
 	}
 	c.RateKbit = lo
-	c.Why = fmt.Sprintf("the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", s.c.Target.Name, lo, hi)
+	c.Why = fmt.Sprintf("the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", t.Name, lo, hi)
 	if hi-lo > step {
 		c.Why += fmt.Sprintf(" (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
 	}
@@ -562,7 +634,7 @@ func (s *search) bidir(ctx context.Context) error {
 				st.AddedMedian, st.AddedP95, n)
 		}
 		s.r.BidirLowered++
-		step := bidirStep * missSteps(s.c.Target, st.AddedMedian, st.AddedP95)
+		step := bidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		for _, c := range lowered(p, d, u) {
 			// Above the measured line the delay is a cliff, not a slope:
 			// the link cannot carry the rate, its own queue grows without
@@ -596,7 +668,9 @@ func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error
 	}
 	st.Again = again
 	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.DownKbit
-	st.Pass = meets(s.c.Target, st.AddedMedian, st.AddedP95)
+	t := s.target(Bidir)
+	st.Target = t.Name
+	st.Pass = meets(t, st.AddedMedian, st.AddedP95)
 	s.r.Steps = append(s.r.Steps, st)
 	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms%s", down, up, st.AddedMedian, st.AddedP95, twice(st.Again))
 	return st, p, nil

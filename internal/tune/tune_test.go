@@ -30,7 +30,12 @@ type sim struct {
 	failAfter  int     // phases before the server vanishes; 0 never
 	series     []int   // a line phase's goodput per second, as recorded; nil: flat
 	lineRead   float64 // the line phase reads this share of the line; 0: all of it
-	perGood    float64
+	v6         bool    // phases run over IPv6
+	// upFloor is the least added median the upload's queue shows at any
+	// rate (p95 twice it): a slow link's own packet time (1 Mbit/s ATM:
+	// 13.6 ms per full-size packet), which no shaper rate removes.
+	upFloor float64
+	perGood float64
 
 	rng            *rand.Rand
 	rateD, rateU   float64
@@ -62,6 +67,12 @@ func (s *sim) added(x float64) (med, p95 float64) {
 	return med, p95
 }
 
+// upAdded is added for the upload, with its floor.
+func (s *sim) upAdded(x float64) (med, p95 float64) {
+	med, p95 = s.added(x)
+	return math.Max(med, s.upFloor), math.Max(p95, 2*s.upFloor)
+}
+
 func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 	s.phases++
 	if s.failAfter > 0 && s.phases > s.failAfter {
@@ -75,11 +86,11 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		p.AddedMedian, p.AddedP95 = s.added(xd)
 		p.DownKbit = good(s.rateD, s.down)
 	case Upload:
-		p.AddedMedian, p.AddedP95 = s.added(xu)
+		p.AddedMedian, p.AddedP95 = s.upAdded(xu)
 		p.UpKbit = good(s.rateU, s.up)
 	case Bidir:
 		md, pd := s.added(xd + s.bidirShift)
-		mu, pu := s.added(xu)
+		mu, pu := s.upAdded(xu)
 		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
 		if s.bidirShift > 0 {
 			p.AddedDown, p.AddedUp = md, mu
@@ -95,6 +106,7 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		n := (s.rng.Float64()*2 - 1) * s.noiseMs
 		p.AddedMedian, p.AddedP95 = math.Max(0, p.AddedMedian+n), math.Max(0, p.AddedP95+2*n)
 	}
+	p.IPv6 = s.v6
 	if line && s.lineRead > 0 {
 		p.DownKbit, p.UpKbit = int(float64(p.DownKbit)*s.lineRead), int(float64(p.UpKbit)*s.lineRead)
 	}
@@ -193,6 +205,28 @@ func TestSearch(t *testing.T) {
 	}
 }
 
+// Over IPv6 a full-size packet carries 20 bytes less payload, so the same
+// goodput is a higher shaper rate.
+func TestLineIPv6(t *testing.T) {
+	for _, v6 := range []bool{false, true} {
+		s := newSim()
+		s.v6 = v6
+		s.SetRates(context.Background(), 400000, 80000)
+		r := &search{l: s, c: searchConfig(), r: &Report{}}
+		l, err := r.line(context.Background(), Download)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := float64(l.GoodputKbit) * searchConfig().RatePerGoodput
+		if v6 {
+			want *= 1448.0 / 1428
+		}
+		if math.Abs(float64(l.RateKbit)-want) > 1 {
+			t.Errorf("IPv6 %v: line rate %d for %d kbit/s goodput, want %.0f", v6, l.RateKbit, l.GoodputKbit, want)
+		}
+	}
+}
+
 // The line is what the link carries, read from per-second goodput a
 // stalling guest (or host) skews: a stalled second's bytes arrive in the
 // next one's count, and the last second is the streams' teardown.
@@ -273,6 +307,50 @@ func TestNoRate(t *testing.T) {
 	_, err := Search(context.Background(), s, searchConfig())
 	if !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "50%") {
 		t.Errorf("err %v", err)
+	}
+}
+
+// TestSettlesForWeaker: an upload that misses A+ at every rate (ADSL's
+// 1 Mbit/s ATM upstream) is tuned for A, the best grade the link allows,
+// at the highest rate that keeps it; the download keeps A+, and the
+// bidirectional phase, which holds the upload's queue, is judged on A.
+func TestSettlesForWeaker(t *testing.T) {
+	s := newSim()
+	s.upFloor = 10
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Download.Target != APlus || r.Download.OutOfReach != "" {
+		t.Errorf("download tuned for %q (%q), want A+", r.Download.Target.Name, r.Download.OutOfReach)
+	}
+	if r.Upload.Target != A || !strings.Contains(r.Upload.OutOfReach, "A+") || !strings.Contains(r.Upload.Why, "A+ is out of reach") {
+		t.Errorf("upload tuned for %q: %q, %q", r.Upload.Target.Name, r.Upload.OutOfReach, r.Upload.Why)
+	}
+	for _, d := range []struct {
+		k    Kind
+		got  int
+		line float64
+		t    Target
+	}{{Download, r.Download.RateKbit, s.down, APlus}, {Upload, r.Upload.RateKbit, s.up, A}} {
+		if want := s.best(d.line, d.t); math.Abs(float64(d.got-want)) > 0.015*d.line {
+			t.Errorf("%s: %d kbit/s, want about %d (the highest meeting %s)", d.k, d.got, want, d.t.Name)
+		}
+	}
+	for _, st := range r.Steps {
+		if st.Kind == Bidir && st.Target != "A" {
+			t.Errorf("bidirectional step judged on %q, want A", st.Target)
+		}
+	}
+	if r.target(Bidir) != A || r.target(Download) != APlus || r.target(Upload) != A {
+		t.Errorf("targets %v %v %v", r.target(Download), r.target(Upload), r.target(Bidir))
+	}
+	// A is the last grade it settles for: a link that misses A too has
+	// no answer.
+	s = newSim()
+	s.upFloor = 40
+	if _, err := Search(context.Background(), s, searchConfig()); !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "(A)") {
+		t.Errorf("upload missing A too: %v", err)
 	}
 }
 
