@@ -2,7 +2,6 @@ package bbtest
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -28,15 +27,18 @@ func (r *recorder) run(ctx context.Context) {
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	last := time.Now()
-	downS, upS := loadAll(r.t.downS), loadAll(r.t.upS)
+	downS, upS := r.t.downS.load(), r.t.upS.load()
 	down, up := sum(downS), sum(upS)
 	pLast, pDown, pUp := last, down, up
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick.C:
-			ds, us := loadAll(r.t.downS), loadAll(r.t.upS)
+		case <-tick.C:
+			// the time the counters are read, not the tick's: a sample
+			// taken late covers the time it really covers
+			now := time.Now()
+			ds, us := r.t.downS.load(), r.t.upS.load()
 			d, u := sum(ds), sum(us)
 			r.samples = append(r.samples, bbresult.Throughput{
 				T:               now.Sub(r.t.start).Seconds(),
@@ -65,14 +67,6 @@ func mbps(bytes int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(bytes) * 8 / 1e6 / d.Seconds()
-}
-
-func loadAll(c []atomic.Int64) []int64 {
-	v := make([]int64, len(c))
-	for i := range c {
-		v[i] = c[i].Load()
-	}
-	return v
 }
 
 func sum(v []int64) int64 {

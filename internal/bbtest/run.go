@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -90,10 +89,10 @@ type tester struct {
 	wall0 int64
 	addr  netip.AddrPort
 	sess  bbproto.SessionID
-	// Payload bytes received on each download stream and confirmed by the
-	// server on each upload stream. A direction's total is their sum, so
-	// the per-stream goodput always adds up to it.
-	downS, upS []atomic.Int64
+	// Bytes each download and upload stream moved (counts). A
+	// direction's total is their sum, so the per-stream goodput always
+	// adds up to it.
+	downS, upS *counts
 
 	mu     sync.Mutex
 	inflow []bbresult.InFlow
@@ -117,7 +116,7 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	if err := cfg.Check(); err != nil {
 		return nil, err
 	}
-	t := &tester{cfg: cfg, downS: make([]atomic.Int64, max(cfg.Streams, 0)), upS: make([]atomic.Int64, max(cfg.Streams, 0))}
+	t := &tester{cfg: cfg, downS: newCounts(max(cfg.Streams, 0)), upS: newCounts(max(cfg.Streams, 0))}
 
 	phases := []span{
 		{name: bbresult.PhaseIdleBefore, end: cfg.Idle.Seconds()},
@@ -320,7 +319,7 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	t.mu.Unlock()
 	t.log("phase %s: %v", name, length)
 	sp := span{name: name, start: time.Since(t.start).Seconds(), loaded: loaded}
-	down0, up0 := sum(loadAll(t.downS)), sum(loadAll(t.upS))
+	down0, up0 := sum(t.downS.load()), sum(t.upS.load())
 
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -342,7 +341,7 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	case <-ctx.Done():
 	}
 	sp.end = time.Since(t.start).Seconds()
-	sp.down, sp.up = sum(loadAll(t.downS))-down0, sum(loadAll(t.upS))-up0
+	sp.down, sp.up = sum(t.downS.load())-down0, sum(t.upS.load())-up0
 	stop()
 	wg.Wait()
 	return sp

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -36,18 +37,25 @@ func (t *tester) stream(ctx context.Context, kind bbproto.StreamKind, i int) {
 		}
 		return
 	}
-	stop := context.AfterFunc(ctx, func() { c.Close() })
+	cs := t.downS
+	if kind == bbproto.Upload {
+		cs = t.upS
+	}
+	own, untrack := cs.track(i, c, kind == bbproto.Upload)
+	// the socket's last count is kept before it closes
+	end := sync.OnceFunc(func() { untrack(); c.Close() })
+	stop := context.AfterFunc(ctx, end)
 	defer stop()
-	defer c.Close()
+	defer end()
 	h := bbproto.StreamHeader{Kind: kind, Session: t.sess}.Marshal()
 	if _, err := c.Write(h[:]); err != nil {
 		t.fail(err)
 		return
 	}
 	if kind == bbproto.Download {
-		err = t.download(ctx, c, &t.downS[i])
+		err = t.download(ctx, c, own)
 	} else {
-		err = t.upload(ctx, c, &t.upS[i])
+		err = t.upload(ctx, c, own)
 	}
 	if err != nil && ctx.Err() == nil {
 		t.fail(err)

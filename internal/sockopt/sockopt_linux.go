@@ -22,18 +22,26 @@ func SetNotSentLowat(c net.Conn, bytes int) {
 
 // BytesAcked is the number of bytes the peer acknowledged on c (TCP_INFO).
 func BytesAcked(c net.Conn) (int64, bool) {
+	acked, _, ok := TCPCounts(c)
+	return acked, ok
+}
+
+// TCPCounts are the bytes the peer acknowledged and the bytes received on
+// c, as the kernel counts them (TCP_INFO): when they moved, however late
+// the process reads or learns of them.
+func TCPCounts(c net.Conn) (acked, received int64, ok bool) {
 	rc, ok := rawConn(c)
 	if !ok {
-		return 0, false
+		return 0, 0, false
 	}
 	var info *unix.TCPInfo
 	var err error
 	if cerr := rc.Control(func(fd uintptr) {
 		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 	}); cerr != nil || err != nil {
-		return 0, false
+		return 0, 0, false
 	}
-	return int64(info.Bytes_acked), true
+	return int64(info.Bytes_acked), int64(info.Bytes_received), true
 }
 
 // RxStampSpace is the control-message buffer a read needs for RxStamp.

@@ -14,6 +14,9 @@ func SetNotSentLowat(net.Conn, int) {}
 // BytesAcked needs Linux's TCP_INFO; elsewhere callers count body bytes.
 func BytesAcked(net.Conn) (int64, bool) { return 0, false }
 
+// TCPCounts needs Linux's TCP_INFO; elsewhere callers count what they read.
+func TCPCounts(net.Conn) (acked, received int64, ok bool) { return 0, 0, false }
+
 // RxStampSpace: no receive stamps outside Linux.
 const RxStampSpace = 0
 
