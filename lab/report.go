@@ -98,8 +98,8 @@ func printTable(w io.Writer, rs []result) {
 
 // tuneLine says what tune chose against the line and the 95 % rule.
 func tuneLine(t *tuned) string {
-	s := fmt.Sprintf("tune: download %d (%.0f%% of line %d; 95%% rule %d) upload %d (%.0f%% of %d; rule %d), test time %.0f s",
-		t.Down, pct(t.Down, t.LineDown), t.LineDown, t.Rule95Down, t.Up, pct(t.Up, t.LineUp), t.LineUp, t.Rule95Up, t.TestSeconds)
+	s := fmt.Sprintf("tune%s: download %d (%.0f%% of line %d; 95%% rule %d) upload %d (%.0f%% of %d; rule %d), test time %.0f s",
+		map[bool]string{true: " over IPv6"}[t.IPv6], t.Down, pct(t.Down, t.LineDown), t.LineDown, t.Rule95Down, t.Up, pct(t.Up, t.LineUp), t.LineUp, t.Rule95Up, t.TestSeconds)
 	if t.BoostDown > 0 || t.BoostUp > 0 {
 		s += fmt.Sprintf("; boost seen %d/%d kbit/s goodput", t.BoostDown, t.BoostUp)
 	}

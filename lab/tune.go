@@ -21,7 +21,8 @@ type tuned struct {
 	Up          int     `json:"tuned_upload_kbit"`
 	BoostDown   int     `json:"boost_download_kbit,omitempty"` // goodput of a boost tune saw, 0 none
 	BoostUp     int     `json:"boost_upload_kbit,omitempty"`
-	TestSeconds float64 `json:"test_seconds"` // tune's own test time
+	IPv6        bool    `json:"ipv6,omitempty"` // tune reached the server over IPv6
+	TestSeconds float64 `json:"test_seconds"`   // tune's own test time
 	WallSeconds float64 `json:"wall_seconds"`
 	Why         string  `json:"why"`
 }
@@ -193,7 +194,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	}
 	d, u := o.Report.Download, o.Report.Upload
 	r.Tune = &tuned{LineDown: t.p.Down, LineUp: t.p.Up, Rule95Down: t.p.Down * 95 / 100, Rule95Up: t.p.Up * 95 / 100,
-		Down: d.RateKbit, Up: u.RateKbit, BoostDown: d.Line.BoostKbit, BoostUp: u.Line.BoostKbit,
+		Down: d.RateKbit, Up: u.RateKbit, BoostDown: d.Line.BoostKbit, BoostUp: u.Line.BoostKbit, IPv6: v6,
 		TestSeconds: o.Spent.Seconds(), WallSeconds: wall.Seconds(), Why: d.Why + " / " + u.Why}
 	r.DownKbit, r.UpKbit = d.RateKbit, u.RateKbit
 	// a fresh start from the written config, as after a reboot

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 )
 
@@ -67,7 +69,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		err = restore(o.Written, err)
 	}()
 	l.Budget = s.Budget
-	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(q),
+	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(l.Target),
 		Progress: s.Log}
 	if s.Budget > 0 {
 		// The budget is the whole tune's: the line measurements and one
@@ -201,7 +203,7 @@ func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, e
 	l.Budget = s.Budget
 	q := l.Target.Queue
 	c.Target, c.Progress = s.Target, s.Log
-	c.OpenDown, c.OpenUp, c.RatePerGoodput = open(q.Download), open(q.Upload), RatePerGoodput(q)
+	c.OpenDown, c.OpenUp, c.RatePerGoodput = open(q.Download), open(q.Upload), RatePerGoodput(l.Target)
 	return Sweep(ctx, l, c)
 }
 
@@ -267,15 +269,25 @@ func (s *Session) log(format string, a ...any) {
 func open(configured int) int { return min(configured*4, 10_000_000) }
 
 // RatePerGoodput is the shaper rate one kbit/s of TCP goodput needs on
-// q's link: the shaper counts IP and TCP headers (52 bytes with
-// timestamps) and the configured link overhead (or Ethernet's 14 when
-// none is set), goodput only the payload.
-func RatePerGoodput(q config.Queue) float64 {
-	over := float64(q.Overhead)
-	if q.LinkLayer == config.LinkNone || over == 0 {
-		over = 14
+// t's link: goodput counts the payload of a full-size segment, the shaper
+// the whole packet (52 bytes of IP and TCP headers with timestamps) and
+// the per-packet overhead the plan compensates, padded into 53-byte cells
+// of 48 on ATM (1500 + 18 bytes are 32 cells, 1696 bytes: 17 % more than
+// the payload, where Ethernet framing costs 5 %). nsstbl compensates
+// nothing per packet: it counts the frame on the port (14 bytes of
+// Ethernet header), whatever overhead sized its mtu.
+func RatePerGoodput(t apply.Target) float64 {
+	over := 14.0
+	if t.Queue.Backend != config.NSS {
+		if p, err := plan.Build(t.Queue, t.Facts); err == nil && len(p.Dirs) > 0 {
+			over = float64(p.Dirs[0].Overhead)
+		}
 	}
-	return (mtu + over) / (mtu - tcpip)
+	frame := mtu + over
+	if t.Queue.LinkLayer == config.LinkATM {
+		frame = math.Ceil(frame/48) * 53
+	}
+	return frame / (mtu - tcpip)
 }
 
 // The packet sizes RatePerGoodput assumes: a full-size IPv4 packet and its

@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -342,6 +343,38 @@ func TestSessionConfirmMiss(t *testing.T) {
 			}
 			if !atRates(t, s, k, d, u) {
 				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
+			}
+		})
+	}
+}
+
+// The shaper rate one kbit/s of goodput needs is the frame the plan's
+// shaper counts for a full-size segment's 1448 bytes of payload.
+func TestRatePerGoodput(t *testing.T) {
+	for _, tc := range []struct {
+		name, opts string
+		proto      string
+		want       float64 // bytes counted per 1448 of payload
+	}{
+		{"cake, Ethernet detected", "option qdisc 'cake'", "dhcp", 1518},
+		{"cake, PPPoE detected", "option qdisc 'cake'", "pppoe", 1528},
+		{"fq_codel, overhead set", "option qdisc 'fq_codel'\n\toption linklayer 'ethernet'\n\toption overhead '34'", "dhcp", 1534},
+		// 1500 + 18 bytes are 32 cells of 48 on ATM, each 53 on the wire
+		{"cake on ATM", "option qdisc 'cake'\n\toption linklayer 'atm'", "dhcp", 32 * 53},
+		// nsstbl counts the Ethernet frame on the port whatever sized its mtu
+		{"nss", "option script 'nss-zk.qos'", "pppoe", 1514},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+			os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\t"+tc.opts+"\n"), 0o644)
+			qs, err := config.Resolve(root, "", nil, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tg := apply.Target{Queue: qs[0], Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Proto: tc.proto, LowerDevice: "eth0"}}
+			if got, want := RatePerGoodput(tg), tc.want/1448; math.Abs(got-want) > 1e-9 {
+				t.Errorf("%.4f, want %.4f (%.0f/1448)", got, want, tc.want)
 			}
 		})
 	}
