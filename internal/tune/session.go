@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -70,7 +71,8 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	}()
 	l.Budget = s.Budget
 	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(l.Target),
-		Progress: s.Log}
+		ProbeKbit: ProbeKbit(l.Target, l.Test.ProbeInterval),
+		Progress:  s.Log}
 	if s.Budget > 0 {
 		// The budget is the whole tune's: the line measurements and one
 		// confirming test come off it first, and the search gets the
@@ -204,6 +206,7 @@ func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, e
 	q := l.Target.Queue
 	c.Target, c.Progress = s.Target, s.Log
 	c.OpenDown, c.OpenUp, c.RatePerGoodput = open(q.Download), open(q.Upload), RatePerGoodput(l.Target)
+	c.ProbeKbit = ProbeKbit(l.Target, l.Test.ProbeInterval)
 	return Sweep(ctx, l, c)
 }
 
@@ -270,24 +273,38 @@ func open(configured int) int { return min(configured*4, 10_000_000) }
 
 // RatePerGoodput is the shaper rate one kbit/s of TCP goodput needs on
 // t's link: goodput counts the payload of a full-size segment, the shaper
-// the whole packet (52 bytes of IP and TCP headers with timestamps) and
-// the per-packet overhead the plan compensates, padded into 53-byte cells
-// of 48 on ATM (1500 + 18 bytes are 32 cells, 1696 bytes: 17 % more than
-// the payload, where Ethernet framing costs 5 %). nsstbl compensates
-// nothing per packet: it counts the frame on the port (14 bytes of
-// Ethernet header), whatever overhead sized its mtu.
-func RatePerGoodput(t apply.Target) float64 {
+// its whole frame (frameBytes): 1500 + 18 bytes are 32 ATM cells, 1696
+// bytes, 17 % more than the payload, where Ethernet framing costs 5 %.
+func RatePerGoodput(t apply.Target) float64 { return frameBytes(t, mtu) / (mtu - tcpip) }
+
+// ProbeKbit is the shaper rate the test's own probes take in each
+// direction: one small packet per interval, whose framing weighs on a slow
+// link (1 Mbit/s ATM: three cells each, 127 kbit/s at 10 ms, 13 % of the
+// line), so a line measured by its streams' goodput alone reads low there.
+func ProbeKbit(t apply.Target, interval time.Duration) float64 {
+	if interval <= 0 {
+		return 0
+	}
+	const udpip = 8 + 20
+	return frameBytes(t, bbproto.ProbeDefaultSize+udpip) * 8 / 1000 / interval.Seconds()
+}
+
+// frameBytes is what t's shaper counts for an IP packet of ipLen bytes:
+// the packet and the per-packet overhead the plan compensates, padded
+// into 53-byte cells of 48 on ATM; nsstbl counts the Ethernet frame on
+// the port (14 bytes of header), whatever overhead sized its mtu.
+func frameBytes(t apply.Target, ipLen float64) float64 {
 	over := 14.0
 	if t.Queue.Backend != config.NSS {
 		if p, err := plan.Build(t.Queue, t.Facts); err == nil && len(p.Dirs) > 0 {
 			over = float64(p.Dirs[0].Overhead)
 		}
 	}
-	frame := mtu + over
+	frame := ipLen + over
 	if t.Queue.LinkLayer == config.LinkATM {
 		frame = math.Ceil(frame/48) * 53
 	}
-	return frame / (mtu - tcpip)
+	return frame
 }
 
 // The packet sizes RatePerGoodput assumes: a full-size IPv4 packet and its

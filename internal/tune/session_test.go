@@ -376,6 +376,14 @@ func TestRatePerGoodput(t *testing.T) {
 			if got, want := RatePerGoodput(tg), tc.want/1448; math.Abs(got-want) > 1e-9 {
 				t.Errorf("%.4f, want %.4f (%.0f/1448)", got, want, tc.want)
 			}
+			// a 64-byte probe is a 92-byte IP packet, every 10 ms
+			probe := 92 + tc.want - 1500
+			if tc.name == "cake on ATM" {
+				probe = 3 * 53 // 92 + 18 bytes in three cells
+			}
+			if got, want := ProbeKbit(tg, 10*time.Millisecond), probe*8/1000/0.01; math.Abs(got-want) > 1e-9 {
+				t.Errorf("probes %.1f kbit/s, want %.1f", got, want)
+			}
 		})
 	}
 }

@@ -19,6 +19,7 @@ type SweepConfig struct {
 	LineDown, LineUp int
 	OpenDown, OpenUp int
 	RatePerGoodput   float64
+	ProbeKbit        float64
 	From, To, Step   float64 // shares of the line, e.g. 0.80, 1.00, 0.01
 	// StopAfter ends a direction after that many passing steps in a row
 	// (0: measure every step). Below a rate that keeps the target a lower
@@ -51,7 +52,7 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	if c.Step <= 0 || c.From <= 0 || c.To < c.From {
 		return nil, fmt.Errorf("sweep range %.2f..%.2f step %.2f: want 0 < from <= to and a positive step", c.From, c.To, c.Step)
 	}
-	s := &search{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, Progress: c.Progress}, r: &Report{Target: c.Target}}
+	s := &search{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, ProbeKbit: c.ProbeKbit, Progress: c.Progress}, r: &Report{Target: c.Target}}
 	s.r.Download.Line.RateKbit, s.r.Upload.Line.RateKbit = c.LineDown, c.LineUp
 	if c.LineDown == 0 || c.LineUp == 0 {
 		if err := l.SetRates(ctx, c.OpenDown, c.OpenUp); err != nil {

@@ -89,6 +89,9 @@ type Config struct {
 	// RatePerGoodput converts TCP goodput to the shaper's rate: the framing
 	// (IP, TCP, link overhead) the shaper counts and goodput does not.
 	RatePerGoodput float64
+	// ProbeKbit is the shaper rate the test's probes took beside the
+	// streams while the line was measured (ProbeKbit).
+	ProbeKbit float64
 	// Resolution is the search's step, a share of the line rate.
 	Resolution float64
 	// MaxSteps bounds the loaded phases after the two line measurements
@@ -362,7 +365,7 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	if p.IPv6 {
 		per *= v6PerGoodput
 	}
-	l.RateKbit = int(math.Round(float64(l.GoodputKbit) * per))
+	l.RateKbit = int(math.Round(float64(l.GoodputKbit)*per + s.c.ProbeKbit))
 	if l.GoodputKbit <= 0 {
 		return l, fmt.Errorf("%s: no goodput through the line; is the server reachable and the link up?", k)
 	}
