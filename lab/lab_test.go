@@ -292,6 +292,11 @@ func TestKeepClean(t *testing.T) {
 			if len(disc) != len(tc.wantRuns)+map[bool]int{true: 1}[tc.wantBusy] {
 				t.Errorf("discarded %+v", disc)
 			}
+			for _, d := range disc {
+				if d.Cause != causeNoise {
+					t.Errorf("discarded for %q, want %q", d.Cause, causeNoise)
+				}
+			}
 			var inc *inconclusive
 			if errors.As(err, &inc) != tc.wantBusy || (err != nil && !tc.wantBusy) {
 				t.Errorf("err %v, want inconclusive %v", err, tc.wantBusy)
@@ -347,8 +352,8 @@ func TestKeepCleanCollision(t *testing.T) {
 				t.Errorf("err %v, %d runs, discarded %+v, download median %v; want %d runs, %v", err, runs, disc, m.Phase(accept.Download).AddedMedian, tc.wantRuns, tc.wantMed)
 			}
 			for _, d := range disc {
-				if !strings.Contains(d.Why, "collided") {
-					t.Errorf("discarded for %q", d.Why)
+				if d.Cause != causeCollision || !strings.Contains(d.Why, "collided") {
+					t.Errorf("discarded for %s: %q", d.Cause, d.Why)
 				}
 			}
 		})

@@ -68,13 +68,21 @@ func noisy(st *noise.Stats) string {
 		100*st.Foreign, 100*maxForeign, 100*st.Busy, 100*st.Steal, st.Max, noise.Period)
 }
 
-// discarded is a phase measurement the gauge threw away.
+// discarded is a phase measurement the lab threw away.
 type discarded struct {
 	Phase string      `json:"phase"`
 	Run   string      `json:"run"` // the test run it came from (its files in the scenario dir)
 	Noise noise.Stats `json:"host_noise"`
+	Cause string      `json:"cause"` // causeNoise or causeCollision
 	Why   string      `json:"why"`
 }
+
+// Why a measurement was discarded: the host disturbed it, or a probe flow
+// collided with a bulk flow and the phase missed its bars.
+const (
+	causeNoise     = "host noise"
+	causeCollision = "probe flow collision"
+)
 
 // inconclusive is a scenario the host kept too busy to grade.
 type inconclusive struct {
@@ -125,9 +133,9 @@ func keepClean(m accept.Measurement, again func(run, phase, why string) (accept.
 		}
 		run := "test"
 		for try := 1; ; try++ {
-			why := noisy(p.Noise)
+			why, cause := noisy(p.Noise), causeNoise
 			if why == "" && p.Collision != "" && accept.MissesLatency(*p) {
-				why = "a probe flow collided with a bulk flow and the phase missed its bars: " + p.Collision
+				why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+p.Collision, causeCollision
 				if try > maxReruns {
 					break // graded as measured
 				}
@@ -139,7 +147,7 @@ func keepClean(m accept.Measurement, again func(run, phase, why string) (accept.
 			if p.Noise != nil {
 				st = *p.Noise
 			}
-			out = append(out, discarded{Phase: name, Run: run, Noise: st, Why: why})
+			out = append(out, discarded{Phase: name, Run: run, Noise: st, Cause: cause, Why: why})
 			if try > maxReruns {
 				busy = append(busy, name)
 				break
@@ -210,7 +218,7 @@ func judgeStretch(name string, st noise.Stats, r *result) error {
 	if why == "" {
 		return nil
 	}
-	r.Discarded = append(r.Discarded, discarded{Phase: name, Run: name, Noise: st, Why: why})
+	r.Discarded = append(r.Discarded, discarded{Phase: name, Run: name, Noise: st, Cause: causeNoise, Why: why})
 	return &inconclusive{phases: []string{name}, tries: 1}
 }
 

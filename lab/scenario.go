@@ -510,23 +510,19 @@ func failedNames(cs []accept.Check) string {
 	return strings.Join(out, ", ")
 }
 
-// discardedKinds names why measurements were discarded: host noise, a
-// probe flow's collision, or both.
+// discardedKinds counts the discarded measurements by cause.
 func discardedKinds(ds []discarded) string {
-	var noisy, collided int
-	for _, d := range ds {
-		if strings.Contains(d.Why, "collided") {
-			collided++
-		} else {
-			noisy++
-		}
-	}
 	var out []string
-	if noisy > 0 {
-		out = append(out, fmt.Sprintf("%d host noise", noisy))
-	}
-	if collided > 0 {
-		out = append(out, fmt.Sprintf("%d probe flow collision", collided))
+	for _, cause := range []string{causeNoise, causeCollision} {
+		n := 0
+		for _, d := range ds {
+			if d.Cause == cause {
+				n++
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%d %s", n, cause))
+		}
 	}
 	return strings.Join(out, ", ")
 }

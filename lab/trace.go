@@ -109,7 +109,7 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 		}, func(try int, st noise.Stats, why string) {
 			name := fmt.Sprintf("trace-%d", try)
 			os.Rename(filepath.Join(r.Dir, "trace.test.json"), filepath.Join(r.Dir, name+".test.json"))
-			r.Discarded = append(r.Discarded, discarded{Phase: "trace", Run: name, Noise: st, Why: why})
+			r.Discarded = append(r.Discarded, discarded{Phase: "trace", Run: name, Noise: st, Cause: causeNoise, Why: why})
 			r.Checks = nil
 			g.say("%s/%s: host noise during the trace (%s)", p.Name, ctl, why)
 		})

@@ -178,6 +178,10 @@ const Floor = 0.5
 // Bracket is where the search looks first below 95 %.
 const Bracket = 0.85
 
+// flatDelay: a miss at Bracket whose median is at least this share of the
+// 95 % step's did not come down with the rate.
+const flatDelay = 0.9
+
 // aboveLine are the shares of the measured line tried when the line rate
 // itself meets the target: 3 % covers a line read a little low (a stall
 // in its window, a modem that paces its first seconds); when that passes
@@ -273,20 +277,11 @@ func (s *search) settle(ctx context.Context, k Kind, find func(context.Context, 
 	return err
 }
 
-// target is what a phase of kind k must meet: its direction's target,
-// and for the bidirectional phase the weaker of the two (the upload's
-// queue is in it).
-func (s *search) target(k Kind) Target {
-	if k != Bidir {
-		if t := s.choice(k).Target; t.Name != "" {
-			return t
-		}
-		return s.c.Target
-	}
-	return s.r.target(Bidir)
-}
+func (s *search) target(k Kind) Target { return s.r.target(k) }
 
-// target is the grade phase k was tuned for (see search.target).
+// target is what a phase of kind k must meet: its direction's target,
+// and for the bidirectional phase the weaker of the two (both directions'
+// queues are in it).
 func (r *Report) target(k Kind) Target {
 	if k != Bidir {
 		if t := r.choice(k).Target; t.Name != "" {
@@ -338,15 +333,22 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	// The last second is left out: it ends with the streams' teardown and
 	// the counts still in flight (the lab's upload read 4194 kbit/s there
 	// on an 8 Mbit/s line). At least 4 seconds, and a window that would
-	// start on a stall's catch-up second takes the stalled second before
-	// it too: the lab's upload read 4456, 10485, 6029, 9044, 7340 kbit/s
-	// on an 8 Mbit/s line, and the four from 10485 on mean 8224. (Not a
-	// longer window: a boost may last past the first half.)
+	// split a stall from its catch-up takes both: the seconds at its edge
+	// that stray more than a tenth from the phase's median (after its
+	// first two seconds), one low and one high
+	// (the lab's upload read 4456, 10485, 6029, 9044, 7340 kbit/s on an
+	// 8 Mbit/s line, and the four from 10485 on mean 8224; nss's, with the
+	// kernel's counts, 5243, 9568, 6294, 9044, 7602: 8127 from 9568 on,
+	// 7550 with the stall). (Not a longer window: a boost may last past
+	// the first half.)
 	body := ps[:len(ps)-1]
 	start := len(body) - max(len(body)/3, min(4, len(body)))
 	if start > 0 {
-		m := medianInt(body[start:])
-		if float64(body[start-1]) < 0.8*m && float64(body[start]) > 1.2*m {
+		// the level to judge the edge by: the phase after slow start,
+		// whose stalls and a boost's seconds are the few
+		m := medianInt(body[min(2, start):])
+		off := func(v int) float64 { return float64(v)/m - 1 }
+		if a, b := off(body[start-1]), off(body[start]); math.Abs(a) > 0.1 && math.Abs(b) > 0.1 && a*b < 0 {
 			start--
 		}
 	}
@@ -539,8 +541,13 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		}
 	} else {
 		// Most knees sit between 85 and 95 % of the line: bracket there
-		// first, and go down to the floor only when 85 % misses too.
+		// first, and go down to the floor only when 85 % misses too and
+		// its delay came down: a queue in the line's buffer shrinks as
+		// the rate leaves it, a delay that does not move with the rate
+		// is something else's (adsl-atm's upload: +8.9 ms at 95 %, +10.1
+		// at 85 %, +21.4 at 50 %; a step saved for the next target).
 		lo, hi = 0, c.Rule95
+		at95 := st
 		for _, share := range []float64{Bracket, Floor} {
 			if st, err = s.try(ctx, k, at(share)); err != nil {
 				return err
@@ -550,6 +557,10 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 				break
 			}
 			hi = st.RateKbit
+			if share == Bracket && st.AddedMedian >= flatDelay*at95.AddedMedian {
+				return fmt.Errorf("%s: %w (%s): lowering the rate from %.0f%% to %.0f%% of the line did not lower the delay (+%.1f, then +%.1f ms): it is not the line's buffer but a slow link's own packet time, Wi-Fi or a busy CPU",
+					k, ErrNoRate, t.Name, 100*at95.Share, 100*st.Share, at95.AddedMedian, st.AddedMedian)
+			}
 		}
 		if lo == 0 {
 			return fmt.Errorf("%s: %w (%s) down to %.0f%% of the line (%d kbit/s: +%.1f/+%.1f ms): the delay left is not the line's buffer but a slow link's own packet time, Wi-Fi or a busy CPU",
@@ -619,6 +630,14 @@ func missSteps(t Target, med, p95 float64) float64 {
 // meets it.
 func (s *search) bidir(ctx context.Context) error {
 	d, u := &s.r.Download, &s.r.Upload
+	// the last lowering: the one direction it moved and that direction's
+	// rate and reason before it, and the miss that led to it
+	var last struct {
+		c    *Choice
+		rate int
+		why  string
+		miss Step
+	}
 	for n := 0; ; n++ {
 		st, p, err := s.tryBidir(ctx, d.RateKbit, u.RateKbit)
 		if err != nil {
@@ -627,6 +646,19 @@ func (s *search) bidir(ctx context.Context) error {
 		s.r.BidirMedian, s.r.BidirP95, s.r.BidirGoodputDn, s.r.BidirGoodputUp = st.AddedMedian, st.AddedP95, p.DownKbit, p.UpKbit
 		if st.Pass {
 			return nil
+		}
+		cs := lowered(p, d, u)
+		// A lowering that did not lower the delay moved the direction
+		// whose queue it is not: put that one back and lower the other
+		// (cable × nss, 0b3bcdf: the download lowered three times, 6.6,
+		// 8.0, 8.8, 11.3 ms, beside an upload 1.5 % over its line).
+		if last.c != nil && st.AddedMedian >= flatDelay*last.miss.AddedMedian {
+			other := u
+			if last.c == u {
+				other = d
+			}
+			last.c.RateKbit, last.c.Why = last.rate, last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
+			cs = []*Choice{other}
 		}
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
@@ -638,7 +670,11 @@ func (s *search) bidir(ctx context.Context) error {
 		}
 		s.r.BidirLowered++
 		step := bidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
-		for _, c := range lowered(p, d, u) {
+		last.c = nil
+		if len(cs) == 1 {
+			last.c, last.rate, last.why, last.miss = cs[0], cs[0].RateKbit, cs[0].Why, st
+		}
+		for _, c := range cs {
 			// Above the measured line the delay is a cliff, not a slope:
 			// the link cannot carry the rate, its own queue grows without
 			// bound, and the size of the miss says nothing of the distance

@@ -26,6 +26,7 @@ type sim struct {
 	boostSecs  int
 	bidirExtra float64 // ms the bidirectional phase adds
 	bidirUp    bool    // and only in the upload's one-way delay
+	bidirHid   bool    // the upload's, but the one-way split shows it on both sides
 	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
 	failAfter  int     // phases before the server vanishes; 0 never
 	series     []int   // a line phase's goodput per second, as recorded; nil: flat
@@ -99,6 +100,9 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 			extra := s.bidirExtra * math.Max(0, (xu-0.9)/0.06)
 			p.AddedMedian, p.AddedP95 = math.Max(md, mu+extra), math.Max(pd, pu+extra)
 			p.AddedDown, p.AddedUp = md, mu+extra
+			if s.bidirHid {
+				p.AddedDown, p.AddedUp = md+extra/2, mu+extra/2
+			}
 		}
 		p.DownKbit, p.UpKbit = good(s.rateD, s.down), good(s.rateU, s.up)
 	}
@@ -245,6 +249,10 @@ func TestLineSeries(t *testing.T) {
 		{"stall at the window's start", []int{6423, 7733, 7471, 7602, 7471, 7733, 4456, 10485, 6029, 9044, 7340, 7733}, 7500},
 		// lab, cable-boost upload (c61be6b): stalls every other second, the teardown last
 		{"stalls and teardown", []int{6000, 8000, 7700, 7600, 5243, 9962, 5898, 9177, 7600, 7500, 7600, 4194}, 7500},
+		// lab, cable × nss upload with the kernel's counts (0b3bcdf): the stall before the window, its catch-up inside
+		{"stall just before the window", []int{6815, 7340, 7604, 7340, 7864, 7471, 5243, 9568, 6294, 9044, 7602, 7209}, 7550},
+		// lab, the next run: the window's median is the stall's and its catch-up's
+		{"stall before a window of stalls", []int{7211, 7504, 7550, 7532, 7522, 7542, 6224, 8953, 7550, 5387, 9623, 7563}, 7540},
 		// lab, cable download (863b994)
 		{"download with a stall", []int{35511, 38011, 37865, 38011, 37879, 38143, 37879, 38273, 37880, 38014, 37747, 38158, 38129, 33946, 41943,
 			38142, 37881, 37751, 38141, 37878, 37883, 38009, 37879, 37880, 38012, 38011, 23462, 52430, 38010, 38141}, 37950},
@@ -349,12 +357,46 @@ func TestSettlesForWeaker(t *testing.T) {
 	if r.target(Bidir) != A || r.target(Download) != APlus || r.target(Upload) != A {
 		t.Errorf("targets %v %v %v", r.target(Download), r.target(Upload), r.target(Bidir))
 	}
+	// the delay did not come down from 95 % to 85 %: no step at the floor
+	for _, st := range r.Steps {
+		if st.Kind == Upload && st.Target == "A+" && st.Share < Bracket-0.01 {
+			t.Errorf("upload tried %.0f%% for A+ after a flat delay at 95 and 85 %%", 100*st.Share)
+		}
+	}
+	if !strings.Contains(r.Upload.OutOfReach, "did not lower the delay") {
+		t.Errorf("out of reach: %q", r.Upload.OutOfReach)
+	}
 	// A is the last grade it settles for: a link that misses A too has
 	// no answer.
 	s = newSim()
 	s.upFloor = 40
 	if _, err := Search(context.Background(), s, searchConfig()); !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "(A)") {
 		t.Errorf("upload missing A too: %v", err)
+	}
+}
+
+// A bidirectional lowering that does not lower the delay moved the wrong
+// direction: it goes back, and the other one comes down (the one-way
+// split blamed the download; the queue was the upload's).
+func TestBidirWrongDirection(t *testing.T) {
+	s := newSim()
+	s.bidirExtra, s.bidirUp, s.bidirHid = 30, true, true
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var oneWay int
+	for _, st := range r.Steps {
+		if st.Kind == Bidir {
+			oneWay = st.RateKbit
+			break
+		}
+	}
+	if r.Download.RateKbit != oneWay || !strings.Contains(r.Download.Why, "did not lower the bidirectional delay") {
+		t.Errorf("download %d (its one-way choice %d): %q", r.Download.RateKbit, oneWay, r.Download.Why)
+	}
+	if !strings.Contains(r.Upload.Why, "lowered") || r.BidirMedian > APlus.MedianMs {
+		t.Errorf("upload %d: %q; bidirectional +%.1f ms", r.Upload.RateKbit, r.Upload.Why, r.BidirMedian)
 	}
 }
 
