@@ -648,6 +648,14 @@ func (s *search) bidir(ctx context.Context) error {
 			return nil
 		}
 		cs := lowered(p, d, u)
+		// A direction above its measured line goes back to it first,
+		// whichever one-way delay the miss showed: the line is what the
+		// link carried with both directions' streams and ACKs to carry
+		// (cable × nss, b4eb93d: the upload at 104 % of its line beside
+		// the download, +15.0 ms, and the download lowered instead).
+		if above := aboveLines(d, u); len(above) > 0 {
+			cs = above
+		}
 		// A lowering that did not lower the delay moved the direction
 		// whose queue it is not: put that one back and lower the other
 		// (cable × nss, 0b3bcdf: the download lowered three times, 6.6,
@@ -690,6 +698,17 @@ func (s *search) bidir(ctx context.Context) error {
 			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*step)
 		}
 	}
+}
+
+// aboveLines are the directions whose rate is above their measured line.
+func aboveLines(cs ...*Choice) []*Choice {
+	var out []*Choice
+	for _, c := range cs {
+		if c.RateKbit > c.Line.RateKbit {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // tryBidir loads both directions at once at down/up and judges the phase

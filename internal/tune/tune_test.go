@@ -400,6 +400,30 @@ func TestBidirWrongDirection(t *testing.T) {
 	}
 }
 
+// A direction above its measured line comes back to the line on the
+// first bidirectional miss, whatever the one-way split blamed.
+func TestBidirAboveLineFirst(t *testing.T) {
+	s := newSim()
+	s.knee, s.lineRead = 0.99, 0.95 // the line reads low, the search steps above it
+	s.bidirExtra, s.bidirUp, s.bidirHid = 30, true, true
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bidir []Step
+	for _, st := range r.Steps {
+		if st.Kind == Bidir {
+			bidir = append(bidir, st)
+		}
+	}
+	if len(bidir) < 2 {
+		t.Fatalf("bidirectional steps %+v", bidir)
+	}
+	if up := r.Upload.Line.RateKbit; bidir[0].Other <= up || bidir[1].Other != up {
+		t.Errorf("upload %d beside the first miss, then %d; its line %d", bidir[0].Other, bidir[1].Other, up)
+	}
+}
+
 func TestBidirLowers(t *testing.T) {
 	s := newSim()
 	s.knee = 0.9
