@@ -424,6 +424,46 @@ func TestBidirAboveLineFirst(t *testing.T) {
 	}
 }
 
+// A borderline bidirectional pass the budget cannot measure again lowers
+// a direction at its line one step; measured twice, or below the line, it
+// stands.
+func TestBidirAtLineUnsettled(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		maxSteps  int     // 0: unbounded
+		share     float64 // of the line, both directions
+		extra     float64 // ms the bidirectional phase adds to the sim's 1/4
+		wantLower bool
+	}{
+		{"at the line, no budget", 1, 1, 3.5, true},
+		{"at the line, measured twice", 0, 1, 3.5, false},
+		{"below the line, no budget", 1, 0.97, 3.5, false},
+		{"at the line, clear pass", 1, 1, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newSim()
+			l.flat, l.bidirExtra = true, tc.extra
+			r := &Report{Target: APlus}
+			for _, c := range []*Choice{&r.Download, &r.Upload} {
+				c.Line.RateKbit = 10000
+				c.RateKbit = int(tc.share * 10000)
+			}
+			s := &search{l: l, c: Config{Target: APlus, MaxSteps: tc.maxSteps}, r: r}
+			if err := s.bidir(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := int(tc.share * 10000)
+			if tc.wantLower {
+				want = int(float64(want) * (1 - bidirStep))
+			}
+			last := r.Steps[len(r.Steps)-1]
+			if r.Download.RateKbit != want || r.Upload.RateKbit != want || !last.Pass || last.Unsettled != tc.wantLower {
+				t.Errorf("rates %d/%d, want %d; last step %+v", r.Download.RateKbit, r.Upload.RateKbit, want, last)
+			}
+		})
+	}
+}
+
 func TestBidirLowers(t *testing.T) {
 	s := newSim()
 	s.knee = 0.9
