@@ -667,17 +667,23 @@ func (s *search) bidir(ctx context.Context) error {
 			if last.c == u {
 				other = d
 			}
-			last.c.RateKbit, last.c.Why = last.rate, last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
+			// never back above its line: the move that brought it there
+			// was the line's rule, not a guess at whose queue it was
+			// (cable × nss, c2d441b: the upload went from 101.5 % to its
+			// line, the delay stayed, and it was put back over it)
+			last.c.RateKbit, last.c.Why = min(last.rate, last.c.Line.RateKbit), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
 			cs = []*Choice{other}
 		}
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
 				ErrNoRate, st.AddedMedian, st.AddedP95, n)
 		}
-		if !s.afford(1) {
-			return fmt.Errorf("bidirectional: +%.1f/+%.1f ms after lowering the rates %d times, and the test-time budget has no step left; give a larger --budget",
-				st.AddedMedian, st.AddedP95, n)
-		}
+		// With no phase left for it, the lowering still stands and the
+		// confirming test, which has a bidirectional phase and is already
+		// in the budget, is its measurement (cable × fq_codel, c2d441b:
+		// two borderline misses measured twice, +5.3 and +5.5 ms, spent
+		// the reserve and nothing was written).
+		short := !s.afford(1)
 		s.r.BidirLowered++
 		step := bidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		last.c = nil
@@ -698,6 +704,13 @@ func (s *search) bidir(ctx context.Context) error {
 			}
 			c.RateKbit = int(float64(c.RateKbit) * (1 - step))
 			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*step)
+		}
+		if short {
+			for _, c := range cs {
+				c.Why += " (the budget left no phase to measure it: the confirming test does)"
+			}
+			s.say("bidirectional: +%.1f/+%.1f ms and no phase left in the budget: lowered, for the confirming test to judge", st.AddedMedian, st.AddedP95)
+			return nil
 		}
 	}
 }

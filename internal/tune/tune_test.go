@@ -424,6 +424,47 @@ func TestBidirAboveLineFirst(t *testing.T) {
 	}
 }
 
+// A direction brought back to its line for a bidirectional miss stays
+// there when that did not lower the delay: the other one is lowered, and
+// the first is never put back above its line.
+func TestBidirBackToLineStays(t *testing.T) {
+	l := newSim()
+	l.down, l.up, l.knee, l.slopeMs, l.bidirShift = 10000, 8000, 0.99, 3, 0.06 // the download's queue
+	r := &Report{Target: APlus}
+	r.Download.Line.RateKbit, r.Download.RateKbit = 10000, 10000
+	r.Upload.Line.RateKbit, r.Upload.RateKbit = 7600, 7800 // a line read low, a step above it
+	s := &search{l: l, c: Config{Target: APlus}, r: r}
+	if err := s.bidir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for i, st := range r.Steps[1:] {
+		if st.Other > 7600 {
+			t.Errorf("bidirectional step %d: upload %d, above its line 7600", i+2, st.Other)
+		}
+	}
+	if r.Download.RateKbit >= 10000 || r.Upload.RateKbit != 7600 || !r.Steps[len(r.Steps)-1].Pass {
+		t.Errorf("ended at %d/%d: %+v", r.Download.RateKbit, r.Upload.RateKbit, r.Steps)
+	}
+}
+
+// A bidirectional miss with no phase left in the budget still lowers the
+// rates, once, and leaves the measuring to the confirming test.
+func TestBidirMissOutOfBudget(t *testing.T) {
+	l := newSim()
+	l.flat, l.bidirExtra, l.bidirUp = true, 30, true // the upload's queue
+	r := &Report{Target: APlus}
+	for _, c := range []*Choice{&r.Download, &r.Upload} {
+		c.Line.RateKbit, c.RateKbit = 10000, 9500
+	}
+	s := &search{l: l, c: Config{Target: APlus, MaxSteps: 1}, r: r}
+	if err := s.bidir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Steps) != 1 || r.Download.RateKbit != 9500 || r.Upload.RateKbit >= 9500 || !strings.Contains(r.Upload.Why, "confirming test") {
+		t.Errorf("%d steps, ended at %d/%d: %q", len(r.Steps), r.Download.RateKbit, r.Upload.RateKbit, r.Upload.Why)
+	}
+}
+
 // A borderline bidirectional pass the budget cannot measure again lowers
 // a direction at its line one step; measured twice, or below the line, it
 // stands.
