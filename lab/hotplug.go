@@ -22,13 +22,16 @@ import (
 //   - a storm of stormEvents ifup/ifupdate events fired evenly over
 //     stormSpan (not waiting for each other), from an unshaped link:
 //     exactly one apply, the final tree as planned, and the client's
-//     pings (one per 10 ms) lost in at most one run of at most
-//     maxGraftLoss. One apply grafts pppoe-wan's root once, and while the
-//     kernel grafts it parks the device on noop_qdisc for an RCU grace
-//     period (dev_deactivate, synchronize_net), dropping what is sent
-//     meanwhile: 0-40 ms on the lab's guest during the storm's 200
-//     shells. A redirect to an unshaped IFB or a second apply would show
-//     as a long run or as a second one;
+//     pings (one per 10 ms) lost in at most graftsPerApply runs of at
+//     most maxGraftLoss. One apply grafts two qdiscs on pppoe-wan, its
+//     root and its ingress qdisc (the IFB's root carries nothing yet),
+//     and the kernel's qdisc_graft deactivates the device for either
+//     (dev_deactivate, synchronize_net: parked on noop_qdisc for an RCU
+//     grace period, dropping what is sent meanwhile): 0-40 ms each on the
+//     lab's guest during the storm's 200 shells, the two 0.5-1.6 s apart
+//     (an `ip` and a `tc` run between them), or one run when they fall
+//     together. A redirect to an unshaped IFB or a second apply would
+//     show as a long run or as a third one;
 //   - a PPPoE reconnect (pppd re-dials on SIGHUP and re-creates pppoe-wan
 //     bare) followed by its ifup event: shaped as planned again;
 //   - the session ended (pppd killed, pppoe-wan gone) and its ifdown event:
@@ -37,6 +40,10 @@ const (
 	stormEvents  = 200
 	stormSpan    = 10 * time.Second
 	maxGraftLoss = 10
+	// graftsPerApply: pppoe-wan's root and its ingress qdisc
+	// (CI at e9413f7 and 1 of 10 runs after it: two runs of 3+1 and 1+1
+	// lost, 0.7-1.6 s apart, one apply in the storm's output)
+	graftsPerApply = 2
 	// The client pings every 10 ms for pingCount echoes, which outlasts
 	// the storm with margin; ping's own summary counts what came back.
 	pingEvery = "0.01"
@@ -166,7 +173,7 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	}
 	if stormNoise == nil {
 		runs, longest := pl.runs()
-		check(fmt.Sprintf("runs of pings lost of %d during the storm (%d lost)", pl.sent, pl.lost()), float64(runs), "<= 1 (one apply grafts the root once)", runs <= 1 && pl.sent > 500)
+		check(fmt.Sprintf("runs of pings lost of %d during the storm (%d lost)", pl.sent, pl.lost()), float64(runs), fmt.Sprintf("<= %d (one apply grafts pppoe-wan's root and its ingress qdisc)", graftsPerApply), runs <= graftsPerApply && pl.sent > 500)
 		check("longest run of pings lost", float64(longest), fmt.Sprintf("<= %d (the graft's grace period; a redirect to an unshaped IFB drops every one)", maxGraftLoss), longest <= maxGraftLoss)
 	}
 
