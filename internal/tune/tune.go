@@ -89,6 +89,10 @@ type Config struct {
 	// RatePerGoodput converts TCP goodput to the shaper's rate: the framing
 	// (IP, TCP, link overhead) the shaper counts and goodput does not.
 	RatePerGoodput float64
+	// AckUncounted is the shaper rate a direction's count misses per
+	// kbit/s of the other direction's goodput (AckUncounted): its line
+	// beside that direction's stream is lower by that much.
+	AckUncounted float64
 	// ProbeKbit is the shaper rate the test's probes took beside the
 	// streams while the line was measured (ProbeKbit).
 	ProbeKbit float64
@@ -147,6 +151,9 @@ type Choice struct {
 	Target     Target
 	OutOfReach string
 	Rule95     int    // 95 % of the measured line rate: the usual advice
+	// AckKbit is the other direction's ACK framing this shaper does not
+	// count at that direction's line (Config.AckUncounted).
+	AckKbit int
 	Why        string // how the rate was chosen
 	// GoodputKbit at the chosen rate (the search's step; a session puts
 	// the confirming test's there) and at the 95 % rule's rate (0 when
@@ -211,6 +218,8 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 		}
 		s.choice(k).Line = line
 	}
+	r.Download.AckKbit = int(math.Round(c.AckUncounted * float64(r.Upload.Line.GoodputKbit)))
+	r.Upload.AckKbit = int(math.Round(c.AckUncounted * float64(r.Download.Line.GoodputKbit)))
 	// Search one direction with the other at its line rate: shaped, so
 	// its ACKs and probes do not queue in the modem, never limiting.
 	if err := l.SetRates(ctx, 0, r.Upload.Line.RateKbit); err != nil {
@@ -631,6 +640,15 @@ func missSteps(t Target, med, p95 float64) float64 {
 // meets it.
 func (s *search) bidir(ctx context.Context) error {
 	d, u := &s.r.Download, &s.r.Upload
+	// The one-way phases found each knee with the other direction idle;
+	// beside its stream the knee is lower by the ACKs the shaper does not
+	// count.
+	for _, c := range []*Choice{d, u} {
+		if c.AckKbit > 0 {
+			c.RateKbit -= c.AckKbit
+			c.Why += fmt.Sprintf("; %d kbit/s lower beside the other direction's stream, whose ACKs cost more on the link than the shaper counts", c.AckKbit)
+		}
+	}
 	// the last lowering: the one direction it moved and that direction's
 	// rate and reason before it, and the miss that led to it
 	var last struct {
@@ -671,7 +689,7 @@ func (s *search) bidir(ctx context.Context) error {
 			// was the line's rule, not a guess at whose queue it was
 			// (cable × nss, c2d441b: the upload went from 101.5 % to its
 			// line, the delay stayed, and it was put back over it)
-			last.c.RateKbit, last.c.Why = min(last.rate, last.c.Line.RateKbit), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
+			last.c.RateKbit, last.c.Why = min(last.rate, last.c.bidirLine()), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
 			cs = []*Choice{other}
 		}
 		if n == bidirLowerings {
@@ -697,7 +715,7 @@ func (s *search) bidir(ctx context.Context) error {
 			// to the knee. Back to the line first (cable × fq_codel,
 			// edc0dd2: +12.6 ms at 101 % of the line bought three steps,
 			// 6 %, and landed at 96.5 % of the sweep's best).
-			if line := c.Line.RateKbit; c.RateKbit > line && float64(line) >= float64(c.RateKbit)*(1-step) {
+			if line := c.bidirLine(); c.RateKbit > line && float64(line) >= float64(c.RateKbit)*(1-step) {
 				c.Why += fmt.Sprintf("; back to the line rate from %.1f%% of it for the bidirectional phase", 100*float64(c.RateKbit)/float64(line))
 				c.RateKbit = line
 				continue
@@ -728,7 +746,7 @@ func (s *search) atLineUnsettled(st Step) {
 		return
 	}
 	for _, c := range []*Choice{&s.r.Download, &s.r.Upload} {
-		if c.RateKbit >= c.Line.RateKbit {
+		if c.RateKbit >= c.bidirLine() {
 			s.r.Steps[len(s.r.Steps)-1].Unsettled = true
 			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
 			c.Why += fmt.Sprintf("; lowered %.0f%% from its line: the bidirectional phase passed on the edge (+%.1f/+%.1f ms) and the budget left no phase to measure it again",
@@ -737,11 +755,16 @@ func (s *search) atLineUnsettled(st Step) {
 	}
 }
 
-// aboveLines are the directions whose rate is above their measured line.
+// bidirLine is c's line beside the other direction's stream: the measured
+// line less the ACK framing its shaper does not count.
+func (c *Choice) bidirLine() int { return c.Line.RateKbit - c.AckKbit }
+
+// aboveLines are the directions whose rate is above their line beside the
+// other direction's stream.
 func aboveLines(cs ...*Choice) []*Choice {
 	var out []*Choice
 	for _, c := range cs {
-		if c.RateKbit > c.Line.RateKbit {
+		if c.RateKbit > c.bidirLine() {
 			out = append(out, c)
 		}
 	}

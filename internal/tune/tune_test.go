@@ -28,6 +28,10 @@ type sim struct {
 	bidirUp    bool    // and only in the upload's one-way delay
 	bidirHid   bool    // the upload's, but the one-way split shows it on both sides
 	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
+	// ackUp is the upload's rate per kbit/s of download goodput that its
+	// shaper does not count (the download's ACKs): in the bidirectional
+	// phase the upload's line carries that much more than its rate
+	ackUp float64
 	failAfter  int     // phases before the server vanishes; 0 never
 	series     []int   // a line phase's goodput per second, as recorded; nil: flat
 	lineRead   float64 // the line phase reads this share of the line; 0: all of it
@@ -91,7 +95,7 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		p.UpKbit = good(s.rateU, s.up)
 	case Bidir:
 		md, pd := s.added(xd + s.bidirShift)
-		mu, pu := s.upAdded(xu)
+		mu, pu := s.upAdded(xu + s.ackUp*float64(good(s.rateD, s.down))/s.up)
 		p.AddedMedian, p.AddedP95 = math.Max(md, mu)+s.bidirExtra, math.Max(pd, pu)+s.bidirExtra
 		if s.bidirShift > 0 {
 			p.AddedDown, p.AddedUp = md, mu
@@ -444,6 +448,32 @@ func TestBidirBackToLineStays(t *testing.T) {
 	}
 	if r.Download.RateKbit >= 10000 || r.Upload.RateKbit != 7600 || !r.Steps[len(r.Steps)-1].Pass {
 		t.Errorf("ended at %d/%d: %+v", r.Download.RateKbit, r.Upload.RateKbit, r.Steps)
+	}
+}
+
+// On a shaper that undercounts the other direction's ACKs (nss), the
+// bidirectional phase starts that much below the one-way knees and passes
+// there, where the one-way rates would miss it and cost a lowering step.
+func TestBidirAckUncounted(t *testing.T) {
+	for _, ack := range []float64{0, 0.0013} {
+		t.Run(fmt.Sprint(ack), func(t *testing.T) {
+			l := newSim()
+			l.knee, l.ackUp = 1, ack // a cliff at the line, 0.6 % of the upload's at 38 Mbit/s
+			c := searchConfig()
+			c.AckUncounted = ack
+			r, err := Search(context.Background(), l, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantAck := int(math.Round(ack * float64(r.Download.Line.GoodputKbit)))
+			if r.Upload.AckKbit != wantAck || r.BidirLowered != 0 || r.Upload.RateKbit < int(0.985*l.up) {
+				t.Errorf("upload %d (ACKs %d, want %d), lowered %d times for the bidirectional phase: %s",
+					r.Upload.RateKbit, r.Upload.AckKbit, wantAck, r.BidirLowered, r.Upload.Why)
+			}
+			if up := r.Upload.RateKbit + wantAck; float64(up) > l.up {
+				t.Errorf("upload %d + %d kbit/s of ACKs is above its line %.0f", r.Upload.RateKbit, wantAck, l.up)
+			}
+		})
 	}
 }
 
