@@ -33,9 +33,13 @@ import (
 //     together. A redirect to an unshaped IFB or a second apply would
 //     show as a long run or as a third one;
 //   - a PPPoE reconnect (pppd re-dials on SIGHUP and re-creates pppoe-wan
-//     bare) followed by its ifup event: shaped as planned again;
+//     bare) followed by its ifup event: shaped as planned again, and
+//     `sqmkit autorate`, started before it as procd would, still the same
+//     process, following the new tree (its log), its probes coming back
+//     and its rates within its bounds (its metrics);
 //   - the session ended (pppd killed, pppoe-wan gone) and its ifdown event:
-//     nothing of sqmkit's left where the device was.
+//     autorate still waiting for the device, ending at once on SIGTERM,
+//     and nothing of sqmkit's left where the device was.
 const (
 	stormEvents  = 200
 	stormSpan    = 10 * time.Second
@@ -177,6 +181,14 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 		check("longest run of pings lost", float64(longest), fmt.Sprintf("<= %d (the graft's grace period; a redirect to an unshaped IFB drops every one)", maxGraftLoss), longest <= maxGraftLoss)
 	}
 
+	// sqmkit autorate runs through the reconnect and the session's end, as
+	// procd runs it for option autorate '1'.
+	ar, err := startAutorate(g, t, root, env, r.Dir, r.DownKbit, r.UpKbit, name != "nss")
+	if err != nil {
+		return err
+	}
+	defer ar.stop()
+
 	// A PPPoE reconnect: pppoe-wan comes back bare, its ifup event shapes it.
 	if err := t.pppd.Process.Signal(syscall.SIGHUP); err != nil {
 		return fmt.Errorf("pppd: %w", err)
@@ -199,6 +211,7 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	check("the reconnect's ifup event", exitCode(err), "0", err == nil)
 	out, err = statusCmd()
 	check("status after the reconnect's event (0: shaped as planned)", exitCode(err), "0 "+lastLine(out), err == nil)
+	ar.checkFollowing("after the reconnect", check)
 
 	// The session ends: pppoe-wan is gone, its ifdown event cleans up.
 	ifbsBefore := ifbs(t.sh)
@@ -208,6 +221,7 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	out, err = event("ifdown")
 	os.WriteFile(filepath.Join(r.Dir, "ifdown.log"), []byte(out), 0o644)
 	check("the ifdown event", exitCode(err), "0", err == nil)
+	ar.checkStops(check)
 	qd, _ := t.qdiscs()
 	var left []string
 	kept := []string{wanPort, "ifb@" + wanPort} // nss: the port's queue, both directions
@@ -314,4 +328,124 @@ func pingLoss(path string) (*pingRecord, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s: no ping summary", path)
+}
+
+// autorateRun is `sqmkit autorate` beside the hotplug scenario: its
+// samples and rates from its metrics, its own process never restarted.
+type autorateRun struct {
+	sh       *shell
+	d        *proc
+	log      string
+	min, max [2]int // kbit/s, download and upload
+	stopped  bool
+	// recreated: the reconnect re-creates the shaped devices (not on nss,
+	// which shapes the port below pppoe-wan)
+	recreated bool
+}
+
+const autorateMetrics = "127.0.0.1:9464"
+
+func startAutorate(g *guest, t *topo, root string, env []string, dir string, down, up int, recreated bool) (*autorateRun, error) {
+	srv, err := t.sh.daemon(nsServer, filepath.Join(t.logs, "sqmkit-server.log"), g.tools.sqmkit, "serve")
+	if err != nil {
+		return nil, err
+	}
+	t.procs = append(t.procs, srv)
+	a := &autorateRun{sh: &shell{log: t.sh.log, env: env}, log: filepath.Join(dir, "autorate.log"), recreated: recreated,
+		min: [2]int{down / 2, up / 2}, max: [2]int{down * 100 / 95, up * 100 / 95}}
+	a.d, err = a.sh.daemon(nsRouter, a.log, routerSqmkit(root), "autorate", "--root", root, "--server", serverIP,
+		"--min", fmt.Sprintf("%d:%d", a.min[0], a.min[1]), "--max", fmt.Sprintf("%d:%d", a.max[0], a.max[1]),
+		"--metrics", autorateMetrics, "wan")
+	if err != nil {
+		return nil, err
+	}
+	// following: its probes come back before the reconnect
+	if err := waitFor(20*time.Second, func() bool { m := a.metrics(); return m["sqmkit_autorate_samples_total"] > 0 }); err != nil {
+		a.stop()
+		return nil, fmt.Errorf("sqmkit autorate: no delay samples within 20 s (%s)", a.log)
+	}
+	return a, nil
+}
+
+// metrics scrapes autorate's Prometheus text: each series by its full
+// name with labels; empty when it does not answer.
+func (a *autorateRun) metrics() map[string]float64 {
+	out, err := a.sh.run(nsRouter, "busybox", "wget", "-q", "-O", "-", "http://"+autorateMetrics+"/metrics")
+	m := map[string]float64{}
+	if err != nil {
+		return m
+	}
+	for _, l := range strings.Split(out, "\n") {
+		var v float64
+		if f := strings.Fields(l); len(f) == 2 && !strings.HasPrefix(l, "#") {
+			if _, err := fmt.Sscan(f[1], &v); err == nil {
+				m[f[0]] = v
+			}
+		}
+	}
+	return m
+}
+
+// checkFollowing: the same process still runs, it found the re-created
+// device's tree, its probes come back again, and its rates are in bounds.
+func (a *autorateRun) checkFollowing(when string, check func(string, float64, string, bool)) {
+	select {
+	case <-a.d.done:
+		check("autorate running "+when+" (0: it exited)", 0, "1", false)
+		return
+	default:
+	}
+	if a.recreated {
+		found := waitFor(15*time.Second, func() bool {
+			b, _ := os.ReadFile(a.log)
+			return strings.Contains(string(b), "shaper found again")
+		}) == nil
+		check("autorate found the re-created tree "+when+" (1: its log says so)", one(found), "1", found)
+	}
+	// from here on (an idle autorate probes once a second after 30 s)
+	m := a.metrics()
+	from := m["sqmkit_autorate_samples_total"]
+	more := waitFor(20*time.Second, func() bool {
+		m = a.metrics()
+		return m["sqmkit_autorate_samples_total"] >= from+5
+	}) == nil
+	check("autorate's delay samples "+when, m["sqmkit_autorate_samples_total"], fmt.Sprintf(">= %.0f (5 more in 20 s)", from+5), more)
+	for i, dir := range []string{"download", "upload"} {
+		v := m[fmt.Sprintf("sqmkit_autorate_rate_kbps{direction=%q}", dir)]
+		check(fmt.Sprintf("autorate's %s rate %s, kbit/s", dir, when), v, fmt.Sprintf("%d..%d", a.min[i], a.max[i]), v >= float64(a.min[i]) && v <= float64(a.max[i]))
+	}
+}
+
+// checkStops: with pppoe-wan gone autorate waits for it, and a SIGTERM
+// ends it at once, creating nothing.
+func (a *autorateRun) checkStops(check func(string, float64, string, bool)) {
+	running := true
+	select {
+	case <-a.d.done:
+		running = false
+	default:
+	}
+	check("autorate running after the session ended (1: it waits for the device)", one(running), "1", running)
+	a.d.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.d.done:
+		a.stopped = true
+		check("autorate's exit on SIGTERM", float64(a.d.ProcessState.ExitCode()), "0", a.d.ProcessState.ExitCode() == 0)
+	case <-time.After(5 * time.Second):
+		check("autorate ends within 5 s of SIGTERM", 1, "0", false)
+	}
+}
+
+func (a *autorateRun) stop() {
+	if !a.stopped {
+		a.d.stop()
+		a.stopped = true
+	}
+}
+
+func one(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -72,7 +72,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	l.Budget = s.Budget
 	cfg := Config{Target: s.Target, OpenDown: open(q.Download), OpenUp: open(q.Upload), RatePerGoodput: RatePerGoodput(l.Target),
 		AckUncounted: AckUncounted(l.Target), ProbeKbit: ProbeKbit(l.Target, l.Test.ProbeInterval),
-		Progress:  s.Log}
+		Progress: s.Log}
 	if s.Budget > 0 {
 		// The budget is the whole tune's: the line measurements and one
 		// confirming test come off it first, and the search gets the

@@ -47,6 +47,37 @@ func (e *edgeOnce) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	return p, err
 }
 
+// upAtLine misses the bidirectional phase (+11 ms) whenever the upload is
+// at or above upAt, its one-way best, and the download above downAbove
+// (per mille; its ACKs tip the upload over its line), except the first
+// phase at each download share in lucky (per mille): the upload's own
+// queue decides the phase, and near a bar noise lets a few pass (cable ×
+// cake and cable-boost × cake, 596eb29). With upQueue the phase's one-way
+// delays say it is the upload's queue.
+type upAtLine struct {
+	*sim
+	upAt      float64
+	downAbove int
+	lucky     map[int]bool
+	upQueue   bool
+}
+
+func (u *upAtLine) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	p, err := u.sim.Load(ctx, k, line)
+	at := int(math.Round(1000 * u.rateD / u.down))
+	if k == Bidir && u.rateU >= u.upAt && at > u.downAbove {
+		if u.lucky[at] {
+			delete(u.lucky, at)
+			return p, err
+		}
+		p.AddedMedian, p.AddedP95 = 11, 22
+		if u.upQueue {
+			p.AddedDown, p.AddedUp = 1, 10
+		}
+	}
+	return p, err
+}
+
 func TestSweep(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -73,6 +104,18 @@ func TestSweep(t *testing.T) {
 		// the download's bidirectional best passed once on the edge: the
 		// upload is swept again beside the step below it
 		{"download's best on the edge", func(s *sim) Link { s.bidirShift = 0.02; return &edgeOnce{sim: s, at: 940} }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.94, 0},
+		// the download's best found beside the upload at its one-way best,
+		// whose queue failed most phases: swept again beside the upload's
+		// best, one step lower
+		{"download swept again beside the upload's best", func(s *sim) Link {
+			return &upAtLine{sim: s, upAt: 7220, lucky: map[int]bool{930: true, 920: true}}
+		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.95, 0.94},
+		// the upload at its line beside a download above 93.5 %: its
+		// queue, as the first phase's one-way delays say, so the upload
+		// gives way first (download first: 0.93 / 0.95, less goodput)
+		{"the upload's queue goes first", func(s *sim) Link {
+			return &upAtLine{sim: s, upAt: 7220, downAbove: 935, upQueue: true}
+		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.95, 0.94},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()

@@ -151,10 +151,10 @@ type Choice struct {
 	Target     Target
 	OutOfReach string
 	Rule95     int    // 95 % of the measured line rate: the usual advice
+	Why        string // how the rate was chosen
 	// AckKbit is the other direction's ACK framing this shaper does not
 	// count at that direction's line (Config.AckUncounted).
 	AckKbit int
-	Why        string // how the rate was chosen
 	// GoodputKbit at the chosen rate (the search's step; a session puts
 	// the confirming test's there) and at the 95 % rule's rate (0 when
 	// that step missed the target).
@@ -547,7 +547,8 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		case hi == 0:
 			c.RateKbit = line
 			c.Why = fmt.Sprintf("the line rate meets %s with its delay near a bar already: the knee is there", t.Name)
-			return nil
+			s.underLine(c, step)
+			return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
 		}
 	} else {
 		// Most knees sit between 85 and 95 % of the line: bracket there
@@ -594,7 +595,24 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 	if hi-lo > step {
 		c.Why += fmt.Sprintf(" (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
 	}
-	return s.l.SetRates(ctx, pick(k == Download, lo), pick(k == Upload, lo))
+	s.underLine(c, step)
+	return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
+}
+
+// underLine takes a knee found at or above the measured line one step
+// (the search's resolution) under it. There the highest passing rate is
+// the link's capacity within the line measurement's error: a queue at a
+// load of one, whose random walk a short phase does not show and a 30 s
+// phase, or a day's use, does (cable-boost × cake, 596eb29: the upload at
+// 100 % of its line passed tune's phases, +1.8/+5.1 ms and beside the
+// download +2.7/+10.3, and the lab's 30 s bidirectional phase read p95
+// +66.3 ms). One step under it the queue stays in the shaper.
+func (s *search) underLine(c *Choice, step int) {
+	if c.RateKbit < c.Line.RateKbit {
+		return
+	}
+	c.RateKbit -= step
+	c.Why += fmt.Sprintf("; one step (%.0f%%) under that: at the line a short phase cannot tell the link's capacity from a queue that slowly grows", 100*s.c.Resolution)
 }
 
 func pick(ok bool, v int) int {
@@ -649,14 +667,7 @@ func (s *search) bidir(ctx context.Context) error {
 			c.Why += fmt.Sprintf("; %d kbit/s lower beside the other direction's stream, whose ACKs cost more on the link than the shaper counts", c.AckKbit)
 		}
 	}
-	// the last lowering: the one direction it moved and that direction's
-	// rate and reason before it, and the miss that led to it
-	var last struct {
-		c    *Choice
-		rate int
-		why  string
-		miss Step
-	}
+	var last lowering
 	for n := 0; ; n++ {
 		st, p, err := s.tryBidir(ctx, d.RateKbit, u.RateKbit)
 		if err != nil {
@@ -667,31 +678,7 @@ func (s *search) bidir(ctx context.Context) error {
 			s.atLineUnsettled(st)
 			return nil
 		}
-		cs := lowered(p, d, u)
-		// A direction above its measured line goes back to it first,
-		// whichever one-way delay the miss showed: the line is what the
-		// link carried with both directions' streams and ACKs to carry
-		// (cable × nss, b4eb93d: the upload at 104 % of its line beside
-		// the download, +15.0 ms, and the download lowered instead).
-		if above := aboveLines(d, u); len(above) > 0 {
-			cs = above
-		}
-		// A lowering that did not lower the delay moved the direction
-		// whose queue it is not: put that one back and lower the other
-		// (cable × nss, 0b3bcdf: the download lowered three times, 6.6,
-		// 8.0, 8.8, 11.3 ms, beside an upload 1.5 % over its line).
-		if last.c != nil && st.AddedMedian >= flatDelay*last.miss.AddedMedian {
-			other := u
-			if last.c == u {
-				other = d
-			}
-			// never back above its line: the move that brought it there
-			// was the line's rule, not a guess at whose queue it was
-			// (cable × nss, c2d441b: the upload went from 101.5 % to its
-			// line, the delay stayed, and it was put back over it)
-			last.c.RateKbit, last.c.Why = min(last.rate, last.c.bidirLine()), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
-			cs = []*Choice{other}
-		}
+		cs := toLower(st, p, d, u, last)
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
 				ErrNoRate, st.AddedMedian, st.AddedP95, n)
@@ -704,9 +691,9 @@ func (s *search) bidir(ctx context.Context) error {
 		short := !s.afford(1)
 		s.r.BidirLowered++
 		step := bidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
-		last.c = nil
+		last = lowering{}
 		if len(cs) == 1 {
-			last.c, last.rate, last.why, last.miss = cs[0], cs[0].RateKbit, cs[0].Why, st
+			last = lowering{c: cs[0], rate: cs[0].RateKbit, why: cs[0].Why, miss: st}
 		}
 		for _, c := range cs {
 			// Above the measured line the delay is a cliff, not a slope:
@@ -731,6 +718,47 @@ func (s *search) bidir(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// lowering is a bidirectional lowering that moved one direction: that
+// direction, its rate and reason before it, and the miss that led to it.
+type lowering struct {
+	c    *Choice
+	rate int
+	why  string
+	miss Step
+}
+
+// toLower picks the directions to lower after the bidirectional miss st
+// (phase p), last being the lowering before it, which it puts back when it
+// did not lower the delay.
+func toLower(st Step, p Phase, d, u *Choice, last lowering) []*Choice {
+	cs := lowered(p, d, u)
+	// A direction above its measured line goes back to it first,
+	// whichever one-way delay the miss showed: the line is what the
+	// link carried with both directions' streams and ACKs to carry
+	// (cable × nss, b4eb93d: the upload at 104 % of its line beside
+	// the download, +15.0 ms, and the download lowered instead).
+	if above := aboveLines(d, u); len(above) > 0 {
+		cs = above
+	}
+	// A lowering that did not lower the delay moved the direction
+	// whose queue it is not: put that one back and lower the other
+	// (cable × nss, 0b3bcdf: the download lowered three times, 6.6,
+	// 8.0, 8.8, 11.3 ms, beside an upload 1.5 % over its line).
+	if last.c != nil && st.AddedMedian >= flatDelay*last.miss.AddedMedian {
+		other := u
+		if last.c == u {
+			other = d
+		}
+		// never back above its line: the move that brought it there
+		// was the line's rule, not a guess at whose queue it was
+		// (cable × nss, c2d441b: the upload went from 101.5 % to its
+		// line, the delay stayed, and it was put back over it)
+		last.c.RateKbit, last.c.Why = min(last.rate, last.c.bidirLine()), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
+		cs = []*Choice{other}
+	}
+	return cs
 }
 
 // atLineUnsettled takes a direction at or above its measured line one

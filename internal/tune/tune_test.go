@@ -31,11 +31,11 @@ type sim struct {
 	// ackUp is the upload's rate per kbit/s of download goodput that its
 	// shaper does not count (the download's ACKs): in the bidirectional
 	// phase the upload's line carries that much more than its rate
-	ackUp float64
-	failAfter  int     // phases before the server vanishes; 0 never
-	series     []int   // a line phase's goodput per second, as recorded; nil: flat
-	lineRead   float64 // the line phase reads this share of the line; 0: all of it
-	v6         bool    // phases run over IPv6
+	ackUp     float64
+	failAfter int     // phases before the server vanishes; 0 never
+	series    []int   // a line phase's goodput per second, as recorded; nil: flat
+	lineRead  float64 // the line phase reads this share of the line; 0: all of it
+	v6        bool    // phases run over IPv6
 	// upFloor is the least added median the upload's queue shows at any
 	// rate (p95 twice it): a slow link's own packet time (1 Mbit/s ATM:
 	// 13.6 ms per full-size packet), which no shaper rate removes.
@@ -299,7 +299,7 @@ func TestNotBloated(t *testing.T) {
 }
 
 // A line rate that passes with its delay near a bar is the knee: no
-// step above it is tried.
+// step above it is tried, and the rate is one step under it.
 func TestLineNearKnee(t *testing.T) {
 	s := newSim()
 	s.knee, s.slopeMs = 0.9995, 40 // at 100 %: +3 ms median, +8 ms p95
@@ -312,7 +312,9 @@ func TestLineNearKnee(t *testing.T) {
 			t.Errorf("a step above the line: %+v", st)
 		}
 	}
-	if r.Download.RateKbit != r.Download.Line.RateKbit || !strings.Contains(r.Download.Why, "knee is there") {
+	// and a knee at the line is taken one step (1 %) under it
+	if want := r.Download.Line.RateKbit - int(math.Round(0.01*float64(r.Download.Line.RateKbit))); r.Download.RateKbit != want ||
+		!strings.Contains(r.Download.Why, "knee is there") || !strings.Contains(r.Download.Why, "one step") {
 		t.Errorf("download %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
 	}
 }
@@ -455,10 +457,12 @@ func TestBidirBackToLineStays(t *testing.T) {
 // bidirectional phase starts that much below the one-way knees and passes
 // there, where the one-way rates would miss it and cost a lowering step.
 func TestBidirAckUncounted(t *testing.T) {
-	for _, ack := range []float64{0, 0.0013} {
+	for _, ack := range []float64{0, 0.004} {
 		t.Run(fmt.Sprint(ack), func(t *testing.T) {
 			l := newSim()
-			l.knee, l.ackUp = 1, ack // a cliff at the line, 0.6 % of the upload's at 38 Mbit/s
+			// a cliff at the line; ACKs 1.9 % of the upload's line beside
+			// 36 Mbit/s of download, more than the step under the line
+			l.knee, l.ackUp = 1, ack
 			c := searchConfig()
 			c.AckUncounted = ack
 			r, err := Search(context.Background(), l, c)
@@ -466,7 +470,7 @@ func TestBidirAckUncounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			wantAck := int(math.Round(ack * float64(r.Download.Line.GoodputKbit)))
-			if r.Upload.AckKbit != wantAck || r.BidirLowered != 0 || r.Upload.RateKbit < int(0.985*l.up) {
+			if r.Upload.AckKbit != wantAck || r.BidirLowered != 0 || r.Upload.RateKbit < int(0.985*l.up)-wantAck {
 				t.Errorf("upload %d (ACKs %d, want %d), lowered %d times for the bidirectional phase: %s",
 					r.Upload.RateKbit, r.Upload.AckKbit, wantAck, r.BidirLowered, r.Upload.Why)
 			}
@@ -591,7 +595,7 @@ func TestBidirLowers(t *testing.T) {
 	// far; the first lowering goes back to the line, not three steps
 	// under it (cable × fq_codel, edc0dd2)
 	s = newSim()
-	s.lineRead, s.knee, s.bidirShift = 0.985, 0.995, 0.01
+	s.lineRead, s.knee, s.bidirShift = 0.985, 0.995, 0.015
 	r, err = Search(context.Background(), s, searchConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -747,6 +751,29 @@ func TestUnsure(t *testing.T) {
 	} {
 		if got := unsure(APlus, tc.med, tc.p95); got != tc.want {
 			t.Errorf("unsure(+%.1f/+%.1f) = %v, want %v", tc.med, tc.p95, got, tc.want)
+		}
+	}
+}
+
+// A knee at the measured line is taken one step under it; a knee below
+// the line is not moved.
+func TestUnderLine(t *testing.T) {
+	for _, tc := range []struct {
+		knee  float64
+		under bool
+	}{{1, true}, {0.955, false}} {
+		s := newSim()
+		s.knee = tc.knee
+		r, err := Search(context.Background(), s, searchConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range []Choice{r.Download, r.Upload} {
+			line := c.Line.RateKbit
+			under := strings.Contains(c.Why, "one step")
+			if under != tc.under || tc.under && c.RateKbit != line-int(math.Round(0.01*float64(line))) || !tc.under && c.RateKbit >= line {
+				t.Errorf("knee %.3f: %d of line %d: %s", tc.knee, c.RateKbit, line, c.Why)
+			}
 		}
 	}
 }
