@@ -351,6 +351,7 @@ func startAutorate(g *guest, t *topo, root string, env []string, dir string, dow
 		return nil, err
 	}
 	t.procs = append(t.procs, srv)
+	time.Sleep(time.Second) // listening, as startServers waits
 	a := &autorateRun{sh: &shell{log: t.sh.log, env: env}, log: filepath.Join(dir, "autorate.log"), recreated: recreated,
 		min: [2]int{down / 2, up / 2}, max: [2]int{down * 100 / 95, up * 100 / 95}}
 	a.d, err = a.sh.daemon(nsRouter, a.log, routerSqmkit(root), "autorate", "--root", root, "--server", serverIP,
