@@ -297,15 +297,23 @@ func TestSessionConfirmMiss(t *testing.T) {
 		written     bool
 		lowDn, lowU bool
 		runs        int
+		// budget: room for one confirming test only; the lowered rates
+		// are written unconfirmed
+		budget bool
 	}{
-		{"bidirectional by a little", Bidir, 5.5, 1, true, true, false, 2},
-		{"upload by a little", Upload, 5.5, 1, true, false, true, 2},
-		{"by a little twice", Bidir, 5.5, 2, false, false, false, 2},
-		{"clearly", Download, 20, 1, false, false, false, 1},
+		{"bidirectional by a little", Bidir, 5.5, 1, true, true, false, 2, false},
+		{"upload by a little", Upload, 5.5, 1, true, false, true, 2, false},
+		{"by a little twice", Bidir, 5.5, 2, false, false, false, 2, false},
+		{"clearly", Download, 20, 1, false, false, false, 1, false},
+		{"by a little, no budget for another", Upload, 5.5, 1, true, false, true, 1, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s, k, _ := session(t, true)
+			if c.budget {
+				l := s.Live
+				s.Budget = l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost() + minSteps*l.phase(l.Step) + l.phase(l.Step)/2
+			}
 			runs := 0
 			s.confirmTest = doctor(c.k, c.add, c.misses, &runs)
 			var searched [2]int
@@ -344,6 +352,9 @@ func TestSessionConfirmMiss(t *testing.T) {
 			}
 			if !atRates(t, s, k, d, u) {
 				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
+			}
+			if o.Unconfirmed != c.budget || c.budget && !strings.Contains(o.Report.Upload.Why, "no room to confirm") {
+				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Report.Upload.Why)
 			}
 		})
 	}

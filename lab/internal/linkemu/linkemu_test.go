@@ -42,7 +42,7 @@ func TestBatch(t *testing.T) {
 		// the boost is the download's: a 20 MB bucket drained at 48 Mbit/s
 		{"cable-boost down", &boost, Down, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
-			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 20000000 peakrate 48000kbit mtu 2000 limit 2500000",
+			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 20000000 peakrate 48000kbit mtu 16000 limit 2500000",
 		}},
 		{"cable-boost up: none", &boost, Up, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
