@@ -739,3 +739,32 @@ func TestResultLine(t *testing.T) {
 		}
 	}
 }
+
+// A recorded limitation stands for the misses the link's physics can
+// cause, never for a tune that missed the sweep's band or its time.
+func TestLimited(t *testing.T) {
+	calm := accept.Phase{AddedMedian: 1, AddedP95: 3, DownMbps: 7}
+	slowUp := accept.Phase{Name: accept.Upload, AddedMedian: 9, AddedP95: 20}
+	m := accept.Measurement{Phases: []accept.Phase{{Name: accept.Download, AddedMedian: 1, AddedP95: 3, DownMbps: 7}, slowUp,
+		{Name: accept.Bidir, AddedMedian: calm.AddedMedian, AddedP95: calm.AddedP95}}}
+	link := accept.Shaped(m, 7600)
+	for _, tc := range []struct {
+		name       string
+		checks     []accept.Check
+		limitation string
+		want       string
+	}{
+		{"a link miss on a limited link", link, "ATM at 1 Mbit/s", "limitation"},
+		{"a link miss on a link without one", link, "", "fail"},
+		{"tune outside the sweep's band", append(slices.Clone(link), againstSweep("download", 7900, 7440)), "ATM at 1 Mbit/s", "fail"},
+		{"tune over its time", append(slices.Clone(link), accept.Check{Name: "tune test time s", Got: 200, Want: "<= 180"}), "ATM at 1 Mbit/s", "fail"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := result{Checks: tc.checks, Status: status(tc.checks)}
+			r.limited(tc.limitation)
+			if r.Status != tc.want || r.Limitation != tc.limitation {
+				t.Errorf("status %q limitation %q, want %q", r.Status, r.Limitation, tc.want)
+			}
+		})
+	}
+}

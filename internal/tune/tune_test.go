@@ -17,13 +17,21 @@ import (
 // noise, a boost at the start of the line measurement, and a server that
 // vanishes after a number of phases.
 type sim struct {
-	down, up   float64 // line rates
-	knee       float64 // share of the line where the latency starts to grow
-	slopeMs    float64 // added ms per 1 % of the line above the knee
-	flat       bool    // never bloated
-	noiseMs    float64
-	boost      float64 // first boostSecs s of a line phase run at this multiple
-	boostSecs  int
+	down, up  float64 // line rates
+	knee      float64 // share of the line where the latency starts to grow
+	slopeMs   float64 // added ms per 1 % of the line above the knee
+	flat      bool    // never bloated
+	noiseMs   float64
+	boost     float64 // first boostSecs s of a line phase run at this multiple
+	boostSecs int
+	// boostSteps: the bucket refills between phases, so a download step
+	// up to the boost rate reads like the line itself (a short step
+	// above the sustained line passes on the bucket)
+	boostSteps bool
+	// lateQueue: a short step up to this share of the line above it
+	// reads like the line itself (its queue has not grown yet, or TCP has
+	// not filled its shaper), carrying no more than the line
+	lateQueue  float64
 	bidirExtra float64 // ms the bidirectional phase adds
 	bidirUp    bool    // and only in the upload's one-way delay
 	bidirHid   bool    // the upload's, but the one-way split shows it on both sides
@@ -88,7 +96,11 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 	good := func(rate, line float64) int { return int(math.Min(rate, line) / s.perGood) }
 	switch k {
 	case Download:
-		p.AddedMedian, p.AddedP95 = s.added(xd)
+		x := xd
+		if (s.boostSteps && x > 1 && x <= s.boost) || (x > 1 && x <= s.lateQueue) {
+			x = 1
+		}
+		p.AddedMedian, p.AddedP95 = s.added(x)
 		p.DownKbit = good(s.rateD, s.down)
 	case Upload:
 		p.AddedMedian, p.AddedP95 = s.upAdded(xu)
@@ -316,6 +328,57 @@ func TestLineNearKnee(t *testing.T) {
 	if want := r.Download.Line.RateKbit - int(math.Round(0.01*float64(r.Download.Line.RateKbit))); r.Download.RateKbit != want ||
 		!strings.Contains(r.Download.Why, "knee is there") || !strings.Contains(r.Download.Why, "one step") {
 		t.Errorf("download %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
+	}
+}
+
+// A boosted line's knee is its sustained rate, and a short step above it
+// passes on the bucket, which refills between steps: tune does not look
+// above such a line and takes the knee one step under it.
+func TestBoostedLineNoLookAbove(t *testing.T) {
+	s := newSim()
+	s.boost, s.boostSteps, s.knee, s.slopeMs = 1.2, true, 1.0, 40
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Download.Line.BoostKbit == 0 {
+		t.Fatalf("the boost went unnoticed: %+v", r.Download.Line)
+	}
+	for _, st := range r.Steps {
+		if st.Kind == Download && st.Share > 1.001 {
+			t.Errorf("a download step above the boosted line: %+v", st)
+		}
+	}
+	if want := r.Download.Line.RateKbit - int(math.Round(0.01*float64(r.Download.Line.RateKbit))); r.Download.RateKbit != want ||
+		!strings.Contains(r.Download.Why, "boost's bucket") {
+		t.Errorf("download %d of line %d, want %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, want, r.Download.Why)
+	}
+}
+
+// A step above a line measured right passes when its queue has not grown
+// in a short phase, carrying no more than the line: that is not a knee
+// above the line, and tune takes the line one step under.
+func TestAboveLineUncarried(t *testing.T) {
+	s := newSim()
+	s.knee, s.slopeMs, s.lateQueue = 1.0, 40, 1.05
+	r, err := Search(context.Background(), s, searchConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := r.Download
+	if want := d.Line.RateKbit - int(math.Round(0.01*float64(d.Line.RateKbit))); d.RateKbit != want ||
+		!strings.Contains(d.Why, "carried no more than the line") {
+		t.Errorf("download %d of line %d, want %d: %s", d.RateKbit, d.Line.RateKbit, want, d.Why)
+	}
+	// no bisection above the line: its steps cannot tell either
+	above := 0
+	for _, st := range r.Steps {
+		if st.Kind == Download && st.Share > 1.001 {
+			above++
+		}
+	}
+	if above != 2 {
+		t.Errorf("%d download steps above the line, want the two looks (103 %%, 110 %%): %+v", above, r.Steps)
 	}
 }
 
