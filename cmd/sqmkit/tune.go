@@ -133,7 +133,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 // printSteps prints one line per rate tried.
 func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tgoodput kbit/s\tverdict\t")
+	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tdown/up ms\tgoodput kbit/s\tverdict\t")
 	for _, st := range steps {
 		if st.Target != "" {
 			t.Name = st.Target
@@ -152,7 +152,7 @@ func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 		if st.Kind == tune.Bidir {
 			rate, share = fmt.Sprintf("%d/%d", st.RateKbit, st.Other), "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t+%.1f / +%.1f\t%d\t%s\t\n", st.Kind, rate, share, st.AddedMedian, st.AddedP95, st.GoodputKbit, v)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t+%.1f / +%.1f\t%.1f / %.1f\t%d\t%s\t\n", st.Kind, rate, share, st.AddedMedian, st.AddedP95, st.AddedDown, st.AddedUp, st.GoodputKbit, v)
 	}
 	tw.Flush()
 }

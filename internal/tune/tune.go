@@ -131,10 +131,13 @@ type Step struct {
 	Other                 int     // bidirectional: the upload rate
 	Share                 float64 // of the line rate
 	AddedMedian, AddedP95 float64
-	GoodputKbit           int
-	Pass                  bool
-	Target                string // the grade it was judged against
-	Again                 bool   // borderline: measured twice, judged on the mean
+	// AddedDown, AddedUp are the one-way added medians (0: not
+	// measured): which direction's queue the step's delay was.
+	AddedDown, AddedUp float64
+	GoodputKbit        int
+	Pass               bool
+	Target             string // the grade it was judged against
+	Again              bool   // borderline: measured twice, judged on the mean
 	// Unsettled: a borderline pass the budget had no phase to measure
 	// again: a one-way step counts it a miss; a bidirectional one stands
 	// but lowers a direction at its line (atLineUnsettled).
@@ -406,6 +409,7 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 		return st, err
 	}
 	st.AddedMedian, st.AddedP95, st.GoodputKbit, st.Again = p.AddedMedian, p.AddedP95, p.goodput(k), again
+	st.AddedDown, st.AddedUp = p.AddedDown, p.AddedUp
 	st.Target = t.Name
 	st.Pass = meets(t, st.AddedMedian, st.AddedP95)
 	// A borderline pass on one phase is a coin toss at the knee; with no
@@ -852,11 +856,12 @@ func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error
 	}
 	st.Again = again
 	st.AddedMedian, st.AddedP95, st.GoodputKbit = p.AddedMedian, p.AddedP95, p.DownKbit
+	st.AddedDown, st.AddedUp = p.AddedDown, p.AddedUp
 	t := s.target(Bidir)
 	st.Target = t.Name
 	st.Pass = meets(t, st.AddedMedian, st.AddedP95)
 	s.r.Steps = append(s.r.Steps, st)
-	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms%s", down, up, st.AddedMedian, st.AddedP95, twice(st.Again))
+	s.say("bidirectional at %d/%d kbit/s: +%.1f/+%.1f ms (one-way down +%.1f, up +%.1f)%s", down, up, st.AddedMedian, st.AddedP95, st.AddedDown, st.AddedUp, twice(st.Again))
 	return st, p, nil
 }
 
