@@ -134,7 +134,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		again := s.Budget == 0 || l.Spent+l.confirmCost() <= s.Budget
 		lower := []*Choice{r.choice(k)}
 		if k == Bidir {
-			lower = lowered(p, &r.Download, &r.Upload)
+			lower = lowered(p, t.MedianMs, &r.Download, &r.Upload)
 		}
 		for _, c := range lower {
 			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))

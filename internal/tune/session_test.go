@@ -225,9 +225,9 @@ func TestSessionSweep(t *testing.T) {
 			t.Fatal(err)
 		case !lose:
 			// loopback is never bloated: every step passes, the best is
-			// the line; 4 steps per direction, the bidirectional phase
-			// that says whose queue it is, 2 bidirectional ones each
-			if len(r.Steps) != 13 || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir {
+			// the line; 4 steps per direction, then the bidirectional
+			// pair at both one-way bests and the step below it in both
+			if len(r.Steps) != 10 || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir || r.Steps[9].Other != 11880 {
 				t.Errorf("sweep %+v", r)
 			}
 		}

@@ -113,106 +113,67 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	if res.BestDown == 0 || res.BestUp == 0 {
 		return res, nil
 	}
-	res.BestDown, res.BestUp = 0, 0
-	// A+ is every phase, the bidirectional one too: each direction again,
-	// from its one-way best down, loaded beside the other. The download
-	// first, with the upload at its best: its ingress shaper sits behind
-	// the modem, whose queue the upload's ACK bursts fill, so it is the
-	// one that usually gives way; then the upload beside the download's
-	// result. When the upload's queue is the one (the first phase's
-	// one-way delays say so, or no download rate passes beside the
-	// upload's best): the upload first, then the download.
-	// (A rate above the one-way best misses the one-way phase anyway.)
-	// A first phase at both one-way bests says whose queue it is, by
-	// tune's rule (lowered): at its one-way best, often its line, the
-	// upload plus the download's ACKs can be more than the link carries,
-	// and then every download step misses on the upload's queue or passes
-	// on luck (cable-boost × cake, 596eb29: the download swept from 39600
-	// to 32800 beside the upload at its line, +5 to +152 ms).
-	first, second := Download, Upload
-	st, p, err := s.tryBidir(ctx, res.OneWayDown, res.OneWayUp)
-	if err != nil {
-		res.Steps = s.r.Steps
-		return res, err
-	}
-	if cs := lowered(p, &s.r.Download, &s.r.Upload); !st.Pass && len(cs) == 1 && cs[0] == &s.r.Upload {
-		first, second = Upload, Download
-	}
-	best, err := s.sweepBidir(ctx, c, first, res.OneWayDown, res.OneWayUp)
-	if err == nil && best == 0 {
-		first, second = second, first
-		best, err = s.sweepBidir(ctx, c, first, res.OneWayDown, res.OneWayUp)
-	}
+	var err error
+	res.BestDown, res.BestUp, err = s.descend(ctx, c, res.OneWayDown, res.OneWayUp)
 	res.Steps = s.r.Steps
 	if err != nil {
 		return res, err
-	}
-	if best == 0 {
-		return res, l.SetRates(ctx, res.LineDown, res.LineUp)
-	}
-	rates := map[Kind]int{Download: res.OneWayDown, Upload: res.OneWayUp, first: best}
-	other, err := s.sweepBidir(ctx, c, second, rates[Download], rates[Upload])
-	if err == nil && other == 0 {
-		// The first best passed on the edge of the bar (cable × nss,
-		// 18a4893: the download's +4.7 ms at 97 %, then +5.0-7.3 beside
-		// every upload rate): beside the step below it, the other pass
-		// that made it the best, the second direction's queue is its own.
-		rates[first] -= int(math.Round(c.Step * float64(s.choice(first).Line.RateKbit)))
-		other, err = s.sweepBidir(ctx, c, second, rates[Download], rates[Upload])
-	}
-	res.Steps = s.r.Steps
-	if err != nil {
-		return res, err
-	}
-	// The first direction was swept beside the second at its one-way
-	// best, often its line, where the second's own queue decides the
-	// phase; when the second's best came out lower, the first is swept
-	// again beside it (cable × cake, 596eb29: the download's best 37600,
-	// missing at 38000-38400 beside the upload at its line, +7.0/+13.4 ms;
-	// beside the upload's best, 7920, +1.3/+3.3 at 37600, and tune's
-	// 39240/7919 passed the full test).
-	oneWay := map[Kind]int{Download: res.OneWayDown, Upload: res.OneWayUp}
-	if other > 0 && other < oneWay[second] && best < oneWay[first] {
-		rates = map[Kind]int{first: oneWay[first], second: other}
-		again, err := s.sweepBidir(ctx, c, first, rates[Download], rates[Upload])
-		res.Steps = s.r.Steps
-		if err != nil {
-			return res, err
-		}
-		best = max(best, again)
-	}
-	res.BestDown, res.BestUp = best, other
-	if first == Upload {
-		res.BestDown, res.BestUp = other, best
 	}
 	return res, l.SetRates(ctx, res.LineDown, res.LineUp)
 }
 
-// sweepBidir steps direction k of the bidirectional phase down from its
-// rate in down/up to From of its line, the other held, until two steps in
-// a row pass; the best of them (0: none).
-func (s *search) sweepBidir(ctx context.Context, c SweepConfig, k Kind, down, up int) (int, error) {
-	line, from := s.r.Download.Line.RateKbit, down
-	if k == Upload {
-		line, from = s.r.Upload.Line.RateKbit, up
-	}
-	var kn knee
-	for rate := from; ; {
-		st, _, err := s.tryBidir(ctx, down, up)
+// descend finds the best pair of the bidirectional phase: A+ is every
+// phase, so each direction's best holds it beside the other's stream.
+// From both one-way bests it lowers, one step at a time, the direction
+// whose queue a miss was, by tune's rule (lowered: the upload when its
+// one-way delay carries three quarters of the added delay, else the
+// download, whose ingress shaper sits behind the modem the upload's ACK
+// bursts fill), until a pass that the step below it in both directions
+// confirms (one pass among misses is a lucky phase); the confirmed pass
+// is the best. It is the exhaustive form of tune's own descent, so the
+// two are judged on one path through the two-dimensional frontier: the
+// sweep held one direction at its one-way best while it swept the other
+// before, and on fiber (2026-11-25) both one-way bests, 98 % and 99 % of
+// the line, queued beside each other, so no rate of either passed beside
+// the other's (0/0), where the download's own delay fell to +1.7-3.2 ms
+// at 87-90 % and the misses there were the upload's (+26 ms upstream).
+// A direction is never lowered below From of its line; when none can be,
+// there is no best (0, 0).
+func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
+	d, u := &s.r.Download, &s.r.Upload
+	floor := func(ch *Choice) int { return int(math.Round(c.From * float64(ch.Line.RateKbit))) }
+	stepOf := func(ch *Choice) int { return int(math.Round(c.Step * float64(ch.Line.RateKbit))) }
+	var passed bool
+	var pd, pu int
+	for {
+		st, p, err := s.tryBidir(ctx, down, up)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
-		st.RateKbit = rate // the swept direction's, for the knee (the step keeps down/up)
-		next := rate - int(math.Round(c.Step*float64(line)))
-		last := float64(next) < c.From*float64(line)-0.5
-		if kn.add(st, last, 2) || last {
-			return kn.best, nil
+		if st.Pass && passed {
+			return pd, pu, nil
 		}
-		rate = next
-		if k == Download {
-			down = rate
+		cs := []*Choice{d, u} // a pass is confirmed one step lower in both
+		if passed = st.Pass; passed {
+			pd, pu = down, up
 		} else {
-			up = rate
+			cs = lowered(p, s.target(Bidir).MedianMs, d, u)
+		}
+		moved := false
+		for _, ch := range cs {
+			rate := &down
+			if ch == u {
+				rate = &up
+			}
+			if next := *rate - stepOf(ch); next >= floor(ch) {
+				*rate, moved = next, true
+			}
+		}
+		if !moved {
+			if passed { // the range's lowest step counts alone
+				return pd, pu, nil
+			}
+			return 0, 0, nil
 		}
 	}
 }

@@ -49,16 +49,13 @@ func (e *edgeOnce) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 
 // upAtLine misses the bidirectional phase (+11 ms) whenever the upload is
 // at or above upAt, its one-way best, and the download above downAbove
-// (per mille; its ACKs tip the upload over its line), except the first
-// phase at each download share in lucky (per mille): the upload's own
-// queue decides the phase, and near a bar noise lets a few pass (cable ×
-// cake and cable-boost × cake, 596eb29). With upQueue the phase's one-way
-// delays say it is the upload's queue.
+// (per mille; its ACKs tip the upload over its line): the upload's own
+// queue decides the phase (cable × cake and cable-boost × cake, 596eb29).
+// With upQueue the phase's one-way delays say it is the upload's queue.
 type upAtLine struct {
 	*sim
 	upAt      float64
 	downAbove int
-	lucky     map[int]bool
 	upQueue   bool
 }
 
@@ -66,15 +63,35 @@ func (u *upAtLine) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	p, err := u.sim.Load(ctx, k, line)
 	at := int(math.Round(1000 * u.rateD / u.down))
 	if k == Bidir && u.rateU >= u.upAt && at > u.downAbove {
-		if u.lucky[at] {
-			delete(u.lucky, at)
-			return p, err
-		}
 		p.AddedMedian, p.AddedP95 = 11, 22
 		if u.upQueue {
 			p.AddedDown, p.AddedUp = 1, 10
 		}
 	}
+	return p, err
+}
+
+// bothQueue is a link where, with both directions loaded, the download's
+// knee lies shift lower and the upload queues upstream (+10 ms) at or
+// above upAt; the one-way delays say whose queue a miss was.
+type bothQueue struct {
+	*sim
+	shift float64
+	upAt  float64
+}
+
+func (b *bothQueue) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	p, err := b.sim.Load(ctx, k, line)
+	if k != Bidir {
+		return p, err
+	}
+	md, pd := b.added(b.rateD/b.down + b.shift)
+	mu, pu := 1.0, 4.0
+	if b.rateU >= b.upAt {
+		mu, pu = 10, 20
+	}
+	p.AddedMedian, p.AddedP95 = math.Max(md, mu), math.Max(pd, pu)
+	p.AddedDown, p.AddedUp = md, mu
 	return p, err
 }
 
@@ -104,12 +121,17 @@ func TestSweep(t *testing.T) {
 		// the download's bidirectional best passed once on the edge: the
 		// upload is swept again beside the step below it
 		{"download's best on the edge", func(s *sim) Link { s.bidirShift = 0.02; return &edgeOnce{sim: s, at: 940} }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.94, 0},
-		// the download's best found beside the upload at its one-way best,
-		// whose queue failed most phases: swept again beside the upload's
-		// best, one step lower
-		{"download swept again beside the upload's best", func(s *sim) Link {
-			return &upAtLine{sim: s, upAt: 7220, lucky: map[int]bool{930: true, 920: true}}
-		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.95, 0.94},
+		// a miss whose one-way split says nothing lowers both directions
+		{"a miss of no one's queue lowers both", func(s *sim) Link {
+			return &upAtLine{sim: s, upAt: 7220}
+		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.94, 0.94},
+		// both one-way bests queue beside each other (fiber, 2026-11-25:
+		// the download's knee 6-7 % lower with both loaded, and the upload
+		// at its one-way best queued upstream): each comes down by its own
+		// misses
+		{"both give way", func(s *sim) Link {
+			return &bothQueue{sim: s, shift: 0.065, upAt: 7220}
+		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.89, 0.94},
 		// the upload at its line beside a download above 93.5 %: its
 		// queue, as the first phase's one-way delays say, so the upload
 		// gives way first (download first: 0.93 / 0.95, less goodput)

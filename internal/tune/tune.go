@@ -719,7 +719,7 @@ func (s *search) bidir(ctx context.Context) error {
 			s.atLineUnsettled(st)
 			return nil
 		}
-		cs := toLower(st, p, d, u, last)
+		cs := toLower(st, p, s.target(Bidir).MedianMs, d, u, last)
 		if n == bidirLowerings {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
 				ErrNoRate, st.AddedMedian, st.AddedP95, n)
@@ -771,10 +771,10 @@ type lowering struct {
 }
 
 // toLower picks the directions to lower after the bidirectional miss st
-// (phase p), last being the lowering before it, which it puts back when it
-// did not lower the delay.
-func toLower(st Step, p Phase, d, u *Choice, last lowering) []*Choice {
-	cs := lowered(p, d, u)
+// (phase p) against the median bar, last being the lowering before it,
+// which it puts back when it did not lower that direction's delay.
+func toLower(st Step, p Phase, bar float64, d, u *Choice, last lowering) []*Choice {
+	cs := lowered(p, bar, d, u)
 	// A direction above its measured line goes back to it first,
 	// whichever one-way delay the miss showed: the line is what the
 	// link carried with both directions' streams and ACKs to carry
@@ -787,7 +787,7 @@ func toLower(st Step, p Phase, d, u *Choice, last lowering) []*Choice {
 	// whose queue it is not: put that one back and lower the other
 	// (cable × nss, 0b3bcdf: the download lowered three times, 6.6,
 	// 8.0, 8.8, 11.3 ms, beside an upload 1.5 % over its line).
-	if last.c != nil && st.AddedMedian >= flatDelay*last.miss.AddedMedian {
+	if last.c != nil && !helped(last, st, u) {
 		other := u
 		if last.c == u {
 			other = d
@@ -800,6 +800,28 @@ func toLower(st Step, p Phase, d, u *Choice, last lowering) []*Choice {
 		cs = []*Choice{other}
 	}
 	return cs
+}
+
+// helped says whether the lowering l lowered the bidirectional delay: the
+// whole added delay fell, or the lowered direction's own one-way delay
+// fell while the other's rose, the miss having moved to the other
+// direction's queue (fiber × cake, 2026-11-25: the download from 56.0 to
+// 15.1 ms as the upload went from 3.1 to 25.1; judged on the whole delay
+// alone, 48.7 then 44.2 ms, the download was put back to its 56). A fall
+// of the lowered direction's delay alone, with the other's unchanged, is
+// within the split's clock-offset error and left the verdict where it was.
+func helped(l lowering, st Step, u *Choice) bool {
+	if st.AddedMedian < flatDelay*l.miss.AddedMedian {
+		return true
+	}
+	if l.miss.AddedDown+l.miss.AddedUp <= 0 || st.AddedDown+st.AddedUp <= 0 {
+		return false
+	}
+	own0, own1, other0, other1 := l.miss.AddedDown, st.AddedDown, l.miss.AddedUp, st.AddedUp
+	if l.c == u {
+		own0, own1, other0, other1 = other0, other1, own0, own1
+	}
+	return own1 < flatDelay*own0 && flatDelay*other1 > other0
 }
 
 // atLineUnsettled takes a direction at or above its measured line one
@@ -869,12 +891,18 @@ func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error
 // upload when its one-way delay carries most of the added delay (its own
 // queue formed), else the download: its ingress shaper sits behind the
 // modem, whose queue the upload's ACK bursts overrun, so it is the one
-// that gives way when both are loaded (the sweep lowers it first for the
-// same reason). Both when neither one-way delay was measured.
-func lowered(p Phase, d, u *Choice) []*Choice {
+// that gives way when both are loaded (the sweep's descent uses this
+// rule too). Three quarters, not a half: with a few ms of added delay the
+// split's clock offset, estimated from idle probes, is a large part of
+// it. Both when each one-way delay alone misses twice the median bar:
+// then both queues formed, beyond an offset's error of a few ms (fiber ×
+// cake, 2026-11-25: +15.1 ms down, +25.1 ms up after the download came
+// down, and the upload would have waited for a second miss), or when
+// neither was measured.
+func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
 	sum := p.AddedDown + p.AddedUp
 	switch {
-	case sum <= 0:
+	case sum <= 0 || p.AddedDown > 2*bar && p.AddedUp > 2*bar:
 		return []*Choice{d, u}
 	case p.AddedUp/sum >= 0.75:
 		return []*Choice{u}

@@ -34,7 +34,10 @@ type sim struct {
 	lateQueue  float64
 	bidirExtra float64 // ms the bidirectional phase adds
 	bidirUp    bool    // and only in the upload's one-way delay
-	bidirHid   bool    // the upload's, but the one-way split shows it on both sides
+	// offsetMs is the one-way split's error: the clock offset estimated
+	// from idle probes, moving that much of the upload's delay to the
+	// download's side
+	offsetMs   float64
 	bidirShift float64 // the download's knee is this much lower in the bidirectional phase
 	// ackUp is the upload's rate per kbit/s of download goodput that its
 	// shaper does not count (the download's ACKs): in the bidirectional
@@ -115,10 +118,7 @@ func (s *sim) Load(_ context.Context, k Kind, line bool) (Phase, error) {
 		if s.bidirUp { // the extra queue is the upload's, and shrinks as its rate comes down
 			extra := s.bidirExtra * math.Max(0, (xu-0.9)/0.06)
 			p.AddedMedian, p.AddedP95 = math.Max(md, mu+extra), math.Max(pd, pu+extra)
-			p.AddedDown, p.AddedUp = md, mu+extra
-			if s.bidirHid {
-				p.AddedDown, p.AddedUp = md+extra/2, mu+extra/2
-			}
+			p.AddedDown, p.AddedUp = md+s.offsetMs, mu+extra-s.offsetMs
 		}
 		p.DownKbit, p.UpKbit = good(s.rateD, s.down), good(s.rateU, s.up)
 	}
@@ -446,10 +446,10 @@ func TestSettlesForWeaker(t *testing.T) {
 
 // A bidirectional lowering that does not lower the delay moved the wrong
 // direction: it goes back, and the other one comes down (the one-way
-// split blamed the download; the queue was the upload's).
+// split, 3 ms off, blamed the download; the queue was the upload's).
 func TestBidirWrongDirection(t *testing.T) {
 	s := newSim()
-	s.bidirExtra, s.bidirUp, s.bidirHid = 30, true, true
+	s.bidirExtra, s.bidirUp, s.offsetMs = 8, true, 3
 	r, err := Search(context.Background(), s, searchConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -469,12 +469,62 @@ func TestBidirWrongDirection(t *testing.T) {
 	}
 }
 
+// script is a link whose bidirectional phases are given in turn.
+type script struct {
+	phases []Phase
+	rates  [][2]int
+}
+
+func (s *script) SetRates(_ context.Context, down, up int) error {
+	s.rates = append(s.rates, [2]int{down, up})
+	return nil
+}
+
+func (s *script) Load(context.Context, Kind, bool) (Phase, error) {
+	if len(s.phases) == 0 {
+		return Phase{}, errors.New("script ran out")
+	}
+	p := s.phases[0]
+	s.phases = s.phases[1:]
+	return p, nil
+}
+
+// A lowering that lowered its own direction's delay stands though the
+// whole delay did not fall, when the other direction's queue showed up
+// beside it; each one-way delay alone over the bar lowers both (fiber ×
+// cake, 2026-11-25: the download from +56.0 to +15.1 ms as the upload went
+// from +3.1 to +25.1, and the download was put back to its +56).
+func TestBidirLoweringHelpedItsOwn(t *testing.T) {
+	l := &script{phases: []Phase{
+		{AddedMedian: 48.7, AddedP95: 82.8, AddedDown: 56.0, AddedUp: 3.1},
+		{AddedMedian: 44.2, AddedP95: 81.3, AddedDown: 15.1, AddedUp: 25.1},
+		{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 2.0, AddedUp: 1.0},
+	}}
+	r := &Report{Target: APlus}
+	r.Download.Line.RateKbit, r.Download.RateKbit = 19897, 19150
+	r.Upload.Line.RateKbit, r.Upload.RateKbit = 19645, 19276
+	s := &search{l: l, c: Config{Target: APlus}, r: r}
+	if err := s.bidir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	second, third := l.rates[1], l.rates[2]
+	if second[0] >= 19150 || second[1] != 19276 {
+		t.Errorf("after the download's miss: %v, want the download lowered alone", second)
+	}
+	if third[0] >= second[0] || third[1] >= 19276 || strings.Contains(r.Download.Why, "did not lower") {
+		t.Errorf("after both queued: %v (before %v), want both lowered and the download's lowering kept: %s", third, second, r.Download.Why)
+	}
+	if r.Download.RateKbit != third[0] || r.Upload.RateKbit != third[1] {
+		t.Errorf("chose %d/%d, passed at %v", r.Download.RateKbit, r.Upload.RateKbit, third)
+	}
+}
+
 // A direction above its measured line comes back to the line on the
 // first bidirectional miss, whatever the one-way split blamed.
 func TestBidirAboveLineFirst(t *testing.T) {
 	s := newSim()
 	s.knee, s.lineRead = 0.99, 0.95 // the line reads low, the search steps above it
-	s.bidirExtra, s.bidirUp, s.bidirHid = 30, true, true
+	s.bidirExtra, s.bidirUp, s.offsetMs = 30, true, 3
 	r, err := Search(context.Background(), s, searchConfig())
 	if err != nil {
 		t.Fatal(err)
