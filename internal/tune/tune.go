@@ -8,6 +8,7 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -336,8 +337,8 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	if len(ps) < 4 {
 		return Line{}, fmt.Errorf("%s line measurement: %d seconds of goodput, want at least 4", k, len(ps))
 	}
-	// The sustained rate is the mean of the last third: a boost that
-	// outlasts the first half (TCP rarely reaches the boost rate, so the
+	// Behind a boost the sustained rate is the mean of the last third: a
+	// boost that outlasts the first half (TCP rarely reaches the boost rate, so the
 	// bucket drains slower than its size suggests) is spent by then. A
 	// mean, not a median: a guest or a host that stalls a second moves
 	// bytes from one second's count to the next (the lab's upload read
@@ -352,8 +353,8 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	// (the lab's upload read 4456, 10485, 6029, 9044, 7340 kbit/s on an
 	// 8 Mbit/s line, and the four from 10485 on mean 8224; nss's, with the
 	// kernel's counts, 5243, 9568, 6294, 9044, 7602: 8127 from 9568 on,
-	// 7550 with the stall). (Not a longer window: a boost may last past
-	// the first half.)
+	// 7550 with the stall). (Not a longer window behind a boost: it may
+	// last past the first half.)
 	body := ps[:len(ps)-1]
 	start := len(body) - max(len(body)/3, min(4, len(body)))
 	if start > 0 {
@@ -365,16 +366,20 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 			start--
 		}
 	}
-	tail := body[start:]
-	sum := 0
-	for _, v := range tail {
-		sum += v
-	}
-	l := Line{GoodputKbit: sum / len(tail), PerSecond: ps}
-	// seconds 2-3: past slow start, inside any boost worth the name
-	first := (ps[1] + ps[2]) / 2
-	if float64(first) > BoostRatio*float64(l.GoodputKbit) {
-		l.BoostKbit = first
+	l := Line{GoodputKbit: meanInt(body[start:]), PerSecond: ps}
+	// A boost is a plateau: seconds 2-4 (past slow start, inside any
+	// boost worth the name) each above the sustained rate. Not their
+	// mean: on a slow link behind a deep FIFO the seconds alternate with
+	// the ACKs' clumps (adsl-atm's upload at 1 Mbit/s, 830 ms of RTT:
+	// 1045, 776, 521, 937 kbit/s), which is no boost.
+	if plateau := ps[1:4]; slices.MinFunc(plateau, cmp.Compare) > int(BoostRatio*float64(l.GoodputKbit)) {
+		l.BoostKbit = meanInt(plateau)
+	} else {
+		// No boost to skip, so the whole phase past slow start is the
+		// line, not its last third: a third of 12 s at 830 ms of RTT is a
+		// few clumps (adsl-atm's upload: 712 kbit/s in its last third
+		// with a stall pulled in, 727 over the whole, the link's 745).
+		l.GoodputKbit = meanInt(body[min(2, len(body)-1):])
 	}
 	per := s.c.RatePerGoodput
 	if p.IPv6 {
@@ -456,6 +461,14 @@ func twice(again bool) string {
 		return " (borderline, mean of two)"
 	}
 	return ""
+}
+
+func meanInt(v []int) int {
+	sum := 0
+	for _, x := range v {
+		sum += x
+	}
+	return sum / len(v)
 }
 
 func medianInt(v []int) float64 {

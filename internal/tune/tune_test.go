@@ -272,6 +272,10 @@ func TestLineSeries(t *testing.T) {
 		// lab, cable download (863b994)
 		{"download with a stall", []int{35511, 38011, 37865, 38011, 37879, 38143, 37879, 38273, 37880, 38014, 37747, 38158, 38129, 33946, 41943,
 			38142, 37881, 37751, 38141, 37878, 37883, 38009, 37879, 37880, 38012, 38011, 23462, 52430, 38010, 38141}, 37950},
+		// lab, adsl-atm upload at 1 Mbit/s behind an 800 ms FIFO (10ec62e):
+		// the seconds alternate with the ACKs' clumps; no boost, and the
+		// link carries 745 kbit/s of TCP goodput beside the probes
+		{"alternating seconds", []int{455, 1045, 776, 521, 937, 746, 399, 835, 1066, 695, 568, 972}, 745},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()
@@ -283,6 +287,9 @@ func TestLineSeries(t *testing.T) {
 			}
 			if math.Abs(float64(l.GoodputKbit-tc.want)) > 0.03*float64(tc.want) {
 				t.Errorf("line %d kbit/s, want %d ± 3 %%", l.GoodputKbit, tc.want)
+			}
+			if l.BoostKbit != 0 {
+				t.Errorf("a boost of %d kbit/s in a line without one", l.BoostKbit)
 			}
 		})
 	}
