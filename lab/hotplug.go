@@ -117,6 +117,9 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 	}
 
 	// The storm, with the client pinging the server through the router.
+	if err := g.settle("storm"); err != nil {
+		return err
+	}
 	pingLog := filepath.Join(r.Dir, "ping.log")
 	ping, err := t.sh.daemon(nsClient, pingLog, "ping", "-n", "-D", "-i", pingEvery, "-c", pingCount, "-W", "1", serverIP)
 	if err != nil {

@@ -606,7 +606,7 @@ func runGuest(planPath string) int {
 	if r, err := openNoise(lp.Out); err != nil {
 		say("no host noise figures: %v; phases are graded without them", err)
 	} else {
-		g.noise = r
+		g.noise, g.settler = r, newSettler(r)
 	}
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result

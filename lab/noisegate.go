@@ -68,6 +68,82 @@ func noisy(st *noise.Stats) string {
 		100*st.Foreign, 100*maxForeign, 100*st.Busy, 100*st.Steal, st.Max, noise.Period)
 }
 
+// Before each measurement the lab waits for the host to calm down: a load
+// that comes and goes (a build, another job on a shared runner, a second
+// lab) then costs a wait instead of discarded phases, and three discarded
+// in a row make a scenario inconclusive (the CI run of 207327f: a second
+// lab on the same host took 19-34 % of its CPU through all three tries of
+// one phase). quietFor without a noisy() reason is calm; a host that does
+// not calm within maxSettle is measured anyway and the gate judges what it
+// measured. All of a run's waits share settleBudget, so a host busy from
+// start to end costs minutes, not CI's timeout.
+const (
+	quietFor     = 3 * time.Second
+	maxSettle    = 2 * time.Minute
+	settleBudget = 10 * time.Minute
+	settlePoll   = time.Second
+	// the sampler's files trail the clock by a few periods
+	sampleLag = 200 * time.Millisecond
+)
+
+// settler waits for quiet windows of the host's gauge.
+type settler struct {
+	window func(from, to time.Time) (noise.Stats, error)
+	now    func() time.Time
+	sleep  func(time.Duration)
+	left   time.Duration // what is left of settleBudget
+}
+
+func newSettler(r *noise.Reader) *settler {
+	return &settler{window: r.Window, now: time.Now, sleep: time.Sleep, left: settleBudget}
+}
+
+// settle returns once the last quietFor was calm, or maxSettle (or the
+// budget's rest) later. It says how long it waited and, when that was not
+// for nothing, why: the reason of the last noisy window, and whether the
+// host calmed.
+func (s *settler) settle() (waited time.Duration, why string, calm bool, err error) {
+	start := s.now()
+	limit := min(maxSettle, s.left)
+	defer func() { s.left -= waited }()
+	for {
+		t := s.now().Add(-sampleLag)
+		st, err := s.window(t.Add(-quietFor), t)
+		if err != nil {
+			return waited, why, false, err
+		}
+		w := noisy(&st)
+		if w == "" {
+			return waited, why, true, nil
+		}
+		why = w
+		if waited >= limit {
+			return waited, why, false, nil
+		}
+		s.sleep(settlePoll)
+		waited = s.now().Sub(start)
+	}
+}
+
+// settle waits for the host (settler.settle) before a measurement named
+// what, and says so when it waited.
+func (g *guest) settle(what string) error {
+	if g.settler == nil {
+		return nil
+	}
+	waited, why, calm, err := g.settler.settle()
+	switch {
+	case err != nil:
+		return fmt.Errorf("noise gauge: %w", err)
+	case why == "":
+	case calm:
+		g.say("%s: waited %.0f s for the host to calm (%s)", what, waited.Seconds(), shortWhy(why))
+	default:
+		g.say("%s: the host stayed busy for %.0f s (%s); measuring anyway, the gate judges it (the run's waits are capped at %v)", what, waited.Seconds(), shortWhy(why), settleBudget)
+	}
+	return nil
+}
+
 // discarded is a phase measurement the lab threw away.
 type discarded struct {
 	Phase string      `json:"phase"`
@@ -236,6 +312,9 @@ func dslGrade(m *accept.Measurement) string {
 // puts the gauge's figures on each load phase; a plot of the gauge goes
 // beside the test's own.
 func (g *guest) gaugedTest(t *topo, dir, run, only string) (accept.Measurement, error) {
+	if err := g.settle(filepath.Base(dir) + " " + run); err != nil {
+		return accept.Measurement{}, err
+	}
 	m, r, err := t.sqmkitTest(g.tools.sqmkit, dir, run, only)
 	if err != nil || g.noise == nil {
 		return m, err

@@ -84,6 +84,7 @@ type guest struct {
 	say     func(format string, a ...any)
 	events  *procevents.Watcher // nil: no process counts
 	noise   *noise.Reader       // nil: phases are graded without the noise gate
+	settler *settler            // nil with noise
 	setUp   map[string]bool     // external backends whose setup ran in this boot
 }
 

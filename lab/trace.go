@@ -100,6 +100,9 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 		// controller's
 		var run traceRun
 		err := cleanRun("trace", func() (*noise.Stats, error) {
+			if err := g.settle(p.Name + "/" + ctl); err != nil {
+				return nil, err
+			}
 			var err error
 			run, err = g.traceOne(t, tr, profilePath, tracePath, ctl, r)
 			if err != nil {

@@ -51,6 +51,9 @@ type sweepSpec struct {
 // tune's, the profile's sync rates as 100 %.
 func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp sweepSpec) error {
 	js := filepath.Join(r.Dir, "sweep.json")
+	if err := g.settle("sweep"); err != nil {
+		return err
+	}
 	t0 := time.Now()
 	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--budget", "0", "--json", js,
 		"--sweep", fmt.Sprintf("%d:%d", sp.From, sp.To), "--sweep-stop", fmt.Sprint(sp.Stop),
@@ -79,6 +82,22 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 }
 
 func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
+
+// sweepShare puts tuned rates beside the sweep's best; a direction the
+// sweep found no passing rate for has no share to print.
+func sweepShare(down, up int, sw *swept) string {
+	share := func(tuned, best int) string {
+		if best <= 0 {
+			return "none"
+		}
+		return fmt.Sprintf("%.1f%%", pct(tuned, best))
+	}
+	s := fmt.Sprintf("sweep best %d/%d (tune at %s/%s of it)", sw.BestDown, sw.BestUp, share(down, sw.BestDown), share(up, sw.BestUp))
+	if sw.BestDown <= 0 || sw.BestUp <= 0 {
+		s += fmt.Sprintf("; the sweep found no passing rate in %d-%d%% of the line for a direction at 0 (--from lower reaches further)", sw.From, sw.To)
+	}
+	return s
+}
 
 // againstSweep is the acceptance of a tuned rate: at least 97 % of the
 // sweep's best A+ rate and never more than 1 % above it.
@@ -172,6 +191,10 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 		}
 	}
 	js := filepath.Join(r.Dir, "tune.json")
+	if err := g.settle("tune"); err != nil {
+		sh.run(nsRouter, sq, "stop", "--root", sc.root)
+		return err
+	}
 	t0 := time.Now()
 	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--write", "--json", js, family, server, sc.dev)
 	wall := time.Since(t0)
@@ -219,7 +242,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	line := fmt.Sprintf("tune: %s/%s%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
 		t.p.Name, r.Backend, map[bool]string{true: " over IPv6"}[v6], d.RateKbit, pct(d.RateKbit, t.p.Down), u.RateKbit, pct(u.RateKbit, t.p.Up), r.Test.Grade, o.Spent.Seconds())
 	if sw := r.Sweep; sw != nil {
-		line += fmt.Sprintf("; sweep best %d/%d (tune at %.1f%%/%.1f%% of it)", sw.BestDown, sw.BestUp, pct(d.RateKbit, sw.BestDown), pct(u.RateKbit, sw.BestUp))
+		line += "; " + sweepShare(d.RateKbit, u.RateKbit, sw)
 	}
 	g.say("%s", line)
 	return nil

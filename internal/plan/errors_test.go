@@ -22,7 +22,7 @@ func TestBuildErrors(t *testing.T) {
 		{"negative download", func(q *config.Queue, _ *linkinfo.Facts) { q.Download = -1 }, []string{"download:", "use 0"}},
 		{"rate in bit/s", func(q *config.Queue, _ *linkinfo.Facts) { q.Download = 300_000_000 }, []string{"download:", "kbit/s"}},
 		{"nothing to shape", func(q *config.Queue, _ *linkinfo.Facts) { q.Upload, q.Download = 0, 0 }, []string{"download:", "both 0", "set option download"}},
-		{"atm on nss", func(q *config.Queue, _ *linkinfo.Facts) { q.LinkLayer = config.LinkATM }, []string{"linklayer:", "nss", "overhead"}},
+		{"atm on nss", func(q *config.Queue, _ *linkinfo.Facts) { q.LinkLayer = config.LinkATM }, []string{"linklayer:", "nss", "overhead", "about 85 %", "sqmkit tune finds"}},
 		{"unknown linklayer", func(q *config.Queue, _ *linkinfo.Facts) { q.LinkLayer = "ptm" }, []string{"linklayer:", "none, ethernet or atm"}},
 		{"wireguard kind on nss", func(_ *config.Queue, f *linkinfo.Facts) { f.Kind = "wireguard" }, []string{"wireguard", "cake or fq_codel"}},
 		{"wireguard proto on nss", func(_ *config.Queue, f *linkinfo.Facts) { f.Proto = "wireguard" }, []string{"wireguard", "NSS"}},
