@@ -521,6 +521,34 @@ func TestSweepShare(t *testing.T) {
 	}
 }
 
+// make lab holds tune to its acceptance: a tune beside a sweep on every
+// profile with every sqmkit backend, the sweep reaching down to 70 %.
+func TestAllPlanTunes(t *testing.T) {
+	profiles := []string{"adsl-atm", "cable", "fiber"}
+	plan := allPlan(profiles, "/repo")
+	for _, p := range profiles {
+		i := slices.IndexFunc(plan, func(r planRun) bool { return r.Profile == p && r.Mode == "tune" })
+		if i < 0 {
+			t.Fatalf("%s: no tune run in %+v", p, plan)
+		}
+		r := plan[i]
+		if !slices.Equal(r.Backends, sqmkitBackends) || r.Sweep == nil || r.Sweep.From != 70 || r.Sweep.To != 100 || r.Sweep.Stop != 3 || r.IPv6 {
+			t.Errorf("%s: tune run %+v (sweep %+v)", p, r, r.Sweep)
+		}
+		if !slices.ContainsFunc(plan, func(r planRun) bool { return r.Profile == p && r.Mode == "" }) {
+			t.Errorf("%s: no graded run", p)
+		}
+	}
+}
+
+// A profile graded and tuned in one run keeps both runs' files apart.
+func TestProfileDir(t *testing.T) {
+	graded, tuned := profileDir("/r", "cable", ""), profileDir("/r", "cable", "tune")
+	if graded != "/r/cable" || tuned != "/r/cable-tune" || profileDir("/r", "cable", "sweep") != "/r/cable-sweep" {
+		t.Errorf("graded %s, tuned %s", graded, tuned)
+	}
+}
+
 // Without a sweep, tune's rate is held to a floor of the line (make
 // test's regression guard): 90 % of it, and no more than tune's own look
 // above it.

@@ -32,13 +32,42 @@ import (
 // tune: cake on cable, the default backend on the profile most users have,
 // over IPv6 (make lab's tunes run over IPv4), ~5 minutes of CI (a sweep
 // beside it would add 3 more per direction searched, so make test holds
-// tune to the floor of againstLine and make lab's runs with --sweep hold
-// it to the acceptance).
+// tune to the floor of againstLine and make lab's tunes, each beside a
+// sweep (allPlan), hold it to the acceptance).
 var ciPlan = []planRun{
 	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss", "qos:sqmkit-cake.qos"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{"cake"}, Mode: "hotplug"},
 	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune", IPv6: true},
+}
+
+// allSweep is the sweep beside each of make lab's tunes: 70 %, not the
+// 80 % a sweep starts from by hand, because nss on ATM counts no cells and
+// its best pair sits at 79 / 76 % of adsl-atm's sync rate (73c71bd); with
+// a direction ending after 3 passing steps, the lower end costs nothing
+// where the knee is higher.
+var allSweep = sweepSpec{From: 70, To: 100, Stop: 3}
+
+// allPlan is make lab's matrix: every profile × every backend, the .qos
+// scripts and lab/ext's shapers on cable, the hotplug scenario, and tune's
+// acceptance (sqmkit tune beside a sweep) on every profile × sqmkit's
+// backends, each about 15-20 minutes.
+func allPlan(profiles []string, repo string) []planRun {
+	var plan []planRun
+	for _, n := range profiles {
+		plan = append(plan, planRun{Profile: n, Backends: allBackends})
+	}
+	cable := slices.Clone(qosBackends)
+	for _, e := range extExamples {
+		cable = append(cable, extPrefix+e+"="+filepath.Join(repo, "lab/ext", e))
+	}
+	plan = append(plan, planRun{Profile: "cable", Backends: cable},
+		planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
+	for _, n := range profiles {
+		sw := allSweep
+		plan = append(plan, planRun{Profile: n, Backends: sqmkitBackends, Mode: "tune", Sweep: &sw})
+	}
+	return plan
 }
 
 // qosBackends are the OpenWrt package's .qos scripts.
@@ -173,15 +202,7 @@ func main() {
 		if err != nil {
 			fatal(err)
 		}
-		for _, n := range names {
-			plan = append(plan, planRun{Profile: n, Backends: allBackends})
-		}
-		cable := slices.Clone(qosBackends)
-		for _, e := range extExamples {
-			cable = append(cable, extPrefix+e+"="+filepath.Join(repo, "lab/ext", e))
-		}
-		plan = append(plan, planRun{Profile: "cable", Backends: cable},
-			planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
+		plan = allPlan(names, repo)
 	case "trace":
 		fs := flag.NewFlagSet("sqmkit-lab trace", flag.ExitOnError)
 		prof := fs.String("profile", "cable", "profile whose framing and buffer the trace runs on (its rates become the trace's)")
@@ -630,13 +651,13 @@ func runGuest(planPath string) int {
 		case "hotplug":
 			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
 		case "tune":
-			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) })...)
+			rs = append(rs, g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) })...)
 		case "sweep":
-			rs = append(rs, g.profileRuns(p, run.Backends, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
+			rs = append(rs, g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
 		case "trace":
 			rs = append(rs, g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends)...)
 		default:
-			rs = append(rs, g.profileRuns(p, run.Backends, nil)...)
+			rs = append(rs, g.profileRuns(p, run.Backends, "", nil)...)
 		}
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}

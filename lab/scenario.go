@@ -105,10 +105,21 @@ func limitationKey(name string) string {
 	return name
 }
 
+// profileDir is where a profile's runs in a mode keep their files.
+func profileDir(out, profile, mode string) string {
+	if mode != "" {
+		profile += "-" + mode
+	}
+	return filepath.Join(out, profile)
+}
+
 // profileRuns builds the lab for one profile and runs each backend on it:
-// graded (each nil), or as each says (tune).
-func (g *guest) profileRuns(p *profile.Profile, backends []string, each func(*topo, string, *result) error) []result {
-	dir := filepath.Join(g.out, p.Name)
+// graded (each nil), or as each says (tune). A mode other than "" puts
+// its files under PROFILE-MODE/: make lab and lab-ci grade and tune the
+// same profile × backend, and one directory would hold the later run's
+// test files and result.json over the earlier's.
+func (g *guest) profileRuns(p *profile.Profile, backends []string, mode string, each func(*topo, string, *result) error) []result {
+	dir := profileDir(g.out, p.Name, mode)
 	os.MkdirAll(dir, 0o755)
 	logf, _ := os.Create(filepath.Join(dir, "commands.log"))
 	defer logf.Close()

@@ -94,7 +94,7 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 	_, _, p.Up = trace.Stats(tr.Up)
 	p.Name = base.Name + "-" + tr.Name
 	var runs []traceRun
-	rs := g.profileRuns(&p, ctls, func(t *topo, ctl string, r *result) error {
+	rs := g.profileRuns(&p, ctls, "", func(t *topo, ctl string, r *result) error {
 		// a run the host disturbed is run again, like a noisy phase
 		// (keepClean): its figures would be the host's, not the
 		// controller's
