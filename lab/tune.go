@@ -94,7 +94,7 @@ func sweepShare(down, up int, sw *swept) string {
 	}
 	s := fmt.Sprintf("sweep best %d/%d (tune at %s/%s of it)", sw.BestDown, sw.BestUp, share(down, sw.BestDown), share(up, sw.BestUp))
 	if sw.BestDown <= 0 || sw.BestUp <= 0 {
-		s += fmt.Sprintf("; the sweep found no passing rate in %d-%d%% of the line for a direction at 0 (--from lower reaches further)", sw.From, sw.To)
+		s += fmt.Sprintf("; a direction at 0 had no passing rate in %d-%d%% of the line (a lower --from reaches further)", sw.From, sw.To)
 	}
 	return s
 }

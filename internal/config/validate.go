@@ -78,7 +78,7 @@ func (q Queue) Validate() error {
 	case "", LinkNone, LinkEthernet: // "": a queue built in code, as none
 	case LinkATM:
 		if q.Backend == NSS {
-			return q.Bad("linklayer", q.LinkLayer, "atm needs a size table, which nss cannot do; use backend cake, or linklayer ethernet with the ATM framing in overhead and rates under what ATM carries of the sync rate (48 bytes of every 53-byte cell, a full-size packet padded to 32 cells: about 85 %%; the lab's adsl-atm passed at 84 %% down, 86 %% up), which sqmkit tune finds")
+			return q.Bad("linklayer", q.LinkLayer, "atm needs a size table, which nss cannot do; use backend cake, or linklayer ethernet with the ATM framing in overhead and rates under what ATM carries of the sync rate (48 bytes of every 53-byte cell, a full-size packet padded to 32 cells: about 85 %%), which sqmkit tune finds")
 		}
 	default:
 		return q.Bad("linklayer", q.LinkLayer, "%q is not a link layer (use none, ethernet or atm)", q.LinkLayer)
