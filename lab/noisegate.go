@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -177,12 +178,12 @@ func (e *inconclusive) Error() string {
 
 // cleanTest grades the path with `sqmkit test` while the noise gauge
 // watches, and measures every noisy load phase again on its own.
-func (g *guest) cleanTest(t *topo, dir string) (accept.Measurement, []discarded, error) {
+func (g *guest) cleanTest(t *topo, dir string, shaped bool) (accept.Measurement, []discarded, error) {
 	m, err := g.gaugedTest(t, dir, "test", "")
-	if err != nil || g.noise == nil {
+	if err != nil {
 		return m, nil, err
 	}
-	return keepClean(m, func(run, phase, why string) (accept.Measurement, error) {
+	return keepClean(m, shaped, func(run, phase, why string) (accept.Measurement, error) {
 		g.say("%s: %s phase not graded (%s); measuring it again (%s)", filepath.Base(dir), phase, why, run)
 		return g.gaugedTest(t, dir, run, phase)
 	})
@@ -199,7 +200,11 @@ func (g *guest) cleanTest(t *topo, dir string) (accept.Measurement, []discarded,
 // flow's luck in a flow-queueing qdisc with few queues (about one phase in
 // a hundred on fq_codel's 1024), not the shaper's rate; one that comes
 // back on every try is graded as measured, a failure.
-func keepClean(m accept.Measurement, again func(run, phase, why string) (accept.Measurement, error)) (accept.Measurement, []discarded, error) {
+//
+// A shaped phase that comes out borderline (accept.Unsure) is measured
+// once more and graded on the mean of the two, as sqmkit tune judges a
+// borderline step; unshaped is graded as measured.
+func keepClean(m accept.Measurement, shaped bool, again func(run, phase, why string) (accept.Measurement, error)) (accept.Measurement, []discarded, error) {
 	var out []discarded
 	var busy []string
 	for _, name := range accept.LoadPhases {
@@ -240,12 +245,49 @@ func keepClean(m accept.Measurement, again func(run, phase, why string) (accept.
 			np.Run = run
 			*p = *np
 		}
+		if shaped && !slices.Contains(busy, name) && accept.Unsure(*p) {
+			d, err := measureAgain(p, again)
+			if err != nil {
+				return m, out, err
+			}
+			out = append(out, d...)
+		}
 	}
 	m.Grade = dslGrade(&m)
 	if len(busy) > 0 {
 		return m, out, &inconclusive{phases: busy}
 	}
 	return m, out, nil
+}
+
+// measureAgain measures p's phase once more and keeps the mean. A second
+// measurement the host disturbed, or one whose probe flow collided and
+// missed, is discarded and p stays as first measured: the second look is
+// for the link's noise, not the host's.
+func measureAgain(p *accept.Phase, again func(run, phase, why string) (accept.Measurement, error)) ([]discarded, error) {
+	run := "again-" + p.Name
+	next, err := again(run, p.Name, "borderline")
+	if err != nil {
+		return nil, err
+	}
+	np := next.Phase(p.Name)
+	if np == nil {
+		return nil, fmt.Errorf("sqmkit test %s: no %s phase", run, p.Name)
+	}
+	np.Run = run
+	why, cause := noisy(np.Noise), causeNoise
+	if why == "" && np.Collision != "" && accept.MissesLatency(*np) {
+		why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+np.Collision, causeCollision
+	}
+	if why != "" {
+		var st noise.Stats
+		if np.Noise != nil {
+			st = *np.Noise
+		}
+		return []discarded{{Phase: p.Name, Run: run, Noise: st, Cause: cause, Why: why}}, nil
+	}
+	*p = accept.Mean(*p, *np)
+	return nil, nil
 }
 
 // cleanRun measures until the host leaves a measurement alone, at most

@@ -164,8 +164,9 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string, mode string, 
 	return rs
 }
 
-// grade runs the grading tool and the cross-check on the current path.
-func (g *guest) grade(t *topo, r *result) error {
+// grade runs the grading tool and the cross-check on the current path;
+// shaped: its phases are held to the shaped bars (keepClean).
+func (g *guest) grade(t *topo, r *result, shaped bool) error {
 	cross, err := t.iperfIrtt(r.Dir, "crosscheck")
 	if err != nil {
 		return fmt.Errorf("iperf3/irtt: %w", err)
@@ -177,7 +178,7 @@ func (g *guest) grade(t *topo, r *result) error {
 		r.Test = &cross
 		return nil
 	}
-	m, discarded, err := g.cleanTest(t, r.Dir)
+	m, discarded, err := g.cleanTest(t, r.Dir, shaped)
 	r.Discarded = discarded
 	var inc *inconclusive
 	if err != nil && !errors.As(err, &inc) {
@@ -190,7 +191,7 @@ func (g *guest) grade(t *topo, r *result) error {
 
 func (g *guest) unshaped(t *topo, r *result) error {
 	os.WriteFile(filepath.Join(r.Dir, "tc-before.txt"), []byte(t.tcStats()), 0o644)
-	if err := g.grade(t, r); err != nil {
+	if err := g.grade(t, r, false); err != nil {
 		return err
 	}
 	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
@@ -263,7 +264,7 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 		run(true)
 		return fmt.Errorf("%s start on %s changed no qdisc: %s", name, sc.dev, lastLine(out))
 	}
-	gerr := g.grade(t, r)
+	gerr := g.grade(t, r, true)
 	if gerr == nil {
 		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
 	}
@@ -479,6 +480,9 @@ func summaryLine(r *result) string {
 			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
 			if p.Collision != "" {
 				b.WriteString(" (a probe flow collided)")
+			}
+			if p.Again != "" {
+				b.WriteString(" (borderline: mean of two)")
 			}
 			if p.Noise != nil && p.Noise.Busy > 0 {
 				// every line carries the guest's headroom, so CI logs show

@@ -226,7 +226,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 			return fmt.Errorf("%s at the tuned rates: %w: %s", verb, err, lastLine(out))
 		}
 	}
-	gerr := g.grade(t, r)
+	gerr := g.grade(t, r, true)
 	sh.run(nsRouter, sq, "stop", "--root", sc.root)
 	if gerr != nil {
 		return gerr

@@ -421,7 +421,7 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 	// phase left to settle it, take the side that keeps the grade (cable ×
 	// cake, edc0dd2: the upload passed once at +4.6 ms, 102 % of the line,
 	// and the confirming test missed there at +7.7 ms).
-	if st.Pass && !again && unsure(t, st.AddedMedian, st.AddedP95) {
+	if st.Pass && !again && Unsure(t, st.AddedMedian, st.AddedP95) {
 		st.Pass, st.Unsettled = false, true
 	}
 	s.r.Steps = append(s.r.Steps, st)
@@ -441,7 +441,7 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 // turn its verdict (and fits the budget), that one too: the mean of both
 // (every figure, the one-way shares too) is what is judged.
 func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
-	if p, err = s.load(ctx, k); err != nil || !unsure(s.target(k), p.AddedMedian, p.AddedP95) || !s.afford(1) {
+	if p, err = s.load(ctx, k); err != nil || !Unsure(s.target(k), p.AddedMedian, p.AddedP95) || !s.afford(1) {
 		return p, false, err
 	}
 	q, err := s.load(ctx, k)
@@ -491,11 +491,12 @@ func near(t Target, med, p95 float64) bool {
 	return in(med, t.MedianMs) || in(p95, t.P95Ms)
 }
 
-// unsure: a second phase could turn the verdict: a pass within
+// Unsure: a second phase could turn the verdict: a pass within
 // borderline of a bar, or a miss by no more than borderline on every bar
 // it missed. A median at twice its bar is a miss whatever its p95 (vdsl
 // × cake, cd9ac87: +10.5 ms measured twice because its p95 was near 15).
-func unsure(t Target, med, p95 float64) bool {
+// The lab grades a shaped phase by the same rule (lab/noisegate.go).
+func Unsure(t Target, med, p95 float64) bool {
 	if meets(t, med, p95) {
 		return near(t, med, p95)
 	}
@@ -846,7 +847,7 @@ func helped(l lowering, st Step, u *Choice) bool {
 // ms at 38685/7954, the upload at its line; the lab's next full test read
 // +32.5 ms, 97 % of it upstream). The confirming test judges the result.
 func (s *search) atLineUnsettled(st Step) {
-	if st.Again || !unsure(s.target(Bidir), st.AddedMedian, st.AddedP95) {
+	if st.Again || !Unsure(s.target(Bidir), st.AddedMedian, st.AddedP95) {
 		return
 	}
 	for _, c := range []*Choice{&s.r.Download, &s.r.Upload} {

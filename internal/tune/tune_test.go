@@ -759,7 +759,7 @@ func TestBorderlineMeasuredTwice(t *testing.T) {
 		if st.Again {
 			again++
 		}
-		if st.Kind != Bidir && !st.Again && unsure(APlus, m, p) {
+		if st.Kind != Bidir && !st.Again && Unsure(APlus, m, p) {
 			t.Errorf("borderline step measured once: %+v", st)
 		}
 	}
@@ -775,7 +775,7 @@ func TestBorderlineMeasuredTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, st := range r.Steps {
-		if st.Kind == Bidir && !st.Again && unsure(APlus, st.AddedMedian, st.AddedP95) {
+		if st.Kind == Bidir && !st.Again && Unsure(APlus, st.AddedMedian, st.AddedP95) {
 			t.Errorf("borderline bidirectional step measured once: %+v", st)
 		}
 	}
@@ -823,7 +823,7 @@ func TestSearchBudget(t *testing.T) {
 					return
 				}
 				for _, st := range r.Steps {
-					if st.Kind != Bidir && st.Pass && !st.Again && unsure(APlus, st.AddedMedian, st.AddedP95) {
+					if st.Kind != Bidir && st.Pass && !st.Again && Unsure(APlus, st.AddedMedian, st.AddedP95) {
 						t.Errorf("a borderline pass measured once was kept: %+v", st)
 					}
 					if st.Unsettled {
@@ -869,8 +869,8 @@ func TestUnsure(t *testing.T) {
 		{10.5, 14, false}, // twice the median's bar, the p95 near its own
 		{4, 25, false},    // a clear p95 miss
 	} {
-		if got := unsure(APlus, tc.med, tc.p95); got != tc.want {
-			t.Errorf("unsure(+%.1f/+%.1f) = %v, want %v", tc.med, tc.p95, got, tc.want)
+		if got := Unsure(APlus, tc.med, tc.p95); got != tc.want {
+			t.Errorf("Unsure(+%.1f/+%.1f) = %v, want %v", tc.med, tc.p95, got, tc.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
 
@@ -61,6 +62,9 @@ type Phase struct {
 	// Collision says which probe flow shared a queue with a bulk flow
 	// (bbresult.Phase.CollidedFlow), "" when none did.
 	Collision string `json:"collision,omitempty"`
+	// Again names the run that measured a borderline phase a second time
+	// (Unsure); the phase's figures are then the mean of the two.
+	Again string `json:"measured_again,omitempty"`
 }
 
 // Measurement is one graded run of the three load phases.
@@ -141,6 +145,34 @@ func bars(name string) (median, p95 float64) {
 func MissesLatency(p Phase) bool {
 	med, p95 := bars(p.Name)
 	return p.AddedMedian > med || p.AddedP95 > p95
+}
+
+// Unsure says whether a second measurement could turn p's verdict against
+// its shaped bars: sqmkit tune's borderline rule (tune.Unsure), so the lab
+// judges a phase at the knee the way tune judges a step there. At tune's
+// rates a phase sits at its bar by design, and one measurement of it is a
+// coin toss (the CI run of 207eb28: bidirectional +10.1 ms against 10 at
+// tune's rates on cable × cake, every other bar met).
+func Unsure(p Phase) bool {
+	med, p95 := bars(p.Name)
+	return tune.Unsure(tune.Target{MedianMs: med, P95Ms: p95}, p.AddedMedian, p.AddedP95)
+}
+
+// Mean is the phase measured twice: the mean of a's and b's figures, with
+// a's gauge and collision (b's are judged before it is kept) and b's run
+// as Again.
+func Mean(a, b Phase) Phase {
+	m := func(x, y float64) float64 { return (x + y) / 2 }
+	a.AddedMean, a.AddedMedian = m(a.AddedMean, b.AddedMean), m(a.AddedMedian, b.AddedMedian)
+	a.AddedP95, a.AddedP99 = m(a.AddedP95, b.AddedP95), m(a.AddedP99, b.AddedP99)
+	a.Latency, a.Loss = m(a.Latency, b.Latency), m(a.Loss, b.Loss)
+	a.DownMbps, a.UpMbps = m(a.DownMbps, b.DownMbps), m(a.UpMbps, b.UpMbps)
+	if a.AddedP95First != nil && b.AddedP95First != nil {
+		v := m(*a.AddedP95First, *b.AddedP95First)
+		a.AddedP95First = &v
+	}
+	a.Again = b.Run
+	return a
 }
 
 // Shaped checks the calm-link bar; downKbit is the download shaper rate.
