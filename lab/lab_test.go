@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
@@ -349,7 +350,7 @@ func TestKeepCleanBorderline(t *testing.T) {
 			runs := 0
 			m, disc, err := keepClean(m, tc.shaped, func(run, name, why string) (accept.Measurement, error) {
 				runs++
-				if tc.again == nil || name != accept.Bidir || run != "again-bidirectional" || why != "borderline" {
+				if tc.again == nil || name != accept.Bidir || run != "again-bidirectional" || why != borderline {
 					t.Fatalf("measured %s again as %s (%q)", name, run, why)
 				}
 				return accept.Measurement{Phases: []accept.Phase{*tc.again}}, nil
@@ -604,19 +605,40 @@ func TestProfileDir(t *testing.T) {
 
 // Without a sweep, tune's rate is held to a floor of the line (make
 // test's regression guard): 90 % of it, and no more than tune's own look
-// above it.
+// above it; under 90 % only when the full test at that rate shows a phase
+// the direction loads over tune's target (the link left no room).
 func TestAgainstLine(t *testing.T) {
+	calm := &accept.Phase{Name: accept.Bidir, AddedMedian: 3.7, AddedP95: 10.7}
+	over := &accept.Phase{Name: accept.Bidir, AddedMedian: 6.0, AddedP95: 17.6} // make test, 1057a0c
+	tail := &accept.Phase{Name: accept.Download, AddedMedian: 2.0, AddedP95: 15.1}
 	for _, c := range []struct {
+		name        string
 		tuned, line int
+		phases      []*accept.Phase
 		ok          bool
 	}{
-		{38078, 40000, true}, {36000, 40000, true}, {35999, 40000, false}, // 90 %
-		{34209, 40000, false}, // nss before the transient rule: 86 %
-		{44000, 40000, true}, {44001, 40000, false},
-		{0, 40000, false},
+		{"96 %", 38078, 40000, []*accept.Phase{calm}, true},
+		{"90 %", 36000, 40000, []*accept.Phase{calm}, true},
+		{"under 90 %", 35999, 40000, []*accept.Phase{calm}, false},
+		{"nss before the transient rule: 86 %", 34209, 40000, []*accept.Phase{calm, nil}, false},
+		{"no phase graded", 34209, 40000, nil, false},
+		{"85 %, bidirectional over A+ there", 34156, 40000, []*accept.Phase{calm, over}, true},
+		{"85 %, a p95 over A+ there", 34156, 40000, []*accept.Phase{tail}, true},
+		{"110 %", 44000, 40000, []*accept.Phase{over}, true},
+		{"over 110 %", 44001, 40000, []*accept.Phase{over}, false},
+		{"nothing tuned", 0, 40000, []*accept.Phase{over}, false},
+		{"no target in tune's report", 34156, 40000, []*accept.Phase{over}, false},
 	} {
-		if got := againstLine("download", c.tuned, c.line); got.OK != c.ok {
-			t.Errorf("tuned %d, line %d: %+v", c.tuned, c.line, got)
+		target := tune.APlus
+		if strings.HasPrefix(c.name, "no target") {
+			target = tune.Target{}
+		}
+		got := againstLine("download", c.tuned, c.line, target, c.phases...)
+		if got.OK != c.ok {
+			t.Errorf("%s: %+v", c.name, got)
+		}
+		if got.OK && got.Got < minLineShare && !strings.Contains(got.Want, "over A+ (5/15)") {
+			t.Errorf("%s: a floor waived without saying why: %q", c.name, got.Want)
 		}
 	}
 }

@@ -111,20 +111,39 @@ func againstSweep(name string, tuned, best int) accept.Check {
 }
 
 // minLineShare is the least a tune with no sweep beside it (make test's)
-// must reach of the profile's sync rate, in percent. It is a floor against
-// regressions, not the acceptance, which needs the sweep: the lab's
-// sweeps put the best A+ rate at 90-100 % of the sync rate (cable 96-100,
-// vdsl-pppoe-vlan7 90-95), and the tunes that lost to them by more than
-// the acceptance allows landed at 85-91 % (README, "Tune in the lab").
+// must reach of the profile's sync rate, in percent, where the link left
+// room above tune's rate. It is a floor against regressions, not the
+// acceptance, which needs the sweep: the lab's sweeps put the best A+ rate
+// at 90-100 % of the sync rate on a quiet guest (cable 96-100,
+// vdsl-pppoe-vlan7 90-95), and nss before the transient rule tuned cable to
+// 86 %.
 const minLineShare = 90
 
 // againstLine is a tuned rate's floor without a sweep: minLineShare of
 // the line, and never above the line by more than tune's own look above
-// it (110 %).
-func againstLine(name string, tuned, line int) accept.Check {
+// it (110 %). Under the floor, the full test at the tuned rates judges:
+// when a phase the direction loads (its own, the bidirectional) missed
+// the direction's target there, a higher rate would have missed it by
+// more, so the link set the rate, not tune. A slower guest moves the knee
+// that far: cable × cake's sweep found its best download at 83 % of sync
+// on the evening of 2026-11-25, and `make test`'s tune that evening chose
+// 85 % and graded bidirectional +6.0/+17.6 ms there, over A+'s 5/15.
+func againstLine(name string, tuned, line int, t tune.Target, loaded ...*accept.Phase) accept.Check {
 	got := pct(tuned, line)
-	return accept.Check{Name: name + " tuned % of the line (no sweep ran)", Got: got,
+	c := accept.Check{Name: name + " tuned % of the line (no sweep ran)", Got: got,
 		Want: fmt.Sprintf(">= %d and <= 110", minLineShare), OK: got >= minLineShare && got <= 110}
+	if got >= minLineShare || got <= 0 || t.MedianMs <= 0 {
+		return c
+	}
+	for _, p := range loaded {
+		if p != nil && (p.AddedMedian > t.MedianMs || p.AddedP95 > t.P95Ms) {
+			c.Want = fmt.Sprintf("<= 110; under %d %% only where the link left no room: the %s phase at this rate read +%.1f/+%.1f ms, over %s (%g/%g)",
+				minLineShare, p.Name, p.AddedMedian, p.AddedP95, t.Name, t.MedianMs, t.P95Ms)
+			c.OK = true
+			return c
+		}
+	}
+	return c
 }
 
 // sweepScenario starts a sqmkit backend at the lab's 95 % rates and sweeps
@@ -236,7 +255,15 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	if sw := r.Sweep; sw != nil {
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
 	} else {
-		r.Checks = append(r.Checks, againstLine("download", d.RateKbit, t.p.Down), againstLine("upload", u.RateKbit, t.p.Up))
+		m := r.Test
+		r.Checks = append(r.Checks,
+			againstLine("download", d.RateKbit, t.p.Down, d.Target, m.Phase(accept.Download), m.Phase(accept.Bidir)),
+			againstLine("upload", u.RateKbit, t.p.Up, u.Target, m.Phase(accept.Upload), m.Phase(accept.Bidir)))
+		for _, c := range r.Checks[len(r.Checks)-2:] {
+			if c.OK && c.Got < minLineShare {
+				g.say("%s/%s: %s = %.1f: %s", t.p.Name, r.Backend, c.Name, c.Got, c.Want)
+			}
+		}
 	}
 	r.Status = status(r.Checks)
 	line := fmt.Sprintf("tune: %s/%s%s: download %d (%.0f%% of line) upload %d (%.0f%%) grade %s test time %.0f s",
