@@ -606,34 +606,45 @@ func TestProfileDir(t *testing.T) {
 // Without a sweep, tune's rate is held to a floor of the line (make
 // test's regression guard): 90 % of it, and no more than tune's own look
 // above it; under 90 % only when the full test at that rate shows a phase
-// the direction loads over tune's target (the link left no room).
+// the direction loads over tune's target (the link left no room), a
+// bidirectional one only when the delay was that direction's queue.
 func TestAgainstLine(t *testing.T) {
 	calm := &accept.Phase{Name: accept.Bidir, AddedMedian: 3.7, AddedP95: 10.7}
-	over := &accept.Phase{Name: accept.Bidir, AddedMedian: 6.0, AddedP95: 17.6} // make test, 1057a0c
+	over := &accept.Phase{Name: accept.Bidir, AddedMedian: 6.0, AddedP95: 17.6} // make test, 1057a0c (no split)
+	overDown := &accept.Phase{Name: accept.Bidir, AddedMedian: 6.0, AddedP95: 17.6, AddedDown: 4.3, AddedUp: 1.5}
+	overUp := &accept.Phase{Name: accept.Bidir, AddedMedian: 9.0, AddedP95: 17.6, AddedDown: 0.5, AddedUp: 8.2}
 	tail := &accept.Phase{Name: accept.Download, AddedMedian: 2.0, AddedP95: 15.1}
+	upOnly := &accept.Phase{Name: accept.Upload, AddedMedian: 6.0, AddedP95: 9}
 	for _, c := range []struct {
 		name        string
+		up          bool // the upload's floor, not the download's
 		tuned, line int
 		phases      []*accept.Phase
 		ok          bool
 	}{
-		{"96 %", 38078, 40000, []*accept.Phase{calm}, true},
-		{"90 %", 36000, 40000, []*accept.Phase{calm}, true},
-		{"under 90 %", 35999, 40000, []*accept.Phase{calm}, false},
-		{"nss before the transient rule: 86 %", 34209, 40000, []*accept.Phase{calm, nil}, false},
-		{"no phase graded", 34209, 40000, nil, false},
-		{"85 %, bidirectional over A+ there", 34156, 40000, []*accept.Phase{calm, over}, true},
-		{"85 %, a p95 over A+ there", 34156, 40000, []*accept.Phase{tail}, true},
-		{"110 %", 44000, 40000, []*accept.Phase{over}, true},
-		{"over 110 %", 44001, 40000, []*accept.Phase{over}, false},
-		{"nothing tuned", 0, 40000, []*accept.Phase{over}, false},
-		{"no target in tune's report", 34156, 40000, []*accept.Phase{over}, false},
+		{"96 %", false, 38078, 40000, []*accept.Phase{calm}, true},
+		{"90 %", false, 36000, 40000, []*accept.Phase{calm}, true},
+		{"under 90 %", false, 35999, 40000, []*accept.Phase{calm}, false},
+		{"nss before the transient rule: 86 %", false, 34209, 40000, []*accept.Phase{calm, nil}, false},
+		{"no phase graded", false, 34209, 40000, nil, false},
+		{"85 %, bidirectional over A+ there", false, 34156, 40000, []*accept.Phase{calm, over}, true},
+		{"85 %, bidirectional over A+ in the download's queue", false, 34156, 40000, []*accept.Phase{overDown}, true},
+		{"85 %, bidirectional over A+ in the upload's queue", false, 34156, 40000, []*accept.Phase{overUp}, false},
+		{"upload 85 %, bidirectional over A+ in the upload's queue", true, 6800, 8000, []*accept.Phase{overUp}, true},
+		{"upload 85 %, bidirectional over A+ in the download's queue", true, 6800, 8000, []*accept.Phase{overDown}, false},
+		{"upload 85 %, its own phase over A+", true, 6800, 8000, []*accept.Phase{upOnly, overDown}, true},
+		{"85 %, a p95 over A+ there", false, 34156, 40000, []*accept.Phase{tail}, true},
+		{"110 %", false, 44000, 40000, []*accept.Phase{over}, true},
+		{"over 110 %", false, 44001, 40000, []*accept.Phase{over}, false},
+		{"nothing tuned", false, 0, 40000, []*accept.Phase{over}, false},
+		{"no target in tune's report", false, 34156, 40000, []*accept.Phase{over}, false},
 	} {
 		target := tune.APlus
 		if strings.HasPrefix(c.name, "no target") {
 			target = tune.Target{}
 		}
-		got := againstLine("download", c.tuned, c.line, target, c.phases...)
+		dir := map[bool]string{false: accept.Download, true: accept.Upload}[c.up]
+		got := againstLine(dir, c.tuned, c.line, target, c.phases...)
 		if got.OK != c.ok {
 			t.Errorf("%s: %+v", c.name, got)
 		}

@@ -102,7 +102,7 @@ func fromBB(r *bbresult.Result, js, plot string) accept.Measurement {
 			loss = 100 * float64(p.LostUp+p.LostDown) / float64(p.ProbesSent)
 		}
 		ap := accept.Phase{Name: p.Name, AddedMean: p.AddedMean, AddedMedian: p.AddedMedian, AddedP95: p.AddedP95,
-			AddedP99: p.AddedP99, Latency: p.Latency.Median, Loss: loss, DownMbps: p.DownloadMbps, UpMbps: p.UploadMbps,
+			AddedP99: p.AddedP99, AddedDown: p.AddedDown, AddedUp: p.AddedUp, Latency: p.Latency.Median, Loss: loss, DownMbps: p.DownloadMbps, UpMbps: p.UploadMbps,
 			AddedP95First: firstP95(r, p)}
 		if f, ok := p.CollidedFlow(); ok {
 			ap.Collision = fmt.Sprintf("probe flow %d of %d at +%.1f ms (median) against the others' %s ms: it shared a bulk flow's hash bucket",

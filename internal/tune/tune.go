@@ -914,12 +914,25 @@ func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error
 // down, and the upload would have waited for a second miss), or when
 // neither was measured.
 func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
-	sum := p.AddedDown + p.AddedUp
-	switch {
-	case sum <= 0 || p.AddedDown > 2*bar && p.AddedUp > 2*bar:
+	switch down, up := Queued(p.AddedDown, p.AddedUp, bar); {
+	case down && up:
 		return []*Choice{d, u}
-	case p.AddedUp/sum >= 0.75:
+	case up:
 		return []*Choice{u}
 	}
 	return []*Choice{d}
+}
+
+// Queued says whose queue a bidirectional phase's delay was, from its
+// one-way medians (ms) and the median bar: lowered's rule. The lab uses
+// it to tell which direction's rate a bidirectional miss speaks for.
+func Queued(addedDown, addedUp, bar float64) (down, up bool) {
+	sum := addedDown + addedUp
+	switch {
+	case sum <= 0 || addedDown > 2*bar && addedUp > 2*bar:
+		return true, true
+	case addedUp/sum >= 0.75:
+		return false, true
+	}
+	return true, false
 }

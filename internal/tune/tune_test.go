@@ -897,3 +897,24 @@ func TestUnderLine(t *testing.T) {
 		}
 	}
 }
+
+// Queued reads whose queue a bidirectional delay was: the upload's when
+// its one-way delay carries three quarters, both when each is over twice
+// the bar or none was measured, else the download's.
+func TestQueued(t *testing.T) {
+	for _, c := range []struct {
+		down, up         float64
+		wantDown, wantUp bool
+	}{
+		{4.0, 1.6, true, false}, // make test at 1057a0c
+		{0.5, 8.2, false, true},
+		{1.5, 4.5, false, true},  // 75 % is the line: exactly there counts as the upload's
+		{1.5, 4.0, true, false},  // 73 %: the download's
+		{15.1, 25.1, true, true}, // fiber × cake, 2026-11-25
+		{0, 0, true, true},
+	} {
+		if d, u := Queued(c.down, c.up, 5); d != c.wantDown || u != c.wantUp {
+			t.Errorf("Queued(%v, %v) = %v, %v; want %v, %v", c.down, c.up, d, u, c.wantDown, c.wantUp)
+		}
+	}
+}

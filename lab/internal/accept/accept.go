@@ -46,10 +46,14 @@ type Phase struct {
 	AddedMedian float64 `json:"added_median_ms"`
 	AddedP95    float64 `json:"added_p95_ms"`
 	AddedP99    float64 `json:"added_p99_ms"`
-	Latency     float64 `json:"median_rtt_ms"`
-	Loss        float64 `json:"loss_pct"`
-	DownMbps    float64 `json:"download_mbps"`
-	UpMbps      float64 `json:"upload_mbps"`
+	// AddedDown, AddedUp are the median one-way delays added (server to
+	// client, client to server): whose queue the delay was.
+	AddedDown float64 `json:"added_down_ms"`
+	AddedUp   float64 `json:"added_up_ms"`
+	Latency   float64 `json:"median_rtt_ms"`
+	Loss      float64 `json:"loss_pct"`
+	DownMbps  float64 `json:"download_mbps"`
+	UpMbps    float64 `json:"upload_mbps"`
 	// AddedP95First is the added p95 over the phase's first 10 s when the
 	// phase is longer: what a 10 s test would have graded. Diagnostic only.
 	AddedP95First *float64 `json:"added_p95_first_10s_ms,omitempty"`
@@ -165,6 +169,7 @@ func Mean(a, b Phase) Phase {
 	m := func(x, y float64) float64 { return (x + y) / 2 }
 	a.AddedMean, a.AddedMedian = m(a.AddedMean, b.AddedMean), m(a.AddedMedian, b.AddedMedian)
 	a.AddedP95, a.AddedP99 = m(a.AddedP95, b.AddedP95), m(a.AddedP99, b.AddedP99)
+	a.AddedDown, a.AddedUp = m(a.AddedDown, b.AddedDown), m(a.AddedUp, b.AddedUp)
 	a.Latency, a.Loss = m(a.Latency, b.Latency), m(a.Loss, b.Loss)
 	a.DownMbps, a.UpMbps = m(a.DownMbps, b.DownMbps), m(a.UpMbps, b.UpMbps)
 	if a.AddedP95First != nil && b.AddedP95First != nil {

@@ -100,3 +100,36 @@ func TestCross(t *testing.T) {
 		})
 	}
 }
+
+// Unsure is tune's borderline rule against the lab's bars: within 25 % of
+// a bar either way, the bidirectional phase against its own 10/30.
+func TestUnsure(t *testing.T) {
+	for _, c := range []struct {
+		p    Phase
+		want bool
+	}{
+		{Phase{Name: Download, AddedMedian: 2, AddedP95: 8}, false},
+		{Phase{Name: Download, AddedMedian: 4, AddedP95: 8}, true},    // a pass near 5
+		{Phase{Name: Download, AddedMedian: 6.1, AddedP95: 12}, true}, // a miss within 25 %
+		{Phase{Name: Download, AddedMedian: 7, AddedP95: 12}, false},  // a clear miss
+		{Phase{Name: Bidir, AddedMedian: 6, AddedP95: 20}, false},     // clear of 10/30
+		{Phase{Name: Bidir, AddedMedian: 10.1, AddedP95: 21.2}, true}, // 207eb28's CI
+		{Phase{Name: Bidir, AddedMedian: 5, AddedP95: 40}, false},     // p95 a third over
+	} {
+		if got := Unsure(c.p); got != c.want {
+			t.Errorf("Unsure(%s +%.1f/+%.1f) = %v, want %v", c.p.Name, c.p.AddedMedian, c.p.AddedP95, got, c.want)
+		}
+	}
+}
+
+func TestMean(t *testing.T) {
+	a := Phase{Name: Bidir, AddedMedian: 10.1, AddedP95: 21.2, AddedDown: 8, AddedUp: 2, DownMbps: 34, AddedP95First: ptr(20), Collision: "x"}
+	b := Phase{Name: Bidir, AddedMedian: 6.1, AddedP95: 14.8, AddedDown: 4, AddedUp: 2, DownMbps: 36, AddedP95First: ptr(10), Run: "again-bidirectional"}
+	m := Mean(a, b)
+	if m.AddedMedian != 8.1 || m.AddedP95 != 18 || m.AddedDown != 6 || m.AddedUp != 2 || m.DownMbps != 35 || *m.AddedP95First != 15 {
+		t.Errorf("mean %+v", m)
+	}
+	if m.Again != "again-bidirectional" || m.Run != "" || m.Collision != "x" {
+		t.Errorf("runs and gauge: %+v (want the first's, with the second's run as Again)", m)
+	}
+}
