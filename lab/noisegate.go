@@ -218,36 +218,20 @@ func keepClean(m accept.Measurement, shaped bool, again func(run, phase, why str
 		}
 		run := "test"
 		for try := 1; ; try++ {
-			why, cause := noisy(p.Noise), causeNoise
-			if why == "" && p.Collision != "" && accept.MissesLatency(*p) {
-				why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+p.Collision, causeCollision
-				if try > maxReruns {
-					break // graded as measured
-				}
+			d := disqualified(*p, run)
+			if d == nil || d.Cause == causeCollision && try > maxReruns {
+				break // clean, or a collision on every try: graded as measured
 			}
-			if why == "" {
-				break
-			}
-			var st noise.Stats
-			if p.Noise != nil {
-				st = *p.Noise
-			}
-			out = append(out, discarded{Phase: name, Run: run, Noise: st, Cause: cause, Why: why})
+			out = append(out, *d)
 			if try > maxReruns {
 				busy = append(busy, name)
 				break
 			}
-			run = fmt.Sprintf("rerun-%s-%d", name, try)
-			next, err := again(run, name, shortWhy(why))
+			np, err := phaseAgain(again, fmt.Sprintf("rerun-%s-%d", name, try), name, shortWhy(d.Why))
 			if err != nil {
 				return m, out, err
 			}
-			np := next.Phase(name)
-			if np == nil {
-				return m, out, fmt.Errorf("sqmkit test %s: no %s phase", run, name)
-			}
-			np.Run = run
-			*p = *np
+			run, *p = np.Run, *np
 		}
 		if shaped && !slices.Contains(busy, name) && accept.Unsure(*p) {
 			d, err := measureAgain(p, again)
@@ -272,29 +256,47 @@ const borderline = "borderline"
 // missed, is discarded and p stays as first measured: the second look is
 // for the link's noise, not the host's.
 func measureAgain(p *accept.Phase, again func(run, phase, why string) (accept.Measurement, error)) ([]discarded, error) {
-	run := "again-" + p.Name
-	next, err := again(run, p.Name, borderline)
+	np, err := phaseAgain(again, "again-"+p.Name, p.Name, borderline)
 	if err != nil {
 		return nil, err
 	}
-	np := next.Phase(p.Name)
-	if np == nil {
-		return nil, fmt.Errorf("sqmkit test %s: no %s phase", run, p.Name)
-	}
-	np.Run = run
-	why, cause := noisy(np.Noise), causeNoise
-	if why == "" && np.Collision != "" && accept.MissesLatency(*np) {
-		why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+np.Collision, causeCollision
-	}
-	if why != "" {
-		var st noise.Stats
-		if np.Noise != nil {
-			st = *np.Noise
-		}
-		return []discarded{{Phase: p.Name, Run: run, Noise: st, Cause: cause, Why: why}}, nil
+	if d := disqualified(*np, np.Run); d != nil {
+		return []discarded{*d}, nil
 	}
 	*p = accept.Mean(*p, *np)
 	return nil, nil
+}
+
+// phaseAgain measures phase alone in a new run of that name.
+func phaseAgain(again func(run, phase, why string) (accept.Measurement, error), run, phase, why string) (*accept.Phase, error) {
+	next, err := again(run, phase, why)
+	if err != nil {
+		return nil, err
+	}
+	np := next.Phase(phase)
+	if np == nil {
+		return nil, fmt.Errorf("sqmkit test %s: no %s phase", run, phase)
+	}
+	np.Run = run
+	return np, nil
+}
+
+// disqualified is why measurement run of p is not graded: the host
+// disturbed it, or a probe flow collided and the phase missed its bars;
+// nil when it stands.
+func disqualified(p accept.Phase, run string) *discarded {
+	why, cause := noisy(p.Noise), causeNoise
+	if why == "" && p.Collision != "" && accept.MissesLatency(p) {
+		why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+p.Collision, causeCollision
+	}
+	if why == "" {
+		return nil
+	}
+	var st noise.Stats
+	if p.Noise != nil {
+		st = *p.Noise
+	}
+	return &discarded{Phase: p.Name, Run: run, Noise: st, Cause: cause, Why: why}
 }
 
 // cleanRun measures until the host leaves a measurement alone, at most
