@@ -1,12 +1,14 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -954,5 +956,103 @@ func TestLimited(t *testing.T) {
 				t.Errorf("status %q limitation %q, want %q", r.Status, r.Limitation, tc.want)
 			}
 		})
+	}
+}
+
+// An inconclusive scenario is run once more after the others, alone, with
+// a fresh wait budget; its first pass's files and discarded measurements
+// stay on record. Trace runs and scenarios that ended otherwise are left.
+func TestSecondPass(t *testing.T) {
+	out := t.TempDir()
+	dir := func(s string) string {
+		d := filepath.Join(out, s)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, "test.json"), []byte("first"), 0o644)
+		return d
+	}
+	busy := "inconclusive: host busy (no clean upload phase in 3 tries; see discarded in result.json)"
+	runs := []planRun{
+		{Profile: "/p/vdsl.conf", Backends: []string{"cake", "fq_codel", "nss"}},
+		{Profile: "/p/vdsl.conf", Backends: []string{"cake"}, Mode: "hotplug"},
+		{Profile: "/p/cable.conf", Backends: []string{"cake"}, Mode: "trace"},
+		{Profile: "/p/cable.conf", Backends: []string{"fq_codel"}},
+	}
+	rs := []result{
+		{Profile: "kernel", Backend: "TestLab", Status: "pass"},
+		{Profile: "vdsl", Backend: "cake", Status: "pass", Dir: dir("vdsl/cake")},
+		{Profile: "vdsl", Backend: "fq_codel", Status: "fail", Dir: dir("vdsl/fq_codel")},
+		{Profile: "vdsl", Backend: "nss", Status: "inconclusive", Error: busy, Dir: dir("vdsl/nss"),
+			Discarded: []discarded{{Phase: "upload", Run: "test", Cause: causeNoise}}},
+		{Profile: "vdsl", Backend: "hotplug:cake", Status: "inconclusive", Error: busy, Dir: dir("vdsl/hotplug-cake")},
+		{Profile: "cable-lte", Backend: "cake", Status: "inconclusive", Error: busy, Dir: dir("cable-lte/cake")},
+		{Profile: "cable", Backend: "fq_codel", Status: "pass", Dir: dir("cable/fq_codel")},
+	}
+	from := []int{-1, 0, 0, 0, 1, 2, 3}
+	var asked []planRun
+	g := &guest{say: func(string, ...any) {}, settler: &settler{left: 0}}
+	again := func(pr planRun) ([]result, error) {
+		asked = append(asked, pr)
+		var got []result
+		for _, b := range pr.Backends {
+			if g.settler.left != settleBudget {
+				t.Errorf("second pass of %s with %v of the wait budget left; want a fresh %v", b, g.settler.left, settleBudget)
+			}
+			name := b
+			if pr.Mode == "hotplug" {
+				name = "hotplug-" + b
+			}
+			d := filepath.Join(out, "vdsl", name)
+			if _, err := os.Stat(filepath.Join(d, "test.json")); err == nil {
+				t.Errorf("%s: the first pass's files are still where the second writes", d)
+			}
+			os.MkdirAll(d, 0o755)
+			got = append(got, result{Profile: "vdsl", Backend: b, Status: "pass", Dir: d,
+				Discarded: []discarded{{Phase: "download", Run: "again-download", Cause: causeNoise}}})
+		}
+		return got, nil
+	}
+	if !g.secondPass(runs, rs, from, again) {
+		t.Fatal("secondPass ran nothing")
+	}
+	want := []planRun{
+		{Profile: "/p/vdsl.conf", Backends: []string{"nss"}},
+		{Profile: "/p/vdsl.conf", Backends: []string{"cake"}, Mode: "hotplug"},
+	}
+	if !reflect.DeepEqual(asked, want) {
+		t.Fatalf("ran %+v; want %+v", asked, want)
+	}
+	nss := rs[3]
+	if nss.Status != "pass" || nss.Backend != "nss" || nss.FirstTry != busy {
+		t.Errorf("vdsl/nss after the second pass: %+v", nss)
+	}
+	if len(nss.Discarded) != 2 || nss.Discarded[0].Run != "nss.busy/test" || nss.Discarded[1].Run != "again-download" {
+		t.Errorf("discarded %+v; want the first pass's (under nss.busy/) then the second's", nss.Discarded)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "vdsl/nss.busy/test.json")); err != nil || string(b) != "first" {
+		t.Errorf("the first pass's files: %q %v", b, err)
+	}
+	var saved result
+	if b, err := os.ReadFile(filepath.Join(out, "vdsl/nss/result.json")); err != nil || json.Unmarshal(b, &saved) != nil || saved.FirstTry != busy {
+		t.Errorf("result.json of the second pass: %+v %v", saved, err)
+	}
+	if rs[4].Status != "pass" || rs[4].Backend != "cake" {
+		t.Errorf("hotplug after the second pass: %+v", rs[4])
+	}
+	for _, i := range []int{0, 1, 2, 5, 6} {
+		if rs[i].FirstTry != "" {
+			t.Errorf("%s/%s ran again: %+v", rs[i].Profile, rs[i].Backend, rs[i])
+		}
+	}
+	if rs[5].Status != "inconclusive" {
+		t.Errorf("the trace run changed: %+v", rs[5])
+	}
+	if !strings.Contains(summaryLine(&nss), "second pass") {
+		t.Errorf("the line does not say it was a second pass: %s", summaryLine(&nss))
+	}
+
+	// nothing inconclusive: nothing runs
+	asked = nil
+	if g.secondPass(runs[:1], rs[:4], from[:4], again) || asked != nil {
+		t.Errorf("ran %+v with nothing inconclusive", asked)
 	}
 }

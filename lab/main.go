@@ -641,25 +641,45 @@ func runGuest(planPath string) int {
 		rs = append(rs, r)
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}
-	for _, run := range lp.Runs {
-		p, err := profile.Load("", run.Profile)
+	var from []int // the index in lp.Runs of each scenario's result
+	for range rs {
+		from = append(from, -1)
+	}
+	for i, run := range lp.Runs {
+		got, err := g.runPlan(run)
 		if err != nil {
 			say("%v", err)
 			return 1
 		}
-		switch run.Mode {
-		case "hotplug":
-			rs = append(rs, g.hotplugRuns(p, run.Backends)...)
-		case "tune":
-			rs = append(rs, g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) })...)
-		case "sweep":
-			rs = append(rs, g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) })...)
-		case "trace":
-			rs = append(rs, g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends)...)
-		default:
-			rs = append(rs, g.profileRuns(p, run.Backends, "", nil)...)
+		rs = append(rs, got...)
+		for range got {
+			from = append(from, i)
 		}
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}
+	if g.secondPass(lp.Runs, rs, from, g.runPlan) {
+		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+	}
 	return 0
+}
+
+// runPlan runs one entry of the lab's plan: a result per backend, in
+// run.Backends' order (a trace run's may have fewer, when its trace does
+// not read).
+func (g *guest) runPlan(run planRun) ([]result, error) {
+	p, err := profile.Load("", run.Profile)
+	if err != nil {
+		return nil, err
+	}
+	switch run.Mode {
+	case "hotplug":
+		return g.hotplugRuns(p, run.Backends), nil
+	case "tune":
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) }), nil
+	case "sweep":
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) }), nil
+	case "trace":
+		return g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends), nil
+	}
+	return g.profileRuns(p, run.Backends, "", nil), nil
 }

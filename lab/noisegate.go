@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -413,3 +414,73 @@ func shortWhy(why string) string {
 	}
 	return why
 }
+
+// A scenario the host kept too busy to grade is run once more after all
+// the others, with a fresh settleBudget: a CI runner shares its CPU with
+// jobs it can neither see nor lock out (the CI run of 763f59c: other
+// processes and the hypervisor's steal at 23-27 % of the host through all
+// three tries of vdsl × nss's upload and the hotplug storm after it), and
+// a load that outlasts one scenario's tries is often gone by the end of
+// the run. Nothing is graded from a noisy window either way; the second
+// pass only gives the host a second chance to be quiet. A trace run is
+// not run again: cleanRun re-ran it already, and its controllers are
+// compared with each other.
+func (g *guest) secondPass(runs []planRun, rs []result, from []int, run func(planRun) ([]result, error)) bool {
+	ran := false
+	for i, pr := range runs {
+		if pr.Mode == "trace" {
+			continue
+		}
+		var at []int // where in rs
+		var bs []string
+		k := 0
+		for j := range rs {
+			if from[j] != i {
+				continue
+			}
+			if rs[j].Status == "inconclusive" && k < len(pr.Backends) {
+				at, bs = append(at, j), append(bs, pr.Backends[k])
+			}
+			k++
+		}
+		if len(bs) == 0 {
+			continue
+		}
+		if g.settler != nil {
+			g.settler.left = settleBudget
+		}
+		for _, j := range at {
+			g.say("%s/%s: the host was busy through every try; running it again after the others (its first files in %s)",
+				rs[j].Profile, rs[j].Backend, filepath.Base(rs[j].Dir)+busySuffix)
+			os.RemoveAll(rs[j].Dir + busySuffix)
+			os.Rename(rs[j].Dir, rs[j].Dir+busySuffix)
+		}
+		sub := pr
+		sub.Backends = bs
+		got, err := run(sub)
+		if err == nil && len(got) != len(at) {
+			err = fmt.Errorf("%d results for %d backends", len(got), len(at))
+		}
+		if err != nil {
+			g.say("second pass of %s: %v", filepath.Base(pr.Profile), err)
+			continue
+		}
+		for n, j := range at {
+			r := &got[n]
+			r.FirstTry = rs[j].Error
+			var first []discarded
+			for _, d := range rs[j].Discarded {
+				d.Run = filepath.Base(rs[j].Dir) + busySuffix + "/" + d.Run
+				first = append(first, d)
+			}
+			r.Discarded = append(first, r.Discarded...)
+			writeJSON(filepath.Join(r.Dir, "result.json"), r)
+			rs[j] = *r
+		}
+		ran = true
+	}
+	return ran
+}
+
+// busySuffix marks the directory of a scenario's inconclusive first pass.
+const busySuffix = ".busy"

@@ -45,7 +45,10 @@ type result struct {
 	// Discarded are phase measurements the noise gauge threw away, or
 	// that missed their bars on a probe flow's collision (noisegate.go);
 	// Test holds the ones that replaced them.
-	Discarded   []discarded     `json:"discarded,omitempty"`
+	Discarded []discarded `json:"discarded,omitempty"`
+	// FirstTry is the error of an inconclusive first pass this result
+	// replaced (secondPass); its discarded measurements lead Discarded.
+	FirstTry    string          `json:"first_try,omitempty"`
 	Start       *startCost      `json:"start_cost,omitempty"`
 	Tune        *tuned          `json:"tune,omitempty"`
 	Sweep       *swept          `json:"sweep,omitempty"`
@@ -121,7 +124,8 @@ func profileDir(out, profile, mode string) string {
 func (g *guest) profileRuns(p *profile.Profile, backends []string, mode string, each func(*topo, string, *result) error) []result {
 	dir := profileDir(g.out, p.Name, mode)
 	os.MkdirAll(dir, 0o755)
-	logf, _ := os.Create(filepath.Join(dir, "commands.log"))
+	// appended: a second pass (secondPass) builds the profile's lab again
+	logf, _ := os.OpenFile(filepath.Join(dir, "commands.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	defer logf.Close()
 	sh := &shell{log: logf}
 	fail := func(err error) []result {
@@ -467,6 +471,9 @@ func summaryLine(r *result) string {
 		return ": " + r.Error
 	}
 	var b strings.Builder
+	if r.FirstTry != "" {
+		b.WriteString(" (second pass: the first was inconclusive, host busy)")
+	}
 	if n := len(r.Discarded); n > 0 {
 		fmt.Fprintf(&b, " (%d phase measurement(s) discarded: %s)", n, discardedKinds(r.Discarded))
 	}
