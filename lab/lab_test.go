@@ -204,6 +204,7 @@ func TestPrintTable(t *testing.T) {
 		{Profile: "cable", Backend: "fq_codel", Status: "inconclusive", Error: "inconclusive: host busy (no clean upload phase in 3 tries)", Dir: "/r/cable/fq_codel",
 			Discarded: []discarded{{Phase: "upload", Run: "test", Why: "vCPUs stalled"}}},
 		{Profile: "adsl-atm", Backend: "ext:htb-fifo", Status: "pass", Test: m, Start: &startCost{Warm: cost{Processes: -1}}},
+		{Profile: "vdsl", Backend: "hotplug:cake", Status: "pass", FirstTry: "inconclusive: host busy (no clean storm phase in 1 tries)", Dir: "/r/vdsl/hotplug-cake"},
 		{Profile: "cable", Backend: "cake", Status: "pass", Test: m, Tune: &tuned{LineDown: 40000, LineUp: 8000, Rule95Down: 38000, Rule95Up: 7600,
 			Down: 39000, Up: 7300, BoostDown: 47000, TestSeconds: 151}, Sweep: &swept{From: 80, To: 100, Stop: 3, BestDown: 38800, BestUp: 7600, OneWayDown: 39200, OneWayUp: 7600, Steps: 17, WallSeconds: 170}}}
 	var b strings.Builder
@@ -221,6 +222,7 @@ func TestPrintTable(t *testing.T) {
 		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
 		"cable/fq_codel: inconclusive: inconclusive: host busy",
 		"cable/fq_codel: upload phase of run test discarded: vCPUs stalled",
+		"vdsl/hotplug:cake: second pass; the first was inconclusive: host busy (no clean storm phase in 1 tries) (its files in /r/vdsl/hotplug-cake.busy)",
 		"cable/cake: tune: download 39000 (98% of line 40000; 95% rule 38000) upload 7300 (91% of 8000; rule 7600), test time 151 s; boost seen 47000/0 kbit/s goodput",
 		"cable/cake: sweep 80-100% (a direction ends after 3 passing steps in a row): best A+ download 38800, upload 7600 (one-way phases alone 39200/7600; 17 steps, 170 s)",
 	} {
@@ -1054,5 +1056,24 @@ func TestSecondPass(t *testing.T) {
 	asked = nil
 	if g.secondPass(runs[:1], rs[:4], from[:4], again) || asked != nil {
 		t.Errorf("ran %+v with nothing inconclusive", asked)
+	}
+}
+
+// A lab built again on the same scratch directory starts from nothing.
+func TestFreshDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "lab")
+	link := filepath.Join(dir, "root/etc/rc.d/S50sqmkit")
+	os.MkdirAll(filepath.Dir(link), 0o755)
+	if err := os.Symlink("../init.d/sqmkit", link); err != nil {
+		t.Fatal(err)
+	}
+	if err := freshDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("../init.d/sqmkit", link); !os.IsNotExist(err) {
+		t.Errorf("the earlier build's files are left (symlink: %v)", err)
+	}
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+		t.Errorf("%s is not there as a directory: %v", dir, err)
 	}
 }

@@ -76,6 +76,9 @@ func printTable(w io.Writer, rs []result) {
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}
+		if r.FirstTry != "" {
+			fmt.Fprintf(w, "%s/%s: second pass; the first was %s (its files in %s)\n", r.Profile, r.Backend, r.FirstTry, r.Dir+busySuffix)
+		}
 		for _, c := range r.Checks {
 			if !c.OK {
 				fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, c)

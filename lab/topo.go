@@ -87,9 +87,19 @@ func (t *topo) modemLower() string {
 	return "m0"
 }
 
+// freshDir empties the lab's scratch directory dir: an earlier build's
+// router roots would be half of this one's (the hotplug scenario's second
+// pass, secondPass, failed on the first pass's rc.d symlink).
+func freshDir(dir string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	return os.MkdirAll(dir, 0o755)
+}
+
 func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	t := &topo{sh: sh, p: p, dir: dir, logs: logs}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := freshDir(dir); err != nil {
 		return nil, err
 	}
 	for _, ns := range []string{nsClient, nsRouter, nsModem, nsServer} {
