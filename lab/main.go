@@ -642,9 +642,13 @@ func runGuest(planPath string) int {
 		rs = append(rs, r)
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
 	}
-	var from []int // the index in lp.Runs of each scenario's result
-	for range rs {
-		from = append(from, -1)
+	byRun := make([][]result, len(lp.Runs)) // each run's results, for secondPass
+	all := func() []result {
+		out := slices.Clone(rs)
+		for _, got := range byRun {
+			out = append(out, got...)
+		}
+		return out
 	}
 	for i, run := range lp.Runs {
 		got, err := g.runPlan(run)
@@ -652,14 +656,11 @@ func runGuest(planPath string) int {
 			say("%v", err)
 			return 1
 		}
-		rs = append(rs, got...)
-		for range got {
-			from = append(from, i)
-		}
-		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+		byRun[i] = got
+		writeJSON(filepath.Join(lp.Out, "summary.json"), all())
 	}
-	if g.secondPass(lp.Runs, rs, from, g.runPlan) {
-		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+	if g.secondPass(lp.Runs, byRun, g.runPlan) {
+		writeJSON(filepath.Join(lp.Out, "summary.json"), all())
 	}
 	return 0
 }

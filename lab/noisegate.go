@@ -425,23 +425,19 @@ func shortWhy(why string) string {
 // pass only gives the host a second chance to be quiet. A trace run is
 // not run again: cleanRun re-ran it already, and its controllers are
 // compared with each other.
-func (g *guest) secondPass(runs []planRun, rs []result, from []int, run func(planRun) ([]result, error)) bool {
+func (g *guest) secondPass(runs []planRun, byRun [][]result, run func(planRun) ([]result, error)) bool {
 	ran := false
 	for i, pr := range runs {
 		if pr.Mode == "trace" {
 			continue
 		}
-		var at []int // where in rs
+		rs := byRun[i] // one per backend, in pr.Backends' order (runPlan)
+		var at []int
 		var bs []string
-		k := 0
-		for j := range rs {
-			if from[j] != i {
-				continue
+		for k := range rs {
+			if rs[k].Status == "inconclusive" && k < len(pr.Backends) {
+				at, bs = append(at, k), append(bs, pr.Backends[k])
 			}
-			if rs[j].Status == "inconclusive" && k < len(pr.Backends) {
-				at, bs = append(at, j), append(bs, pr.Backends[k])
-			}
-			k++
 		}
 		if len(bs) == 0 {
 			continue
@@ -449,11 +445,11 @@ func (g *guest) secondPass(runs []planRun, rs []result, from []int, run func(pla
 		if g.settler != nil {
 			g.settler.left = settleBudget
 		}
-		for _, j := range at {
+		for _, k := range at {
 			g.say("%s/%s: the host was busy through every try; running it again after the others (its first files in %s)",
-				rs[j].Profile, rs[j].Backend, filepath.Base(rs[j].Dir)+busySuffix)
-			os.RemoveAll(rs[j].Dir + busySuffix)
-			os.Rename(rs[j].Dir, rs[j].Dir+busySuffix)
+				rs[k].Profile, rs[k].Backend, filepath.Base(rs[k].Dir)+busySuffix)
+			os.RemoveAll(rs[k].Dir + busySuffix)
+			os.Rename(rs[k].Dir, rs[k].Dir+busySuffix)
 		}
 		sub := pr
 		sub.Backends = bs
@@ -465,17 +461,18 @@ func (g *guest) secondPass(runs []planRun, rs []result, from []int, run func(pla
 			g.say("second pass of %s: %v", filepath.Base(pr.Profile), err)
 			continue
 		}
-		for n, j := range at {
+		for n, k := range at {
 			r := &got[n]
-			r.FirstTry = rs[j].Error
+			r.FirstTry = rs[k].Error
 			var first []discarded
-			for _, d := range rs[j].Discarded {
-				d.Run = filepath.Base(rs[j].Dir) + busySuffix + "/" + d.Run
+			for _, d := range rs[k].Discarded {
+				d.Run = filepath.Base(rs[k].Dir) + busySuffix + "/" + d.Run
 				first = append(first, d)
 			}
 			r.Discarded = append(first, r.Discarded...)
+			g.say("%s/%s: %s", r.Profile, r.Backend, r.line())
 			writeJSON(filepath.Join(r.Dir, "result.json"), r)
-			rs[j] = *r
+			rs[k] = *r
 		}
 		ran = true
 	}
