@@ -185,11 +185,7 @@ func (g *guest) cleanTest(t *topo, dir string, shaped bool) (accept.Measurement,
 		return m, nil, err
 	}
 	return keepClean(m, shaped, func(run, phase, why string) (accept.Measurement, error) {
-		if why == borderline {
-			g.say("%s: %s phase near its bars; measuring it again to grade the mean of two (%s)", filepath.Base(dir), phase, run)
-		} else {
-			g.say("%s: %s phase not graded (%s); measuring it again (%s)", filepath.Base(dir), phase, why, run)
-		}
+		g.say("%s: %s phase %s (%s)", filepath.Base(dir), phase, why, run)
 		return g.gaugedTest(t, dir, run, phase)
 	})
 }
@@ -209,6 +205,9 @@ func (g *guest) cleanTest(t *topo, dir string, shaped bool) (accept.Measurement,
 // A shaped phase that comes out borderline (accept.Unsure) is measured
 // once more and graded on the mean of the two, as sqmkit tune judges a
 // borderline step; unshaped is graded as measured.
+//
+// again measures one phase alone as run; why is the sentence the log says
+// about that phase before it.
 func keepClean(m accept.Measurement, shaped bool, again func(run, phase, why string) (accept.Measurement, error)) (accept.Measurement, []discarded, error) {
 	var out []discarded
 	var busy []string
@@ -228,7 +227,7 @@ func keepClean(m accept.Measurement, shaped bool, again func(run, phase, why str
 				busy = append(busy, name)
 				break
 			}
-			np, err := phaseAgain(again, fmt.Sprintf("rerun-%s-%d", name, try), name, shortWhy(d.Why))
+			np, err := phaseAgain(again, fmt.Sprintf("rerun-%s-%d", name, try), name, fmt.Sprintf("not graded (%s); measuring it again", shortWhy(d.Why)))
 			if err != nil {
 				return m, out, err
 			}
@@ -250,7 +249,7 @@ func keepClean(m accept.Measurement, shaped bool, again func(run, phase, why str
 }
 
 // borderline is the reason measureAgain gives for its second measurement.
-const borderline = "borderline"
+const borderline = "near its bars; measuring it again to grade the mean of two"
 
 // measureAgain measures p's phase once more and keeps the mean. A second
 // measurement the host disturbed, or one whose probe flow collided and

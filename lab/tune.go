@@ -263,10 +263,12 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
 	} else {
 		m := r.Test
-		r.Checks = append(r.Checks,
+		floor := []accept.Check{
 			againstLine("download", d.RateKbit, t.p.Down, d.Target, m.Phase(accept.Download), m.Phase(accept.Bidir)),
-			againstLine("upload", u.RateKbit, t.p.Up, u.Target, m.Phase(accept.Upload), m.Phase(accept.Bidir)))
-		for _, c := range r.Checks[len(r.Checks)-2:] {
+			againstLine("upload", u.RateKbit, t.p.Up, u.Target, m.Phase(accept.Upload), m.Phase(accept.Bidir)),
+		}
+		r.Checks = append(r.Checks, floor...)
+		for _, c := range floor {
 			if c.OK && c.Got < minLineShare {
 				g.say("%s/%s: %s = %.1f: %s", t.p.Name, r.Backend, c.Name, c.Got, c.Want)
 			}
