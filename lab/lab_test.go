@@ -609,8 +609,9 @@ func TestProfileDir(t *testing.T) {
 
 // Without a sweep, tune's rate is held to a floor of the line (make
 // test's regression guard): 90 % of it, and no more than tune's own look
-// above it; under 90 % only when the full test at that rate shows a phase
-// the direction loads over tune's target (the link left no room), a
+// above it; under 90 % only when a test at a rate under 90 % (the lab's at
+// the tuned rate, or tune's confirming test above it) shows a phase the
+// direction loads over tune's target (the link left no room), a
 // bidirectional one only when the delay was that direction's queue.
 func TestAgainstLine(t *testing.T) {
 	calm := &accept.Phase{Name: accept.Bidir, AddedMedian: 3.7, AddedP95: 10.7}
@@ -619,36 +620,51 @@ func TestAgainstLine(t *testing.T) {
 	overUp := &accept.Phase{Name: accept.Bidir, AddedMedian: 9.0, AddedP95: 17.6, AddedDown: 0.5, AddedUp: 8.2}
 	tail := &accept.Phase{Name: accept.Download, AddedMedian: 2.0, AddedP95: 15.1}
 	upOnly := &accept.Phase{Name: accept.Upload, AddedMedian: 6.0, AddedP95: 9}
+	// fa3f944's make test: the confirm at 35652 read +6.1/+16.5 (down +4.2, up +1.5),
+	// tune lowered the download to 34938, and the lab's test there met A+
+	confirmDown := &accept.Phase{Name: accept.Bidir, AddedMedian: 6.1, AddedP95: 16.5, AddedDown: 4.2, AddedUp: 1.5}
 	for _, c := range []struct {
 		name        string
 		up          bool // the upload's floor, not the download's
 		tuned, line int
-		phases      []*accept.Phase
+		phases      []*accept.Phase // the lab's test at the tuned rates
+		confirm     *measured       // tune's confirming test above them
 		ok          bool
 	}{
-		{"96 %", false, 38078, 40000, []*accept.Phase{calm}, true},
-		{"90 %", false, 36000, 40000, []*accept.Phase{calm}, true},
-		{"under 90 %", false, 35999, 40000, []*accept.Phase{calm}, false},
-		{"nss before the transient rule: 86 %", false, 34209, 40000, []*accept.Phase{calm, nil}, false},
-		{"no phase graded", false, 34209, 40000, nil, false},
-		{"85 %, bidirectional over A+ there", false, 34156, 40000, []*accept.Phase{calm, over}, true},
-		{"85 %, bidirectional over A+ in the download's queue", false, 34156, 40000, []*accept.Phase{overDown}, true},
-		{"85 %, bidirectional over A+ in the upload's queue", false, 34156, 40000, []*accept.Phase{overUp}, false},
-		{"upload 85 %, bidirectional over A+ in the upload's queue", true, 6800, 8000, []*accept.Phase{overUp}, true},
-		{"upload 85 %, bidirectional over A+ in the download's queue", true, 6800, 8000, []*accept.Phase{overDown}, false},
-		{"upload 85 %, its own phase over A+", true, 6800, 8000, []*accept.Phase{upOnly, overDown}, true},
-		{"85 %, a p95 over A+ there", false, 34156, 40000, []*accept.Phase{tail}, true},
-		{"110 %", false, 44000, 40000, []*accept.Phase{over}, true},
-		{"over 110 %", false, 44001, 40000, []*accept.Phase{over}, false},
-		{"nothing tuned", false, 0, 40000, []*accept.Phase{over}, false},
-		{"no target in tune's report", false, 34156, 40000, []*accept.Phase{over}, false},
+		{"96 %", false, 38078, 40000, []*accept.Phase{calm}, nil, true},
+		{"90 %", false, 36000, 40000, []*accept.Phase{calm}, nil, true},
+		{"under 90 %", false, 35999, 40000, []*accept.Phase{calm}, nil, false},
+		{"nss before the transient rule: 86 %", false, 34209, 40000, []*accept.Phase{calm, nil}, nil, false},
+		{"no phase graded", false, 34209, 40000, nil, nil, false},
+		{"85 %, bidirectional over A+ there", false, 34156, 40000, []*accept.Phase{calm, over}, nil, true},
+		{"85 %, bidirectional over A+ in the download's queue", false, 34156, 40000, []*accept.Phase{overDown}, nil, true},
+		{"85 %, bidirectional over A+ in the upload's queue", false, 34156, 40000, []*accept.Phase{overUp}, nil, false},
+		{"upload 85 %, bidirectional over A+ in the upload's queue", true, 6800, 8000, []*accept.Phase{overUp}, nil, true},
+		{"upload 85 %, bidirectional over A+ in the download's queue", true, 6800, 8000, []*accept.Phase{overDown}, nil, false},
+		{"upload 85 %, its own phase over A+", true, 6800, 8000, []*accept.Phase{upOnly, overDown}, nil, true},
+		{"85 %, a p95 over A+ there", false, 34156, 40000, []*accept.Phase{tail}, nil, true},
+		{"110 %", false, 44000, 40000, []*accept.Phase{over}, nil, true},
+		{"over 110 %", false, 44001, 40000, []*accept.Phase{over}, nil, false},
+		{"nothing tuned", false, 0, 40000, []*accept.Phase{over}, nil, false},
+		{"no target in tune's report", false, 34156, 40000, []*accept.Phase{over}, nil, false},
+		{"87 %, the confirm at 89 % over A+ in the download's queue", false, 34938, 40000, []*accept.Phase{calm}, &measured{35652, "tune's confirming test", confirmDown}, true},
+		{"87 %, the confirm at 90 % over A+: not under the floor", false, 35280, 40000, []*accept.Phase{calm}, &measured{36000, "tune's confirming test", confirmDown}, false},
+		{"upload 87 %, the confirm at 89 % over A+ in the download's queue", true, 6960, 8000, []*accept.Phase{calm}, &measured{7130, "tune's confirming test", confirmDown}, false},
+		{"87 %, the confirm at 89 % met A+", false, 34938, 40000, []*accept.Phase{calm}, &measured{35652, "tune's confirming test", calm}, false},
 	} {
 		target := tune.APlus
 		if strings.HasPrefix(c.name, "no target") {
 			target = tune.Target{}
 		}
 		dir := map[bool]string{false: accept.Download, true: accept.Upload}[c.up]
-		got := againstLine(dir, c.tuned, c.line, target, c.phases...)
+		var seen []measured
+		for _, p := range c.phases {
+			seen = append(seen, measured{c.tuned, "the lab's test", p})
+		}
+		if c.confirm != nil {
+			seen = append(seen, *c.confirm)
+		}
+		got := againstLine(dir, c.tuned, c.line, target, seen...)
 		if got.OK != c.ok {
 			t.Errorf("%s: %+v", c.name, got)
 		}

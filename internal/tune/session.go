@@ -40,7 +40,10 @@ type Outcome struct {
 	Confirm *bbresult.Result // the full test at the chosen rates
 	Written bool
 	Old     config.Rates // the configured rates before --write
-	Spent   time.Duration
+	// ConfirmedAt are the rates the (last) confirming test ran at: over
+	// the final ones when Unconfirmed.
+	ConfirmedAt config.Rates
+	Spent       time.Duration
 	// Unconfirmed: the confirming test missed by a little, the rates were
 	// lowered one step, and the budget had no room to confirm them again.
 	Unconfirmed bool
@@ -95,6 +98,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
 		full := l.Test
 		full.Idle, full.Download, full.Upload, full.Bidir = confirmIdle, l.Step, l.Step, l.Step
+		o.ConfirmedAt = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
 		o.Confirm, err = s.confirm(ctx, full)
 		l.Spent += l.confirmCost()
 		if err != nil {

@@ -356,6 +356,15 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if o.Unconfirmed != c.budget || c.budget && !strings.Contains(o.Report.Upload.Why, "no room to confirm") {
 				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Report.Upload.Why)
 			}
+			// the last confirming test ran at the written rates, or, with
+			// no room for it, at the searched ones above them
+			at := config.Rates{Download: d, Upload: u}
+			if c.budget {
+				at = config.Rates{Download: searched[0], Upload: searched[1]}
+			}
+			if o.ConfirmedAt != at {
+				t.Errorf("confirmed at %+v, want %+v", o.ConfirmedAt, at)
+			}
 		})
 	}
 }
