@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
@@ -670,6 +671,49 @@ func TestAgainstLine(t *testing.T) {
 		}
 		if got.OK && got.Got < minLineShare && !strings.Contains(got.Want, "over A+ (5/15)") {
 			t.Errorf("%s: a floor waived without saying why: %q", c.name, got.Want)
+		}
+	}
+}
+
+// make test's floors read tune's outcome: the confirming test counts for
+// the direction it ran under the floor in (fa3f944's run: the confirm at
+// 35652 / 7890 missed the bidirectional phase in the download's queue,
+// tune wrote 34938, the lab's test there met A+), and only where it ran
+// above the written rate.
+func TestFloorChecks(t *testing.T) {
+	lab := accept.Measurement{Phases: []accept.Phase{
+		{Name: accept.Download, AddedMedian: 2.2, AddedP95: 9.6},
+		{Name: accept.Upload, AddedMedian: 0.7, AddedP95: 2.8},
+		{Name: accept.Bidir, AddedMedian: 4.3, AddedP95: 12.1, AddedDown: 3.1, AddedUp: 1.0},
+	}}
+	confirm := &bbresult.Result{Phases: []bbresult.Phase{
+		{Name: bbresult.PhaseDownload, AddedMedian: 1.3, AddedP95: 9.1},
+		{Name: bbresult.PhaseBidir, AddedMedian: 6.1, AddedP95: 16.5, AddedDown: 4.2, AddedUp: 1.5},
+	}}
+	outcome := func(down, up int, at config.Rates, c *bbresult.Result) tune.Outcome {
+		return tune.Outcome{Report: &tune.Report{
+			Download: tune.Choice{RateKbit: down, Target: tune.APlus},
+			Upload:   tune.Choice{RateKbit: up, Target: tune.APlus},
+		}, ConfirmedAt: at, Confirm: c}
+	}
+	for _, tc := range []struct {
+		name     string
+		o        tune.Outcome
+		down, up bool
+	}{
+		{"the confirm at 89 % missed", outcome(34938, 7890, config.Rates{Download: 35652, Upload: 7890}, confirm), true, true},
+		{"no confirming test", outcome(34938, 7890, config.Rates{}, nil), false, true},
+		{"the confirm ran at the written rates", outcome(34938, 7890, config.Rates{Download: 34938, Upload: 7890}, confirm), false, true},
+		// the same miss was the download's queue: it does not excuse an upload under its floor
+		{"upload under its floor", outcome(38000, 6960, config.Rates{Download: 38000, Upload: 7130}, confirm), true, false},
+	} {
+		cs := floorChecks(lab, tc.o, 40000, 8000)
+		if len(cs) != 2 || cs[0].OK != tc.down || cs[1].OK != tc.up {
+			t.Errorf("%s: %+v", tc.name, cs)
+			continue
+		}
+		if tc.down && cs[0].Got < minLineShare && !strings.Contains(cs[0].Want, "35652 kbit/s (89.1 %, tune's confirming test)") {
+			t.Errorf("%s: the waiver does not name the confirm: %q", tc.name, cs[0].Want)
 		}
 	}
 }

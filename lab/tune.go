@@ -166,10 +166,28 @@ type measured struct {
 	p    *accept.Phase
 }
 
-// seenAt are the loaded phases m measured of direction dir (its own and the
-// bidirectional one) at rate.
-func seenAt(m accept.Measurement, dir string, rate int, by string) []measured {
-	return []measured{{rate, by, m.Phase(dir)}, {rate, by, m.Phase(accept.Bidir)}}
+// floorChecks are make test's two floors (againstLine) of tune's outcome o,
+// on a profile of downLine/upLine kbit/s, with what was measured under them:
+// the lab's full test at the tuned rates, and tune's confirming test where
+// it ran above them.
+func floorChecks(test accept.Measurement, o tune.Outcome, downLine, upLine int) []accept.Check {
+	var confirm *accept.Measurement
+	if o.Confirm != nil {
+		m := fromBB(o.Confirm, "", "")
+		confirm = &m
+	}
+	check := func(dir string, c tune.Choice, line, confirmed int) accept.Check {
+		seen := []measured{{c.RateKbit, "the lab's test", test.Phase(dir)}, {c.RateKbit, "the lab's test", test.Phase(accept.Bidir)}}
+		if confirm != nil && confirmed != c.RateKbit {
+			seen = append(seen, measured{confirmed, "tune's confirming test", confirm.Phase(dir)},
+				measured{confirmed, "tune's confirming test", confirm.Phase(accept.Bidir)})
+		}
+		return againstLine(dir, c.RateKbit, line, c.Target, seen...)
+	}
+	return []accept.Check{
+		check(accept.Download, o.Report.Download, downLine, o.ConfirmedAt.Download),
+		check(accept.Upload, o.Report.Upload, upLine, o.ConfirmedAt.Upload),
+	}
 }
 
 // sweepScenario starts a sqmkit backend at the lab's 95 % rates and sweeps
@@ -281,17 +299,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	if sw := r.Sweep; sw != nil {
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
 	} else {
-		seen := func(dir string, tuned, confirmed int) []measured {
-			ms := seenAt(*r.Test, dir, tuned, "the lab's test")
-			if o.Confirm != nil && confirmed != tuned {
-				ms = append(ms, seenAt(fromBB(o.Confirm, "", ""), dir, confirmed, "tune's confirming test")...)
-			}
-			return ms
-		}
-		floor := []accept.Check{
-			againstLine("download", d.RateKbit, t.p.Down, d.Target, seen(accept.Download, d.RateKbit, o.ConfirmedAt.Download)...),
-			againstLine("upload", u.RateKbit, t.p.Up, u.Target, seen(accept.Upload, u.RateKbit, o.ConfirmedAt.Upload)...),
-		}
+		floor := floorChecks(*r.Test, o, t.p.Down, t.p.Up)
 		r.Checks = append(r.Checks, floor...)
 		for _, c := range floor {
 			if c.OK && c.Got < minLineShare {
