@@ -649,7 +649,9 @@ func TestAgainstLine(t *testing.T) {
 		{"nothing tuned", false, 0, 40000, []*accept.Phase{over}, nil, false},
 		{"no target in tune's report", false, 34156, 40000, []*accept.Phase{over}, nil, false},
 		{"87 %, the confirm at 89 % over A+ in the download's queue", false, 34938, 40000, []*accept.Phase{calm}, &measured{35652, "tune's confirming test", confirmDown}, true},
-		{"87 %, the confirm at 90 % over A+: not under the floor", false, 35280, 40000, []*accept.Phase{calm}, &measured{36000, "tune's confirming test", confirmDown}, false},
+		// tune's smallest lowering (2 %) from a miss at 91.75 % lands under the floor, from 92 % it does not
+		{"88 %, the confirm at 91.75 % over A+", false, 35280, 40000, []*accept.Phase{calm}, &measured{36700, "tune's confirming test", confirmDown}, true},
+		{"87 %, the confirm at 92 % over A+: one lowering from it stays over the floor", false, 35280, 40000, []*accept.Phase{calm}, &measured{36800, "tune's confirming test", confirmDown}, false},
 		{"upload 87 %, the confirm at 89 % over A+ in the download's queue", true, 6960, 8000, []*accept.Phase{calm}, &measured{7130, "tune's confirming test", confirmDown}, false},
 		{"87 %, the confirm at 89 % met A+", false, 34938, 40000, []*accept.Phase{calm}, &measured{35652, "tune's confirming test", calm}, false},
 	} {
@@ -714,6 +716,48 @@ func TestFloorChecks(t *testing.T) {
 		}
 		if tc.down && cs[0].Got < minLineShare && !strings.Contains(cs[0].Want, "35652 kbit/s (89.1 %, tune's confirming test)") {
 			t.Errorf("%s: the waiver does not name the confirm: %q", tc.name, cs[0].Want)
+		}
+	}
+
+	// make test at 6ae3054: tune's bidirectional steps read +7.8 at 38797,
+	// +5.8/+14.2 at 37245 (a mean of two) and +5.3/+16.2 at 36500 (91.25 %,
+	// down +3.3, up +1.5) with no budget left; it wrote 35770 / 7936 (89.4 %),
+	// the confirm there met A+, and so did the lab's test
+	passed := &bbresult.Result{Phases: []bbresult.Phase{
+		{Name: bbresult.PhaseDownload, AddedMedian: 0.3, AddedP95: 8.4},
+		{Name: bbresult.PhaseBidir, AddedMedian: 1.8, AddedP95: 12.1, AddedDown: 1.2, AddedUp: 0.5},
+	}}
+	bidir := func(down, up int, med, p95, d, u float64) tune.Step {
+		return tune.Step{Kind: tune.Bidir, RateKbit: down, Other: up, AddedMedian: med, AddedP95: p95, AddedDown: d, AddedUp: u}
+	}
+	at91 := bidir(36500, 7936, 5.3, 16.2, 3.3, 1.5)
+	for _, tc := range []struct {
+		name     string
+		steps    []tune.Step
+		down, up bool
+	}{
+		{"a step at 91.25 % missed in the download's queue", []tune.Step{bidir(38797, 7936, 7.8, 13.2, 7.2, 1.2), bidir(37245, 7936, 5.8, 14.2, 4.6, 1.3), at91}, true, true},
+		{"the lowest miss at 93.1 %", []tune.Step{bidir(38797, 7936, 7.8, 13.2, 7.2, 1.2), bidir(37245, 7936, 5.8, 14.2, 4.6, 1.3)}, false, true},
+		{"a step at 91.25 % missed in the upload's queue", []tune.Step{bidir(36500, 7936, 5.3, 16.2, 0.5, 4.8)}, false, true},
+		{"a step at 91.25 % met A+", []tune.Step{bidir(36500, 7936, 4.1, 11.0, 3.0, 1.1)}, false, true},
+		{"a download step at 91.25 % missed", []tune.Step{{Kind: tune.Download, RateKbit: 36500, AddedMedian: 6.2, AddedP95: 12.0}}, true, true},
+		{"an upload step at 91.25 % of the download's line missed", []tune.Step{{Kind: tune.Upload, RateKbit: 36500, AddedMedian: 6.2, AddedP95: 12.0}}, false, true},
+		// the upload written at 89 %: a bidirectional step counts at its upload rate
+		{"upload at 89 %, a step with the upload at 91.25 % missed in its queue", []tune.Step{bidir(38000, 7300, 6.0, 12.0, 0.5, 5.2)}, false, true},
+	} {
+		up := 7936
+		if strings.HasPrefix(tc.name, "upload at 89 %") {
+			up = 7120
+		}
+		o := outcome(35770, up, config.Rates{Download: 35770, Upload: up}, passed)
+		o.Report.Steps = tc.steps
+		cs := floorChecks(lab, o, 40000, 8000)
+		if len(cs) != 2 || cs[0].OK != tc.down || cs[1].OK != tc.up {
+			t.Errorf("%s: %+v", tc.name, cs)
+			continue
+		}
+		if tc.down && !strings.Contains(cs[0].Want, "36500 kbit/s (91.2 %, tune's ") {
+			t.Errorf("%s: the waiver does not name tune's step: %q", tc.name, cs[0].Want)
 		}
 	}
 }

@@ -141,8 +141,8 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 			lower = lowered(p, t.MedianMs, &r.Download, &r.Upload)
 		}
 		for _, c := range lower {
-			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
-			c.Why += fmt.Sprintf("; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*bidirStep, k)
+			c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
+			c.Why += fmt.Sprintf("; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*BidirStep, k)
 			if !again {
 				c.Why += " (the test-time budget left no room to confirm it again)"
 			}
@@ -154,10 +154,10 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		if !again {
 			o.Unconfirmed = true
 			s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, not confirmed again: the test-time budget has no room (%v used of %v)",
-				k, t.Name, p.AddedMedian, p.AddedP95, 100*bidirStep, l.Spent.Round(time.Second), s.Budget)
+				k, t.Name, p.AddedMedian, p.AddedP95, 100*BidirStep, l.Spent.Round(time.Second), s.Budget)
 			break
 		}
-		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, t.Name, p.AddedMedian, p.AddedP95, 100*bidirStep)
+		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, t.Name, p.AddedMedian, p.AddedP95, 100*BidirStep)
 	}
 	d, u := r.Download.RateKbit, r.Upload.RateKbit
 	if !s.Write {

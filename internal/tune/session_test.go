@@ -342,10 +342,10 @@ func TestSessionConfirmMiss(t *testing.T) {
 			d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
 			wantD, wantU := searched[0], searched[1]
 			if c.lowDn {
-				wantD = int(float64(wantD) * (1 - bidirStep))
+				wantD = int(float64(wantD) * (1 - BidirStep))
 			}
 			if c.lowU {
-				wantU = int(float64(wantU) * (1 - bidirStep))
+				wantU = int(float64(wantU) * (1 - BidirStep))
 			}
 			if d != wantD || u != wantU || o.Report.ConfirmLowered != 1 {
 				t.Errorf("written %d/%d (lowered %d times) after confirming %v; want %d/%d", d, u, o.Report.ConfirmLowered, searched, wantD, wantU)

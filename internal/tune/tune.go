@@ -688,14 +688,15 @@ func pick(ok bool, v int) int {
 }
 
 // bidirLowerings bounds how often the rates are lowered for the
-// bidirectional phase, by one to three bidirStep each time (missSteps):
-// 2 % steps, because the
-// sweep (the ground truth) puts the bidirectional best 1–3 % under the
-// one-way best, and a 3 % step overshot it (cable × fq_codel, 863b994:
-// two steps of 3 % on both directions to 96 %/95 % of the sweep's best).
+// bidirectional phase, by one to three BidirStep each time (missSteps).
+// BidirStep, tune's smallest lowering (the lab's floor reads it), is 2 %
+// because the sweep (the ground truth) puts the bidirectional best 1–3 %
+// under the one-way best, and a 3 % step overshot it (cable × fq_codel,
+// 863b994: two steps of 3 % on both directions to 96 %/95 % of the
+// sweep's best).
 const (
 	bidirLowerings = 4
-	bidirStep      = 0.02
+	BidirStep      = 0.02
 )
 
 // bidirReserve is the steps a bounded search keeps for the bidirectional
@@ -708,7 +709,7 @@ const bidirReserve = 4
 // direction and the bidirectional reserve.
 const minSteps = 4 + bidirReserve
 
-// missSteps is how many bidirStep a bidirectional miss is worth: its
+// missSteps is how many BidirStep a bidirectional miss is worth: its
 // delay as a multiple of the bar, rounded, 1 to 3. A miss by twice the
 // bar is farther from the knee than one step (vdsl × cake, 35dc46c: +9.6
 // ms at 28977 kbit/s, the sweep's bidirectional best 7 % lower), and
@@ -755,7 +756,7 @@ func (s *search) bidir(ctx context.Context) error {
 		// the reserve and nothing was written).
 		short := !s.afford(1)
 		s.r.BidirLowered++
-		step := bidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
+		step := BidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		last = lowering{}
 		if len(cs) == 1 {
 			last = lowering{c: cs[0], rate: cs[0].RateKbit, why: cs[0].Why, miss: st}
@@ -849,7 +850,7 @@ func helped(l lowering, st Step, u *Choice) bool {
 }
 
 // atLineUnsettled takes a direction at or above its measured line one
-// bidirStep lower when the bidirectional pass beside it was borderline and
+// BidirStep lower when the bidirectional pass beside it was borderline and
 // the budget had no phase to measure it again. A shaper owns the queue only
 // below the bottleneck; at the line its margin is the line measurement's
 // error and the accounting of the other direction's ACKs, so a borderline
@@ -863,9 +864,9 @@ func (s *search) atLineUnsettled(st Step) {
 	for _, c := range []*Choice{&s.r.Download, &s.r.Upload} {
 		if c.RateKbit >= c.bidirLine() {
 			s.r.Steps[len(s.r.Steps)-1].Unsettled = true
-			c.RateKbit = int(float64(c.RateKbit) * (1 - bidirStep))
+			c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
 			c.Why += fmt.Sprintf("; lowered %.0f%% from its line: the bidirectional phase passed on the edge (+%.1f/+%.1f ms) and the budget left no phase to measure it again",
-				100*bidirStep, st.AddedMedian, st.AddedP95)
+				100*BidirStep, st.AddedMedian, st.AddedP95)
 		}
 	}
 }

@@ -649,7 +649,7 @@ func TestBidirAtLineUnsettled(t *testing.T) {
 			}
 			want := int(tc.share * 10000)
 			if tc.wantLower {
-				want = int(float64(want) * (1 - bidirStep))
+				want = int(float64(want) * (1 - BidirStep))
 			}
 			last := r.Steps[len(r.Steps)-1]
 			if r.Download.RateKbit != want || r.Upload.RateKbit != want || !last.Pass || last.Unsettled != tc.wantLower {
