@@ -670,7 +670,7 @@ func (s *search) underLine(c *Choice, step int) {
 		return
 	}
 	c.RateKbit -= step
-	c.Why += fmt.Sprintf("; one step (%.0f%%) under that: within %.0f%% of the measured line a short phase cannot tell the link's capacity from a queue that slowly grows", 100*s.c.Resolution, 100*lineError)
+	c.Why += fmt.Sprintf("; one step (%.0f%%) under that: at, above or up to %.0f%% under the measured line a short phase cannot tell the link's capacity from a queue that slowly grows", 100*s.c.Resolution, 100*lineError)
 }
 
 // lineError is how far the measured line may sit from the rate the link
