@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -38,6 +39,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweep := fs.String("sweep", "", "measure every rate from `FROM:TO` percent of the line in 1 % steps per direction instead of searching (e.g. 80:100); changes nothing")
 	line := fs.String("line", "", "with --sweep: the line's `DOWN:UP` shaper rates in kbit/s that are 100 % (e.g. the modem's sync rates; default: measured)")
 	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
+	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `length` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	o := config.RegisterFlags(fs)
 	pos, code, ok := parseInterspersed(fs, args)
@@ -58,6 +60,9 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case *sweep != "" && (*write || *undo):
 		fmt.Fprintln(stderr, "sqmkit tune: --sweep measures and changes nothing; it does not combine with --write or --undo")
+		return 2
+	case *sweep == "" && sweepOnly(fs) != "":
+		fmt.Fprintf(stderr, "sqmkit tune: %s goes with --sweep FROM:TO (a search measures the line and sets its own phases)\n", sweepOnly(fs))
 		return 2
 	case len(pos) > want || !*undo && len(pos) == 0:
 		fmt.Fprintln(stderr, "sqmkit tune: want SERVER[:PORT] and at most one SECTION or IFACE (see -h)")
@@ -104,7 +109,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *sweep != "" {
-		c, err := sweepConfig(*sweep, *line, *sweepStop)
+		c, err := sweepConfig(*sweep, *line, *sweepStop, *sweepPhase)
 		if err != nil {
 			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 			return 2
@@ -199,9 +204,21 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	}
 }
 
+// sweepOnly names a flag given that only a sweep reads ("" none).
+func sweepOnly(fs *flag.FlagSet) string {
+	var name string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "line", "sweep-stop", "sweep-phase":
+			name = "--" + f.Name
+		}
+	})
+	return name
+}
+
 // sweepConfig parses --sweep FROM:TO (percent) and --line DOWN:UP (kbit/s).
-func sweepConfig(sweep, line string, stopAfter int) (tune.SweepConfig, error) {
-	c := tune.SweepConfig{Step: 0.01, StopAfter: stopAfter}
+func sweepConfig(sweep, line string, stopAfter int, phase time.Duration) (tune.SweepConfig, error) {
+	c := tune.SweepConfig{Step: 0.01, StopAfter: stopAfter, Phase: phase}
 	var from, to float64
 	if n, err := fmt.Sscanf(sweep, "%g:%g", &from, &to); n != 2 || err != nil || from <= 0 || to < from || to > 200 {
 		return c, fmt.Errorf("--sweep %q: want FROM:TO in percent of the line, e.g. 80:100", sweep)
@@ -216,6 +233,11 @@ func sweepConfig(sweep, line string, stopAfter int) (tune.SweepConfig, error) {
 	}
 	if stopAfter < 0 {
 		return c, fmt.Errorf("--sweep-stop %d: want 0 (every step) or more", stopAfter)
+	}
+	// a phase must hold some steady state after the transient tune
+	// leaves out of every judgement
+	if least := time.Duration(2 * tune.Transient * float64(time.Second)); phase < least {
+		return c, fmt.Errorf("--sweep-phase %v: want at least %v (the first %gs of each phase are left out as slow start's transient)", phase, least, tune.Transient)
 	}
 	return c, nil
 }

@@ -226,7 +226,14 @@ func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, e
 	c.Target, c.Progress = s.Target, s.Log
 	c.OpenDown, c.OpenUp, c.RatePerGoodput = open(q.Download), open(q.Upload), RatePerGoodput(l.Target)
 	c.ProbeKbit = ProbeKbit(l.Target, l.Test.ProbeInterval)
-	return Sweep(ctx, l, c)
+	if c.Phase > 0 {
+		l.Step = c.Phase
+	}
+	res, err = Sweep(ctx, l, c)
+	if res != nil {
+		res.Phase = l.Step
+	}
+	return res, err
 }
 
 // Undo writes back the rates the last --write replaced and moves the

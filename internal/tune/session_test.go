@@ -217,7 +217,7 @@ func TestSessionSweep(t *testing.T) {
 		if lose {
 			time.AfterFunc(2*time.Second, stop)
 		}
-		r, err := s.Sweep(context.Background(), SweepConfig{LineDown: 30000, LineUp: 12000, From: 0.97, To: 1.00, Step: 0.01})
+		r, err := s.Sweep(context.Background(), SweepConfig{LineDown: 30000, LineUp: 12000, From: 0.97, To: 1.00, Step: 0.01, Phase: 600 * time.Millisecond})
 		switch {
 		case lose && err == nil:
 			t.Error("the server went away and the sweep did not say so")
@@ -229,6 +229,11 @@ func TestSessionSweep(t *testing.T) {
 			// pair at both one-way bests and the step below it in both
 			if len(r.Steps) != 10 || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir || r.Steps[9].Other != 11880 {
 				t.Errorf("sweep %+v", r)
+			}
+			// every step ran the sweep's phase, not the search's 400 ms,
+			// between its two idle baselines of 200 ms
+			if r.Phase != 600*time.Millisecond || s.Live.Spent != 10*time.Second {
+				t.Errorf("sweep phase %v, test time %v; want 600ms, 10s", r.Phase, s.Live.Spent)
 			}
 		}
 		if !atRates(t, s, k, 20000, 10000) {

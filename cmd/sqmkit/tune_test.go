@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/tune"
+)
+
+// Flags a sweep alone reads are refused with a search, before anything is
+// touched (the root here has no config at all).
+func TestTuneSweepFlagsAlone(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--line", "40000:8000", "10.0.0.1"}, "--line goes with --sweep"},
+		{[]string{"--sweep-stop", "3", "10.0.0.1"}, "--sweep-stop goes with --sweep"},
+		{[]string{"--sweep-phase", "30s", "10.0.0.1"}, "--sweep-phase goes with --sweep"},
+		{[]string{"--sweep", "80:100", "--write", "10.0.0.1"}, "does not combine with --write"},
+	} {
+		var out, errb bytes.Buffer
+		root := t.TempDir()
+		if code := runTune(append([]string{"--root", root}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("tune %q: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
+func TestSweepConfig(t *testing.T) {
+	for _, c := range []struct {
+		sweep, line string
+		stop        int
+		phase       time.Duration
+		want        tune.SweepConfig
+		err         string
+	}{
+		{"80:100", "", 3, 30 * time.Second, tune.SweepConfig{From: 0.8, To: 1, Step: 0.01, StopAfter: 3, Phase: 30 * time.Second}, ""},
+		{"90:100", "40000:8000", 0, tune.DefaultStep, tune.SweepConfig{From: 0.9, To: 1, Step: 0.01, LineDown: 40000, LineUp: 8000, Phase: tune.DefaultStep}, ""},
+		{"100:80", "", 0, tune.DefaultStep, tune.SweepConfig{}, "want FROM:TO"},
+		{"80:100", "", -1, tune.DefaultStep, tune.SweepConfig{}, "--sweep-stop -1"},
+		// three seconds hold the 1.5 s transient and as much steady state
+		{"80:100", "", 0, 3 * time.Second, tune.SweepConfig{From: 0.8, To: 1, Step: 0.01, Phase: 3 * time.Second}, ""},
+		{"80:100", "", 0, 2 * time.Second, tune.SweepConfig{}, "--sweep-phase 2s: want at least 3s"},
+	} {
+		got, err := sweepConfig(c.sweep, c.line, c.stop, c.phase)
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s %s %d %v: %v, want an error with %q", c.sweep, c.line, c.stop, c.phase, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("%s %s %d %v: %v", c.sweep, c.line, c.stop, c.phase, err)
+		case !reflect.DeepEqual(got, c.want):
+			t.Errorf("%s %s %d %v: %+v, want %+v", c.sweep, c.line, c.stop, c.phase, got, c.want)
+		}
+	}
+}
