@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/tune"
@@ -39,7 +42,8 @@ type swept struct {
 	OneWayUp   int `json:"one_way_best_upload_kbit"`
 	Steps      int `json:"steps"`
 	// PhaseSeconds is each step's loaded phase: the full test's graded
-	// phase (gradeLoad) since 2026-11-26; sweeps before it ran tune's 6 s.
+	// phase (gradeLoad) from the client since 2026-11-26; sweeps before
+	// it ran tune's 6 s in the router namespace.
 	PhaseSeconds float64 `json:"phase_seconds"`
 	WallSeconds  float64 `json:"wall_seconds"`
 }
@@ -49,44 +53,86 @@ type sweepSpec struct {
 	From, To, Stop int
 }
 
-// sweep runs `sqmkit tune --sweep` on the running queue: the other
-// direction at the line rate, every step a loaded phase as long as the
-// full test's graded ones and judged like tune's, the profile's sync rates
-// as 100 %. The sweep is the ground truth of the best rate that keeps the
-// grade, so it measures with the grade's phase length: tune's 6 s steps
-// read the bidirectional phase's delay higher than the graded 30 s (cable,
-// 2026-11-26: +9.2 ms at 38000 kbit/s in a sweep step, +4.4 ms in the
-// graded phase at 38033).
+// sweep finds the ground truth tune is judged against the way the grade is
+// measured: tune's own exhaustive sweep (tune.Sweep: every 1 % step from
+// the line down per direction, the other held at its line rate, then the
+// bidirectional pair descending from both one-way bests) on a Link whose
+// rates change on the router (`sqmkit rate`, no teardown) and whose phases
+// are the full test's: `sqmkit test` from the client through the router,
+// 30 s (gradeLoad), judged from 1.5 s in like tune's. The profile's sync
+// rates are 100 %. Before 2026-11-26 the sweep was `sqmkit tune --sweep`
+// in the router namespace, 6 s phases of the router's own traffic: its
+// bidirectional steps read +5.3 to +10.5 ms on cable × cake over 7 % of the
+// line where the graded phase at 95 % read +4.4, and at 30 s in the router
+// namespace vdsl × cake's read a p95 of +20 to +40 ms down to 87 % of the
+// line where graded phases at 88-96 % met A+. It ends with a fresh start
+// from the config, the rates tune begins at.
 func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp sweepSpec) error {
-	js := filepath.Join(r.Dir, "sweep.json")
 	if err := g.settle("sweep"); err != nil {
 		return err
 	}
+	l := &gradeLink{t: t, sh: sh, sq: sq, sc: sc, client: g.tools.sqmkit, dir: filepath.Join(r.Dir, "sweep")}
+	if err := os.MkdirAll(l.dir, 0o755); err != nil {
+		return err
+	}
+	var log strings.Builder
 	t0 := time.Now()
-	out, err := sh.run(nsRouter, sq, "tune", "--root", sc.root, "--budget", "0", "--json", js,
-		"--sweep", fmt.Sprintf("%d:%d", sp.From, sp.To), "--sweep-stop", fmt.Sprint(sp.Stop), "--sweep-phase", gradeLoad.String(),
-		"--line", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up), serverIP, sc.dev)
-	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(out), 0o644)
+	res, err := tune.Sweep(context.Background(), l, tune.SweepConfig{Target: tune.APlus, LineDown: t.p.Down, LineUp: t.p.Up,
+		From: float64(sp.From) / 100, To: float64(sp.To) / 100, Step: 0.01, StopAfter: sp.Stop,
+		Progress: func(s string) { fmt.Fprintln(&log, s) }})
+	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(log.String()), 0o644)
+	for _, verb := range []string{"stop", "start"} {
+		if out, rerr := sh.run(nsRouter, sq, verb, "--root", sc.root); rerr != nil {
+			return fmt.Errorf("%s after the sweep: %w: %s", verb, rerr, lastLine(out))
+		}
+	}
 	if err := g.quietStretch("sweep", t0, r); err != nil {
 		return err
 	}
 	if err != nil {
-		return fmt.Errorf("sqmkit tune --sweep: %w: %s", err, lastLine(out))
+		return fmt.Errorf("sweep: %w", err)
 	}
-	var res tune.SweepResult
-	bs, err := os.ReadFile(js)
-	if err == nil {
-		err = json.Unmarshal(bs, &res)
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %v", js, err)
+	res.Phase = gradeLoad
+	if err := writeJSON(filepath.Join(r.Dir, "sweep.json"), res); err != nil {
+		return err
 	}
 	r.Sweep = &swept{From: sp.From, To: sp.To, Stop: sp.Stop, BestDown: res.BestDown, BestUp: res.BestUp,
 		OneWayDown: res.OneWayDown, OneWayUp: res.OneWayUp, Steps: len(res.Steps),
-		PhaseSeconds: res.Phase.Seconds(), WallSeconds: time.Since(t0).Seconds()}
-	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%); one-way phases alone %d/%d; %d steps of %v in %.0f s", t.p.Name, r.Backend,
-		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), res.OneWayDown, res.OneWayUp, len(res.Steps), res.Phase, r.Sweep.WallSeconds)
+		PhaseSeconds: gradeLoad.Seconds(), WallSeconds: time.Since(t0).Seconds()}
+	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%); one-way phases alone %d/%d; %d graded phases of %v in %.0f s", t.p.Name, r.Backend,
+		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), res.OneWayDown, res.OneWayUp, l.n, gradeLoad, r.Sweep.WallSeconds)
 	return nil
+}
+
+// gradeLink is the sweep's tune.Link: the router's shaper, measured by the
+// grade's test from the client. Every phase's test is kept in dir.
+type gradeLink struct {
+	t      *topo
+	sh     *shell // the router's, with the backend's environment
+	sq     string // the router's sqmkit
+	sc     *scenario
+	client string // the client's sqmkit
+	dir    string
+	n      int // phases run
+}
+
+func (l *gradeLink) SetRates(_ context.Context, down, up int) error {
+	if out, err := l.sh.run(nsRouter, l.sq, "rate", "--root", l.sc.root, "--download", fmt.Sprint(down), "--upload", fmt.Sprint(up), l.sc.dev); err != nil {
+		return fmt.Errorf("sqmkit rate %d/%d: %w: %s", down, up, err, lastLine(out))
+	}
+	return nil
+}
+
+func (l *gradeLink) Load(_ context.Context, k tune.Kind, line bool) (tune.Phase, error) {
+	if line {
+		return tune.Phase{}, errors.New("the lab's sweep takes the profile's sync rates as the line; it measures none")
+	}
+	l.n++
+	_, res, err := l.t.sqmkitTest(l.client, l.dir, fmt.Sprintf("%02d-%s", l.n, k), string(k))
+	if err != nil {
+		return tune.Phase{}, err
+	}
+	return tune.PhaseOf(res, k)
 }
 
 func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }

@@ -114,12 +114,13 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	if res.Incomplete != "" {
 		return Phase{}, fmt.Errorf("the test against the server was incomplete: %s", res.Incomplete)
 	}
-	return phaseOf(res, k)
+	return PhaseOf(res, k)
 }
 
-// phaseOf takes kind k's phase out of a test result, with its goodput per
-// second.
-func phaseOf(res *bbresult.Result, k Kind) (Phase, error) {
+// PhaseOf takes kind k's phase out of a test result, with its goodput per
+// second, judged from Transient in (the lab's sweep judges its graded
+// phases so).
+func PhaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 	for _, ph := range res.Phases {
 		if ph.Name != string(k) {
 			continue

@@ -276,7 +276,7 @@ func confirmMiss(res *bbresult.Result, r *Report) (Kind, Phase, bool) {
 		if ph.Grade == "" {
 			continue
 		}
-		p, err := phaseOf(res, Kind(ph.Name))
+		p, err := PhaseOf(res, Kind(ph.Name))
 		if _, _, ok := bbtest.Steady(res, ph.Name, Transient); err != nil || !ok {
 			continue
 		}

@@ -28,10 +28,9 @@ type SweepConfig struct {
 	// range repeats the answer; more than one guards against a lucky step.
 	StopAfter int
 	// Phase is the length of every step's loaded phase, which
-	// Session.Sweep gives its Live (0: a search step's). The lab sets the length its full test grades
-	// with: the sweep is the ground truth of the best rate that keeps the
-	// grade, and on cable a 6 s bidirectional step read +9.2 ms at 95 %
-	// of the line where the graded 30 s phase read +4.4 (2026-11-26).
+	// Session.Sweep gives its Live (0: a search step's): a longer one
+	// judges a rate the way a full test grades it (30 s phases in the
+	// lab), where a 6 s one reads a few milliseconds either way.
 	Phase    time.Duration
 	Progress func(string)
 }
@@ -42,7 +41,7 @@ type SweepConfig struct {
 type SweepResult struct {
 	Target           Target
 	LineDown, LineUp int
-	Phase            time.Duration // each step's loaded phase (Session.Sweep)
+	Phase            time.Duration // each step's loaded phase (set by Session.Sweep or the caller)
 	Steps            []Step
 	BestDown, BestUp int // 0: no rate in the range met the target
 	// TargetDown, TargetUp are the grade each best rate meets: the
