@@ -42,3 +42,20 @@ func TestParseFlagsErrorsAreShort(t *testing.T) {
 		})
 	}
 }
+
+// Every command builds its flags and prints its usage for -h: a flag
+// defined twice panics there (sqmkit rate's --download beside the config
+// override of that name did, on every run).
+func TestEveryCommandHelp(t *testing.T) {
+	if len(commands) < 10 {
+		t.Fatalf("only %d commands registered", len(commands))
+	}
+	for name, c := range commands {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if code := c.run([]string{"-h"}, &out, &errb); code != 0 || !strings.Contains(out.String()+errb.String(), "Usage: sqmkit "+name) {
+				t.Errorf("sqmkit %s -h: exit %d\n%s%s", name, code, out.String(), errb.String())
+			}
+		})
+	}
+}

@@ -12,13 +12,17 @@ type Overrides struct {
 }
 
 // RegisterFlags registers --download, --upload, --backend, --interface,
-// --overhead, ... on fs (one per UCI option that has a flag) and returns the
-// Overrides they fill in when fs is parsed.
+// --overhead, ... on fs (one per UCI option that has a flag, unless fs
+// already has a flag of that name) and returns the Overrides they fill in
+// when fs is parsed.
 func RegisterFlags(fs *flag.FlagSet) *Overrides {
 	o := &Overrides{vals: map[string]string{}}
 	for i := range fields {
 		f := &fields[i]
-		if f.flag == "" {
+		// A command's own flag of that name means something else there
+		// and wins (sqmkit rate's --download is the rate to change to,
+		// not the config's): defining it twice would panic.
+		if f.flag == "" || fs.Lookup(f.flag) != nil {
 			continue
 		}
 		usage := fmt.Sprintf("%s (UCI option %s, e.g. %s)", f.usage, f.opt, f.example)
