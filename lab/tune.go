@@ -64,7 +64,7 @@ type sweepSpec struct {
 // in the router namespace, 6 s phases of the router's own traffic: its
 // bidirectional steps read +5.3 to +10.5 ms on cable × cake over 7 % of the
 // line where the graded phase at 95 % read +4.4, and at 30 s in the router
-// namespace vdsl × cake's read a p95 of +20 to +40 ms down to 87 % of the
+// namespace vdsl × cake's read a p95 of +14 to +108 ms down to 88 % of the
 // line where graded phases at 88-96 % met A+. It ends with a fresh start
 // from the config, the rates tune begins at.
 func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp sweepSpec) error {
