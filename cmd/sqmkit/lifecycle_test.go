@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -276,5 +277,80 @@ func TestStopWithoutTC(t *testing.T) {
 	}
 	if q := ns.Exec(t, "tc", "qdisc", "show", "dev", "wan"); !strings.Contains(q, "tbf") {
 		t.Errorf("the shaper is gone, yet stop failed: %s", q)
+	}
+}
+
+// `sqmkit rate` on a started queue, as tune, autorate and the lab's sweep
+// call it: the kernel holds the new rates, status plans with them, and a
+// full start goes back to the config's. Nothing ran the command until the
+// lab's sweep did, and it had panicked on every run since f1765b3.
+func TestRateCLI(t *testing.T) {
+	tctest.NeedRoot(t)
+	bin := buildSqmkit(t)
+	for _, b := range []struct{ backend, script, qdisc, egress string }{
+		{"nss", "nss-zk.qos", "fq_codel", "qdisc"}, // the shim: tbf
+		{"fq_codel", "simple.qos", "fq_codel", "class"},
+		{"cake", "piece_of_cake.qos", "cake", "qdisc"},
+	} {
+		t.Run(b.backend, func(t *testing.T) {
+			if b.backend != "nss" && !hostHas(b.backend) {
+				t.Skipf("this kernel has no %s; the lab's sweep runs sqmkit rate on it", b.backend)
+			}
+			ns := tctest.NewNetns(t, "rate")
+			root := t.TempDir()
+			if err := os.MkdirAll(filepath.Join(root, "etc/config"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			conf := fmt.Sprintf("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\toption qdisc '%s'\n\toption script '%s'\n", b.qdisc, b.script)
+			if err := os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte(conf), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			env := shimEnv(bin)
+			run := func(want int, args ...string) string {
+				t.Helper()
+				code, out := sqmkitEnv(t, ns, bin, env, append([]string{args[0], "--root", root}, args[1:]...)...)
+				if code != want {
+					t.Fatalf("sqmkit %v: exit %d, want %d\n%s", args, code, want, out)
+				}
+				return out
+			}
+			// the rates sqmkit rate keeps are the router's, per device:
+			// stop forgets them, so no other test's status plans with them
+			t.Cleanup(func() { sqmkitEnv(t, ns, bin, env, "stop", "--root", root) })
+			egress := func() string { return ns.Exec(t, "tc", b.egress, "show", "dev", "wan") }
+
+			run(0, "start", "--probe-cache", "")
+			if e := egress(); !strings.Contains(e, "10Mbit") {
+				t.Fatalf("egress after start, want 10Mbit:\n%s", e)
+			}
+			if out := run(2, "rate", "wan"); !strings.Contains(out, "--download") {
+				t.Errorf("rate without a rate:\n%s", out)
+			}
+			out := run(0, "rate", "--download", "15000", "--upload", "8000", "wan")
+			for _, w := range []string{"changed", "15000 kbit/s", "8000 kbit/s"} {
+				if !strings.Contains(out, w) {
+					t.Errorf("rate output lacks %q:\n%s", w, out)
+				}
+			}
+			if e := egress(); !strings.Contains(e, "8Mbit") {
+				t.Errorf("egress after rate, want 8Mbit:\n%s", e)
+			}
+			// status plans with the kept rates: the whole tree, both
+			// directions, is the plan at 15000/8000
+			if out := run(0, "status"); !strings.Contains(out, "shaped as planned") {
+				t.Errorf("status after rate:\n%s", out)
+			}
+			if out := run(0, "rate", "--upload", "8000"); !strings.Contains(out, "skipped") {
+				t.Errorf("the same rate again:\n%s", out)
+			}
+			// a full start is the config's rates again
+			run(0, "start", "--probe-cache", "")
+			if e := egress(); !strings.Contains(e, "10Mbit") {
+				t.Errorf("egress after a full start, want 10Mbit:\n%s", e)
+			}
+			if out := run(0, "status"); !strings.Contains(out, "shaped as planned") {
+				t.Errorf("status after the full start:\n%s", out)
+			}
+		})
 	}
 }

@@ -3,7 +3,8 @@
 // nssfq_codel to fq_codel and nssmirred to mirred, runs the real tc, and maps
 // `qdisc show` output back to the NSS names. With SQMKIT_SHIM_FQ_CODEL=pfifo
 // it also turns fq_codel into pfifo for kernels without sch_fq_codel (the
-// test host). Never install it on a router: it only imitates the syntax.
+// test host), and keeps that pfifo's limit across tbf changes (fifoGuard).
+// Never install it on a router: it only imitates the syntax.
 //
 // Usage: put it first on PATH under the name tc.
 //
@@ -18,7 +19,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
@@ -30,6 +33,10 @@ func main() {
 	}
 	fqPfifo := os.Getenv("SQMKIT_SHIM_FQ_CODEL") == "pfifo"
 	opts, rest := splitOptions(os.Args[1:])
+	var guard *fifoGuard
+	if fqPfifo {
+		guard = newFifoGuard(opts)
+	}
 	var stdin io.Reader = os.Stdin
 	if i := batchIndex(opts); i >= 0 {
 		// line by line, as tc reads a batch: a long-lived `tc -batch -`
@@ -45,9 +52,10 @@ func main() {
 		}
 		opts[i+1] = "-"
 		pr, pw := io.Pipe()
-		go func() { pw.CloseWithError(rewriteStream(src, pw, fqPfifo)) }()
+		go func() { pw.CloseWithError(rewriteStream(src, pw, fqPfifo, guard.see)) }()
 		stdin = pr
 	} else {
+		guard.see(rest)
 		rest = rewrite(rest, fqPfifo)
 	}
 	cmd := exec.Command(realTC(), append(opts, rest...)...)
@@ -55,6 +63,7 @@ func main() {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	err := cmd.Run()
+	guard.restore()
 	os.Stdout.WriteString(mapShow(out.String()))
 	if ee, ok := err.(*exec.ExitError); ok {
 		os.Exit(ee.ExitCode())
@@ -99,7 +108,7 @@ func batchIndex(opts []string) int {
 
 // rewriteStream rewrites every line as it arrives and keeps the line
 // count, so tc's "Command failed -:N" still names the caller's line.
-func rewriteStream(in io.Reader, out io.Writer, fqPfifo bool) error {
+func rewriteStream(in io.Reader, out io.Writer, fqPfifo bool, see func([]string)) error {
 	br := bufio.NewReader(in)
 	for {
 		l, err := br.ReadString('\n')
@@ -108,6 +117,7 @@ func rewriteStream(in io.Reader, out io.Writer, fqPfifo bool) error {
 			if serr != nil {
 				return serr
 			}
+			see(argv)
 			text, serr := tc.Render([][]string{rewrite(argv, fqPfifo)})
 			if serr != nil {
 				return serr
@@ -123,4 +133,85 @@ func rewriteStream(in io.Reader, out io.Writer, fqPfifo bool) error {
 			return err
 		}
 	}
+}
+
+// fifoGuard keeps the pfifo that stands in for nssfq_codel at its own
+// limit. The kernel sets a fifo child's limit to its tbf parent's on every
+// tbf change (fifo_set_limit), where nsstbl's child, no fifo, keeps its
+// own: a rate change (sqmkit rate) left the stand-in at 100000p and the
+// tree off its plan. Only with SQMKIT_SHIM_FQ_CODEL=pfifo (the test host).
+type fifoGuard struct {
+	opts     []string          // tc's options (-n NETNS and the like)
+	before   map[string]string // "dev D parent P handle H" -> limit
+	mu       sync.Mutex
+	tbf, own bool // a tbf change ran; a line set a fifo itself
+}
+
+// newFifoGuard keeps tc's options but its batch (-batch FILE, -force):
+// its own commands are one-off.
+func newFifoGuard(opts []string) *fifoGuard {
+	var keep []string
+	for i := 0; i < len(opts); i++ {
+		switch opts[i] {
+		case "-batch", "-b":
+			i++
+		case "-force", "-f":
+		default:
+			keep = append(keep, opts[i])
+		}
+	}
+	return &fifoGuard{opts: keep, before: fifoLimits(keep)}
+}
+
+// see notes what a command (before its rewrite) changes.
+func (g *fifoGuard) see(argv []string) {
+	if g == nil || len(argv) < 2 || argv[0] != "qdisc" {
+		return
+	}
+	k := kindAt(argv)
+	if k < 0 {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch argv[k] {
+	case "nsstbl", "tbf":
+		g.tbf = g.tbf || argv[1] == "change" || argv[1] == "replace"
+	case "nssfq_codel", "fq_codel", "pfifo":
+		g.own = true
+	}
+}
+
+// restore puts back every fifo limit a tbf change moved.
+func (g *fifoGuard) restore() {
+	if g == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.tbf || g.own {
+		return
+	}
+	for key, limit := range fifoLimits(g.opts) {
+		if was, ok := g.before[key]; ok && was != limit {
+			args := append(append(slices.Clone(g.opts), "qdisc", "change"), strings.Fields(key)...)
+			if out, err := exec.Command(realTC(), append(args, "pfifo", "limit", strings.TrimSuffix(was, "p"))...).CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "tcshim: putting back the pfifo limit of %s: %v %s\n", key, err, out)
+			}
+		}
+	}
+}
+
+// fifoLimits reads every pfifo's limit from the real tc.
+func fifoLimits(opts []string) map[string]string {
+	out, _ := exec.Command(realTC(), append(slices.Clone(opts), "qdisc", "show")...).Output()
+	m := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		f := strings.Fields(l)
+		// qdisc pfifo 10: dev wan parent 1: limit 200p
+		if len(f) >= 9 && f[1] == "pfifo" && f[3] == "dev" && f[5] == "parent" && f[7] == "limit" {
+			m["dev "+f[4]+" parent "+f[6]+" handle "+f[2]] = f[8]
+		}
+	}
+	return m
 }

@@ -37,8 +37,13 @@ func TestRewrite(t *testing.T) {
 func TestRewriteStreamKeepsLines(t *testing.T) {
 	in := "qdisc add dev wan root handle 1: nsstbl rate 1mbit burst 3072 mtu 1536\n# note\n\nqdisc add dev wan parent 1: handle 10: nssfq_codel limit 200\n"
 	var b strings.Builder
-	if err := rewriteStream(strings.NewReader(in), &b, true); err != nil {
+	var seen []string
+	if err := rewriteStream(strings.NewReader(in), &b, true, func(a []string) { seen = append(seen, strings.Join(a, " ")) }); err != nil {
 		t.Fatal(err)
+	}
+	// the guard sees each command before its rewrite
+	if len(seen) != 4 || !strings.Contains(seen[3], "nssfq_codel") {
+		t.Errorf("seen %q", seen)
 	}
 	out := b.String()
 	want := "qdisc add dev wan root handle 1: tbf rate 1mbit burst 3072 mtu 1536 limit 100000\n\n\nqdisc add dev wan parent 1: handle 10: pfifo limit 200\n"
@@ -81,7 +86,7 @@ qdisc ingress ffff: parent ffff:fff1 ----------------
 func TestRewriteStreamLineByLine(t *testing.T) {
 	pr, pw := io.Pipe()
 	outR, outW := io.Pipe()
-	go func() { outW.CloseWithError(rewriteStream(pr, outW, false)) }()
+	go func() { outW.CloseWithError(rewriteStream(pr, outW, false, func([]string) {})) }()
 	br := bufio.NewReader(outR)
 	for _, l := range []string{"qdisc change dev wan root nsstbl rate 2mbit burst 3072\n", "qdisc show dev wan\n"} {
 		go io.WriteString(pw, l)
