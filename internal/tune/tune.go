@@ -441,7 +441,8 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 // turn its verdict (and fits the budget), that one too: the mean of both
 // (every figure, the one-way shares too) is what is judged.
 func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
-	if p, err = s.load(ctx, k); err != nil || !Unsure(s.target(k), p.AddedMedian, p.AddedP95) || !s.afford(1) {
+	t := s.target(k)
+	if p, err = s.load(ctx, k); err != nil || !Unsure(t, p.AddedMedian, p.AddedP95) && !tailOnly(t, p.AddedMedian, p.AddedP95) || !s.afford(1) {
 		return p, false, err
 	}
 	q, err := s.load(ctx, k)
@@ -489,6 +490,19 @@ func clear(t Target, med, p95 float64) bool { return med <= t.MedianMs/2 && p95 
 func near(t Target, med, p95 float64) bool {
 	in := func(v, bar float64) bool { return math.Abs(v-bar) <= borderline*bar }
 	return in(med, t.MedianMs) || in(p95, t.P95Ms)
+}
+
+// tailOnly: a miss on the p95 alone with the median at no more than half
+// its bar, no standing queue. A step's p95 is the delay of its worst ~0.2 s
+// (the top 5 % of 4.5 s judged), so one burst decides it: a step is
+// measured again on it, and a tail that is the link's misses twice, where
+// the mean of two keeps it over the bar (cable × nss, 45a24e2: the upload
+// at 95 % of its line read +2.3/+23.3 ms once, where the sweep's 30 s
+// phases at 97-99 % read p95s of +1.7 to +2.5; tune settled 5.4 % under
+// the sweep's best). The full test's 30 s phases are not: the lab grades
+// by Unsure alone.
+func tailOnly(t Target, med, p95 float64) bool {
+	return med <= t.MedianMs/2 && p95 > t.P95Ms
 }
 
 // Unsure: a second phase could turn the verdict: a pass within

@@ -875,6 +875,61 @@ func TestUnsure(t *testing.T) {
 	}
 }
 
+// A step that misses on its p95 alone, the median showing no standing
+// queue, is measured again: a one-off burst passes on the mean of two, a
+// tail that is the link's misses twice.
+func TestTailMeasuredTwice(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spikes int // loaded upload phases at 95 % that read +2.3/+23.3
+		pass   bool
+	}{
+		{"one burst", 1, true},
+		{"the link's tail", 99, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim()
+			l := &tail{sim: s, at: 0.95, left: tc.spikes}
+			r, err := Search(context.Background(), l, searchConfig())
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := slices.IndexFunc(r.Steps, func(st Step) bool { return st.Kind == Upload && math.Abs(st.Share-0.95) < 0.002 })
+			if i < 0 {
+				t.Fatalf("no upload step at 95 %%: %+v", r.Steps)
+			}
+			if st := r.Steps[i]; !st.Again || st.Pass != tc.pass {
+				t.Errorf("upload at 95 %%: again %v pass %v, want again and pass %v (%+v)", st.Again, st.Pass, tc.pass, st)
+			}
+		})
+	}
+	for _, c := range []struct {
+		med, p95 float64
+		want     bool
+	}{{2.3, 23.3, true}, {2.5, 40, true}, {2.6, 23.3, false}, {2, 14, false}} {
+		if got := tailOnly(APlus, c.med, c.p95); got != c.want {
+			t.Errorf("tailOnly(+%.1f/+%.1f) = %v, want %v", c.med, c.p95, got, c.want)
+		}
+	}
+}
+
+// tail makes the first left upload phases at share at of the line read a
+// p95 over the bar with a low median.
+type tail struct {
+	*sim
+	at   float64
+	left int
+}
+
+func (l *tail) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	p, err := l.sim.Load(ctx, k, line)
+	if k == Upload && !line && l.left > 0 && math.Abs(l.rateU/l.up-l.at) < 0.002 {
+		l.left--
+		p.AddedMedian, p.AddedP95 = 2.3, 23.3
+	}
+	return p, err
+}
+
 // A knee at the measured line, or within lineError under it, is taken one
 // step under the highest rate that passed; a knee farther below the line is
 // that rate.
