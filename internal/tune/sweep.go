@@ -144,29 +144,20 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 // the line, queued beside each other, so no rate of either passed beside
 // the other's (0/0), where the download's own delay fell to +1.7-3.2 ms
 // at 87-90 % and the misses there were the upload's (+26 ms upstream).
-// As in tune (helped), a lowering of one direction that left the delay
-// where it was is put back and the other direction lowered instead: the
-// one-way split blamed the download by a clock offset's error while the
-// queue was the upload's, and the sweep lowered the download alone from
-// 39200 to 36400 beside an upload held at its line, the delay flat at
-// +5.1 to +6.6 ms (cable × nss, e1a2e31), where tune's phases with the
-// upload at 97 % read +2.7 to +3.5. The lowering that follows a put-back
-// stands whatever it measures, so every two steps lower a rate and the
-// descent ends. A direction is never lowered below From of its line;
-// when none can be, there is no best (0, 0).
+// Unlike tune it never puts back a lowering that left the delay flat
+// (helped): its 1 % steps move the delay less than a 30 s phase's noise,
+// so "no help" is noise, and at 45a24e2 that rule walked vdsl × cake's
+// upload from 9800 to 9000 at a flat +5 to +8 ms while the download, whose
+// queue every split showed (~5 against ~1.5 ms), went back and forth
+// between 27000 and 27300. Tune's steps are 2-6 %.
+// A direction is never lowered below From of its line; when none can be,
+// there is no best (0, 0).
 func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
 	d, u := &s.r.Download, &s.r.Upload
 	floor := func(ch *Choice) int { return int(math.Round(c.From * float64(ch.Line.RateKbit))) }
 	stepOf := func(ch *Choice) int { return int(math.Round(c.Step * float64(ch.Line.RateKbit))) }
-	rateOf := func(ch *Choice) *int {
-		if ch == u {
-			return &up
-		}
-		return &down
-	}
 	var passed bool
 	var pd, pu int
-	var last lowering // the lowering of one direction the next miss judges
 	for {
 		st, p, err := s.tryBidir(ctx, down, up)
 		if err != nil {
@@ -181,21 +172,12 @@ func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int,
 		} else {
 			cs = lowered(p, s.target(Bidir).MedianMs, d, u)
 		}
-		judged := last
-		last = lowering{}
-		other := d
-		if judged.c == d {
-			other = u
-		}
-		if !passed && judged.c != nil && !helped(judged, st, u) && *rateOf(other)-stepOf(other) >= floor(other) {
-			*rateOf(judged.c) = judged.rate
-			cs = []*Choice{other}
-		} else if !passed && len(cs) == 1 {
-			last = lowering{c: cs[0], rate: *rateOf(cs[0]), miss: st}
-		}
 		moved := false
 		for _, ch := range cs {
-			rate := rateOf(ch)
+			rate := &down
+			if ch == u {
+				rate = &up
+			}
 			if next := *rate - stepOf(ch); next >= floor(ch) {
 				*rate, moved = next, true
 			}
