@@ -100,7 +100,7 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 		OneWayDown: res.OneWayDown, OneWayUp: res.OneWayUp, Steps: len(res.Steps),
 		PhaseSeconds: res.Phase.Seconds(), WallSeconds: time.Since(t0).Seconds()}
 	g.say("sweep: %s/%s: best A+ download %d (%.0f%% of line) upload %d (%.0f%%); one-way phases alone %d/%d; %d graded phases of %v in %.0f s", t.p.Name, r.Backend,
-		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), res.OneWayDown, res.OneWayUp, l.n, gradeLoad, r.Sweep.WallSeconds)
+		res.BestDown, pct(res.BestDown, t.p.Down), res.BestUp, pct(res.BestUp, t.p.Up), res.OneWayDown, res.OneWayUp, l.n, res.Phase, r.Sweep.WallSeconds)
 	return nil
 }
 

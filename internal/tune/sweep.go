@@ -144,12 +144,12 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 // the line, queued beside each other, so no rate of either passed beside
 // the other's (0/0), where the download's own delay fell to +1.7-3.2 ms
 // at 87-90 % and the misses there were the upload's (+26 ms upstream).
-// Unlike tune it never puts back a lowering that left the delay flat
-// (helped): its 1 % steps move the delay less than a 30 s phase's noise,
-// so "no help" is noise, and at 45a24e2 that rule walked vdsl × cake's
-// upload from 9800 to 9000 at a flat +5 to +8 ms while the download, whose
-// queue every split showed (~5 against ~1.5 ms), went back and forth
-// between 27000 and 27300. Tune's steps are 2-6 %.
+// It departs from tune's descent in one rule only: it never puts back a
+// lowering that left the delay flat (helped). Its 1 % steps move the delay
+// less than a 30 s phase's noise, so "no help" is noise: at 45a24e2 that
+// rule walked vdsl × cake's upload from 9800 to 9000 at a flat +5 to +8 ms
+// while the download, whose queue every split showed (~5 against ~1.5
+// ms), went back and forth between 27000 and 27300.
 // A direction is never lowered below From of its line; when none can be,
 // there is no best (0, 0).
 func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
