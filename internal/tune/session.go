@@ -120,14 +120,18 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		}
 		t := r.target(k)
 		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", t.Name, k, p.AddedMedian, p.AddedP95, Transient)
-		// A borderline miss, once: the search judged every rate on a
+		// A miss by a little, once: the search judged every rate on a
 		// mean of two phases near a bar, the confirm is one, so a rate at
 		// the knee misses it about as often as it meets it (vdsl × cake,
 		// 7aa51ff: bidirectional +5.6 ms against 5). One step down, the
-		// bidirectional check's 2 %, is what the search would have done
-		// with that phase; a clear miss says the search's figures do not
-		// hold on this link now, and no step of 2 % fixes that.
-		if try > 0 || !near(t, p.AddedMedian, p.AddedP95) {
+		// bidirectional check's 2 %, is what the search does with a miss
+		// of up to half a bar over it (missSteps), so a miss that size is
+		// "a little" here too (CI at eeea12d, cable × cake: +6.4/+20.7 ms
+		// at rates whose search step read +3.1/+7.6, and nothing was
+		// written). A miss the search would answer with two steps or more
+		// says its figures do not hold on this link now, and the confirm
+		// is not the place to guess how far.
+		if try > 0 || missSteps(t, p.AddedMedian, p.AddedP95) > 1 {
 			return o, fail
 		}
 		// With no room in the budget to confirm again the lowered rates

@@ -287,9 +287,10 @@ func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbtest.
 	}
 }
 
-// A confirming test that misses by a little lowers the direction that
-// queued by 2 % and confirms once more; a second miss, or a clear first
-// one, writes nothing and restores the shaper.
+// A confirming test that misses by a little (less than half a bar over,
+// one step to the search) lowers the direction that queued by 2 % and
+// confirms once more; a second miss, or a clear first one, writes nothing
+// and restores the shaper.
 func TestSessionConfirmMiss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs about 15 s of loopback tests per case")
@@ -307,6 +308,8 @@ func TestSessionConfirmMiss(t *testing.T) {
 		budget bool
 	}{
 		{"bidirectional by a little", Bidir, 5.5, 1, true, true, false, 2, false},
+		// +7 ms (1.4 bars) is a one-step miss to the search: one step here too
+		{"bidirectional by under half a bar", Bidir, 7, 1, true, true, false, 2, false},
 		{"upload by a little", Upload, 5.5, 1, true, false, true, 2, false},
 		{"by a little twice", Bidir, 5.5, 2, false, false, false, 2, false},
 		{"clearly", Download, 20, 1, false, false, false, 1, false},

@@ -526,6 +526,33 @@ func TestBidirLoweringHelpedItsOwn(t *testing.T) {
 	}
 }
 
+// A lowering after which the lowered direction's own delay rose stands: a
+// lower rate cannot queue more, so the rise is noise, and the split, still
+// the download's, lowers it again (make test at 7ead45f, cable × cake over
+// IPv6: +5.9, then +9.2 ms with 7.3 of it downstream, and the download was
+// put back for the upload until four lowerings ran out).
+func TestBidirOwnDelayRoseIsNoise(t *testing.T) {
+	l := &script{phases: []Phase{
+		{AddedMedian: 6.8, AddedP95: 11.0, AddedDown: 5.3, AddedUp: 1.4},
+		{AddedMedian: 9.2, AddedP95: 16.0, AddedDown: 7.3, AddedUp: 1.8},
+		{AddedMedian: 2.0, AddedP95: 6.0, AddedDown: 1.5, AddedUp: 0.5},
+	}}
+	r := &Report{Target: APlus}
+	r.Download.Line.RateKbit, r.Download.RateKbit = 39842, 38758
+	r.Upload.Line.RateKbit, r.Upload.RateKbit = 8000, 7905
+	s := &search{l: l, c: Config{Target: APlus}, r: r}
+	if err := s.bidir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.rates) != 3 {
+		t.Fatalf("rates set %v, want three bidirectional steps", l.rates)
+	}
+	second, third := l.rates[1], l.rates[2]
+	if third[0] >= second[0] || third[1] != 7905 || strings.Contains(r.Download.Why, "did not lower") {
+		t.Errorf("after the download's own delay rose: %v (before %v), want the download lowered again and the upload kept: %s", third, second, r.Download.Why)
+	}
+}
+
 // A direction above its measured line comes back to the line on the
 // first bidirectional miss, whatever the one-way split blamed.
 func TestBidirAboveLineFirst(t *testing.T) {
