@@ -65,6 +65,13 @@ func (l *Live) phase(n time.Duration) time.Duration { return 2*l.Idle + n }
 // baseline, the three loaded phases, an idle end.
 func (l *Live) confirmCost() time.Duration { return 2*confirmIdle + 3*l.Step }
 
+// fixedCost is what a budget holds beside the search's steps: the line
+// measurements, the confirming test and one phase to measure a missed
+// confirm phase again.
+func (l *Live) fixedCost() time.Duration {
+	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost() + l.phase(l.Step)
+}
+
 // SetRates changes the running shaper's rates.
 func (l *Live) SetRates(_ context.Context, down, up int) error {
 	r := apply.Rate(l.Target, config.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)

@@ -80,13 +80,14 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		AckUncounted: AckUncounted(l.Target), ProbeKbit: ProbeKbit(l.Target, l.Test.ProbeInterval),
 		Progress: s.Log}
 	if s.Budget > 0 {
-		// The budget is the whole tune's: the line measurements and one
-		// confirming test come off it first, and the search gets the
-		// steps that are left (vdsl × cake, cd9ac87: 158 s of search and
-		// two confirms made 202 s of a 180 s budget).
-		fixed := l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost()
+		// The budget is the whole tune's: the line measurements, one
+		// confirming test and a phase to measure a missed one of its
+		// phases again come off it first, and the search gets the steps
+		// that are left (vdsl × cake, cd9ac87: 158 s of search and two
+		// confirms made 202 s of a 180 s budget).
+		fixed := l.fixedCost()
 		if cfg.MaxSteps = int((s.Budget - fixed) / l.phase(l.Step)); cfg.MaxSteps < minSteps {
-			return o, fmt.Errorf("a test-time budget of %v holds the line measurements and a confirming test (%v) and %d search steps of %v, want %d; give a --budget of at least %v",
+			return o, fmt.Errorf("a test-time budget of %v holds the line measurements and a confirming test with a phase to spare (%v) and %d search steps of %v, want %d; give a --budget of at least %v",
 				s.Budget, fixed, max(0, cfg.MaxSteps), l.phase(l.Step), minSteps, (fixed + minSteps*l.phase(l.Step)).Round(time.Second))
 		}
 	}
@@ -119,6 +120,14 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 			break
 		}
 		t := r.target(k)
+		if try == 0 {
+			if p, err = s.again(ctx, k, t, p); err != nil {
+				return o, fmt.Errorf("confirming test: %w", err)
+			}
+			if meets(t, p.AddedMedian, p.AddedP95) {
+				break
+			}
+		}
 		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", t.Name, k, p.AddedMedian, p.AddedP95, Transient)
 		// A miss by a little, once: the search judged every rate on a
 		// mean of two phases near a bar, the confirm is one, so a rate at
@@ -270,6 +279,47 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 		return s.confirmTest(ctx, c)
 	}
 	return bbtest.Run(ctx, c)
+}
+
+// again measures the confirming test's missed phase k (figures p) once
+// more at the same rates and returns the mean of the two, when a second
+// phase could bring the mean under the bars (p under twice each) and the
+// budget holds it (fixedCost keeps it room). The search kept the highest
+// rate that passed its phases, so its own phase at these rates is the
+// lucky one of its neighbours and is not pooled; a second phase of the
+// confirm has no such bias. One 6 s phase of cable × cake's bidirectional
+// load read +3.1 to +7.7 ms at one pair of rates (CI at eeea12d and make
+// test at 56be04f: +6.4/+20.7 and +7.7/+14.8 ms in the confirm where the
+// search's phases there read +3.1/+7.6 and +3.5/+9.9, and nothing was
+// written), where the lab's 30 s phase at 95 % reads +4.0.
+func (s *Session) again(ctx context.Context, k Kind, t Target, p Phase) (Phase, error) {
+	l := s.Live
+	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(l.Step) > s.Budget {
+		return p, nil
+	}
+	one := l.Test
+	one.Idle, one.Download, one.Upload, one.Bidir = l.Idle, 0, 0, 0
+	switch k {
+	case Download:
+		one.Download = l.Step
+	case Upload:
+		one.Upload = l.Step
+	case Bidir:
+		one.Bidir = l.Step
+	}
+	res, err := s.confirm(ctx, one)
+	l.Spent += l.phase(l.Step)
+	if err != nil {
+		return p, err
+	}
+	q, err := PhaseOf(res, k)
+	if err != nil {
+		return p, err
+	}
+	m := meanPhase(p, q)
+	s.log("the confirming test's %s phase missed %s (+%.1f/+%.1f ms); measured again: +%.1f/+%.1f ms, judged on the mean, +%.1f/+%.1f ms",
+		k, t.Name, p.AddedMedian, p.AddedP95, q.AddedMedian, q.AddedP95, m.AddedMedian, m.AddedP95)
+	return m, nil
 }
 
 // confirmMiss is the first graded phase of a confirming test that misses

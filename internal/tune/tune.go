@@ -449,11 +449,17 @@ func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err 
 	if err != nil {
 		return p, false, err
 	}
+	return meanPhase(p, q), true, nil
+}
+
+// meanPhase is two phases of one kind at the same rates judged as one:
+// every figure their mean, the one-way shares too.
+func meanPhase(p, q Phase) Phase {
 	mean := func(a, b float64) float64 { return (a + b) / 2 }
 	p.AddedMedian, p.AddedP95 = mean(p.AddedMedian, q.AddedMedian), mean(p.AddedP95, q.AddedP95)
 	p.AddedDown, p.AddedUp = mean(p.AddedDown, q.AddedDown), mean(p.AddedUp, q.AddedUp)
 	p.DownKbit, p.UpKbit = (p.DownKbit+q.DownKbit)/2, (p.UpKbit+q.UpKbit)/2
-	return p, true, nil
+	return p
 }
 
 // twice marks a step judged on the mean of two phases.
