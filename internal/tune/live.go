@@ -81,17 +81,11 @@ func (l *Live) SetRates(_ context.Context, down, up int) error {
 	return nil
 }
 
-// Load runs one loaded phase of kind k.
-func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+// one is a test of one loaded phase of kind k, n long, between idle
+// baselines.
+func (l *Live) one(k Kind, n time.Duration) bbtest.Config {
 	cfg := l.Test
 	cfg.Idle, cfg.Download, cfg.Upload, cfg.Bidir = l.Idle, 0, 0, 0
-	n := l.Step
-	switch {
-	case line && k == Upload:
-		n = l.LineUp
-	case line:
-		n = l.Line
-	}
 	switch k {
 	case Download:
 		cfg.Download = n
@@ -100,6 +94,19 @@ func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
 	case Bidir:
 		cfg.Bidir = n
 	}
+	return cfg
+}
+
+// Load runs one loaded phase of kind k.
+func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
+	n := l.Step
+	switch {
+	case line && k == Upload:
+		n = l.LineUp
+	case line:
+		n = l.Line
+	}
+	cfg := l.one(k, n)
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}

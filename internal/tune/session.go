@@ -120,15 +120,20 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 			break
 		}
 		t := r.target(k)
+		judged := fmt.Sprintf("after its first %g s", Transient)
 		if try == 0 {
-			if p, err = s.again(ctx, k, t, p); err != nil {
+			q, twice, err := s.again(ctx, k, t, p)
+			if err != nil {
 				return o, fmt.Errorf("confirming test: %w", err)
 			}
-			if meets(t, p.AddedMedian, p.AddedP95) {
+			if twice {
+				judged = fmt.Sprintf("the mean of it and one more, each after its first %g s", Transient)
+			}
+			if p = q; meets(t, p.AddedMedian, p.AddedP95) {
 				break
 			}
 		}
-		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms after its first %g s); nothing written", t.Name, k, p.AddedMedian, p.AddedP95, Transient)
+		fail := fmt.Errorf("the confirming test missed %s in its %s phase (+%.1f/+%.1f ms, %s); nothing written", t.Name, k, p.AddedMedian, p.AddedP95, judged)
 		// A miss by a little, once: the search judged every rate on a
 		// mean of two phases near a bar, the confirm is one, so a rate at
 		// the knee misses it about as often as it meets it (vdsl × cake,
@@ -282,7 +287,7 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 }
 
 // again measures the confirming test's missed phase k (figures p) once
-// more at the same rates and returns the mean of the two, when a second
+// more at the same rates and returns the mean of the two (and true), when a second
 // phase could bring the mean under the bars (p under twice each) and the
 // budget holds it (fixedCost keeps it room). The search kept the highest
 // rate that passed its phases, so its own phase at these rates is the
@@ -292,34 +297,24 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 // test at 56be04f: +6.4/+20.7 and +7.7/+14.8 ms in the confirm where the
 // search's phases there read +3.1/+7.6 and +3.5/+9.9, and nothing was
 // written), where the lab's 30 s phase at 95 % reads +4.0.
-func (s *Session) again(ctx context.Context, k Kind, t Target, p Phase) (Phase, error) {
+func (s *Session) again(ctx context.Context, k Kind, t Target, p Phase) (Phase, bool, error) {
 	l := s.Live
 	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(l.Step) > s.Budget {
-		return p, nil
+		return p, false, nil
 	}
-	one := l.Test
-	one.Idle, one.Download, one.Upload, one.Bidir = l.Idle, 0, 0, 0
-	switch k {
-	case Download:
-		one.Download = l.Step
-	case Upload:
-		one.Upload = l.Step
-	case Bidir:
-		one.Bidir = l.Step
-	}
-	res, err := s.confirm(ctx, one)
+	res, err := s.confirm(ctx, l.one(k, l.Step))
 	l.Spent += l.phase(l.Step)
 	if err != nil {
-		return p, err
+		return p, false, err
 	}
 	q, err := PhaseOf(res, k)
 	if err != nil {
-		return p, err
+		return p, false, err
 	}
 	m := meanPhase(p, q)
 	s.log("the confirming test's %s phase missed %s (+%.1f/+%.1f ms); measured again: +%.1f/+%.1f ms, judged on the mean, +%.1f/+%.1f ms",
 		k, t.Name, p.AddedMedian, p.AddedP95, q.AddedMedian, q.AddedP95, m.AddedMedian, m.AddedP95)
-	return m, nil
+	return m, true, nil
 }
 
 // confirmMiss is the first graded phase of a confirming test that misses
