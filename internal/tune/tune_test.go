@@ -496,24 +496,31 @@ func (s *script) Load(context.Context, Kind, bool) (Phase, error) {
 	return p, nil
 }
 
+// scriptedBidir runs the bidirectional check on a script of phases from
+// the rates lr: download line and rate, upload line and rate.
+func scriptedBidir(t *testing.T, lr [4]int, phases ...Phase) (*script, *Report) {
+	t.Helper()
+	l := &script{phases: phases}
+	r := &Report{Target: APlus}
+	r.Download.Line.RateKbit, r.Download.RateKbit = lr[0], lr[1]
+	r.Upload.Line.RateKbit, r.Upload.RateKbit = lr[2], lr[3]
+	s := &search{l: l, c: Config{Target: APlus}, r: r}
+	if err := s.bidir(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return l, r
+}
+
 // A lowering that lowered its own direction's delay stands though the
 // whole delay did not fall, when the other direction's queue showed up
 // beside it; each one-way delay alone over the bar lowers both (fiber ×
 // cake, 2026-11-25: the download from +56.0 to +15.1 ms as the upload went
 // from +3.1 to +25.1, and the download was put back to its +56).
 func TestBidirLoweringHelpedItsOwn(t *testing.T) {
-	l := &script{phases: []Phase{
-		{AddedMedian: 48.7, AddedP95: 82.8, AddedDown: 56.0, AddedUp: 3.1},
-		{AddedMedian: 44.2, AddedP95: 81.3, AddedDown: 15.1, AddedUp: 25.1},
-		{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 2.0, AddedUp: 1.0},
-	}}
-	r := &Report{Target: APlus}
-	r.Download.Line.RateKbit, r.Download.RateKbit = 19897, 19150
-	r.Upload.Line.RateKbit, r.Upload.RateKbit = 19645, 19276
-	s := &search{l: l, c: Config{Target: APlus}, r: r}
-	if err := s.bidir(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l, r := scriptedBidir(t, [4]int{19897, 19150, 19645, 19276},
+		Phase{AddedMedian: 48.7, AddedP95: 82.8, AddedDown: 56.0, AddedUp: 3.1},
+		Phase{AddedMedian: 44.2, AddedP95: 81.3, AddedDown: 15.1, AddedUp: 25.1},
+		Phase{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 2.0, AddedUp: 1.0})
 	second, third := l.rates[1], l.rates[2]
 	if second[0] >= 19150 || second[1] != 19276 {
 		t.Errorf("after the download's miss: %v, want the download lowered alone", second)
@@ -532,18 +539,10 @@ func TestBidirLoweringHelpedItsOwn(t *testing.T) {
 // IPv6: +5.9, then +9.2 ms with 7.3 of it downstream, and the download was
 // put back for the upload until four lowerings ran out).
 func TestBidirOwnDelayRoseIsNoise(t *testing.T) {
-	l := &script{phases: []Phase{
-		{AddedMedian: 6.8, AddedP95: 11.0, AddedDown: 5.3, AddedUp: 1.4},
-		{AddedMedian: 9.2, AddedP95: 16.0, AddedDown: 7.3, AddedUp: 1.8},
-		{AddedMedian: 2.0, AddedP95: 6.0, AddedDown: 1.5, AddedUp: 0.5},
-	}}
-	r := &Report{Target: APlus}
-	r.Download.Line.RateKbit, r.Download.RateKbit = 39842, 38758
-	r.Upload.Line.RateKbit, r.Upload.RateKbit = 8000, 7905
-	s := &search{l: l, c: Config{Target: APlus}, r: r}
-	if err := s.bidir(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	l, r := scriptedBidir(t, [4]int{39842, 38758, 8000, 7905},
+		Phase{AddedMedian: 6.8, AddedP95: 11.0, AddedDown: 5.3, AddedUp: 1.4},
+		Phase{AddedMedian: 9.2, AddedP95: 16.0, AddedDown: 7.3, AddedUp: 1.8},
+		Phase{AddedMedian: 2.0, AddedP95: 6.0, AddedDown: 1.5, AddedUp: 0.5})
 	if len(l.rates) != 3 {
 		t.Fatalf("rates set %v, want three bidirectional steps", l.rates)
 	}
