@@ -122,7 +122,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		t := r.target(k)
 		judged := fmt.Sprintf("after its first %g s", Transient)
 		if try == 0 {
-			q, twice, err := s.again(ctx, k, t, p)
+			q, twice, err := s.measureAgain(ctx, k, t, p)
 			if err != nil {
 				return o, fmt.Errorf("confirming test: %w", err)
 			}
@@ -286,7 +286,7 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 	return bbtest.Run(ctx, c)
 }
 
-// again measures the confirming test's missed phase k (figures p) once
+// measureAgain measures the confirming test's missed phase k (figures p) once
 // more at the same rates and returns the mean of the two (and true), when a second
 // phase could bring the mean under the bars (p under twice each) and the
 // budget holds it (fixedCost keeps it room). The search kept the highest
@@ -297,7 +297,7 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 // test at 56be04f: +6.4/+20.7 and +7.7/+14.8 ms in the confirm where the
 // search's phases there read +3.1/+7.6 and +3.5/+9.9, and nothing was
 // written), where the lab's 30 s phase at 95 % reads +4.0.
-func (s *Session) again(ctx context.Context, k Kind, t Target, p Phase) (Phase, bool, error) {
+func (s *Session) measureAgain(ctx context.Context, k Kind, t Target, p Phase) (Phase, bool, error) {
 	l := s.Live
 	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(l.Step) > s.Budget {
 		return p, false, nil
