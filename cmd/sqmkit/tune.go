@@ -196,6 +196,13 @@ func printTune(w io.Writer, o *tune.Outcome) {
 		}
 		fmt.Fprintln(w)
 	}
+	if o.Again != nil {
+		for _, ph := range o.Again.Phases {
+			if ph.Grade != "" {
+				fmt.Fprintf(w, "  its %s phase measured again: +%.1f/+%.1f ms (judged on the mean of the two)\n", ph.Name, ph.AddedMedian, ph.AddedP95)
+			}
+		}
+	}
 	switch {
 	case o.Written:
 		fmt.Fprintf(w, "written to the config (was %d/%d; sqmkit tune --undo restores it); test time %s\n", o.Old.Download, o.Old.Upload, o.Spent.Round(time.Second))

@@ -38,6 +38,10 @@ type Session struct {
 type Outcome struct {
 	Report  *Report
 	Confirm *bbresult.Result // the full test at the chosen rates
+	// Again is the first confirming test's missed phase measured once
+	// more (measureAgain), whose mean with the confirm's was judged; nil
+	// when none was.
+	Again   *bbresult.Result
 	Written bool
 	Old     config.Rates // the configured rates before --write
 	// ConfirmedAt are the rates the (last) confirming test ran at: over
@@ -122,11 +126,11 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		t := r.target(k)
 		judged := fmt.Sprintf("after its first %g s", Transient)
 		if try == 0 {
-			q, twice, err := s.measureAgain(ctx, k, t, p)
+			q, again, err := s.measureAgain(ctx, k, t, p)
 			if err != nil {
 				return o, fmt.Errorf("confirming test: %w", err)
 			}
-			if twice {
+			if o.Again = again; again != nil {
 				judged = fmt.Sprintf("the mean of it and one more, each after its first %g s", Transient)
 			}
 			if p = q; meets(t, p.AddedMedian, p.AddedP95) {
@@ -287,7 +291,8 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 }
 
 // measureAgain measures the confirming test's missed phase k (figures p) once
-// more at the same rates and returns the mean of the two (and true), when a second
+// more at the same rates and returns the mean of the two (and the second
+// test; nil when it measured none), when a second
 // phase could bring the mean under the bars (p under twice each) and the
 // budget holds it (fixedCost keeps it room). The search kept the highest
 // rate that passed its phases, so its own phase at these rates is the
@@ -297,24 +302,24 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 // test at 56be04f: +6.4/+20.7 and +7.7/+14.8 ms in the confirm where the
 // search's phases there read +3.1/+7.6 and +3.5/+9.9, and nothing was
 // written), where the lab's 30 s phase at 95 % reads +4.0.
-func (s *Session) measureAgain(ctx context.Context, k Kind, t Target, p Phase) (Phase, bool, error) {
+func (s *Session) measureAgain(ctx context.Context, k Kind, t Target, p Phase) (Phase, *bbresult.Result, error) {
 	l := s.Live
 	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(l.Step) > s.Budget {
-		return p, false, nil
+		return p, nil, nil
 	}
 	res, err := s.confirm(ctx, l.one(k, l.Step))
 	l.Spent += l.phase(l.Step)
 	if err != nil {
-		return p, false, err
+		return p, nil, err
 	}
 	q, err := PhaseOf(res, k)
 	if err != nil {
-		return p, false, err
+		return p, nil, err
 	}
 	m := meanPhase(p, q)
 	s.log("the confirming test's %s phase missed %s (+%.1f/+%.1f ms); measured again: +%.1f/+%.1f ms, judged on the mean, +%.1f/+%.1f ms",
 		k, t.Name, p.AddedMedian, p.AddedP95, q.AddedMedian, q.AddedP95, m.AddedMedian, m.AddedP95)
-	return m, true, nil
+	return m, res, nil
 }
 
 // confirmMiss is the first graded phase of a confirming test that misses

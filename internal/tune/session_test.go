@@ -308,19 +308,20 @@ func TestSessionConfirmMiss(t *testing.T) {
 		written     bool
 		lowDn, lowU bool
 		runs        int
+		again       bool // the first confirm's missed phase measured again (Outcome.Again)
 		// budget: room for one confirming test only; the lowered rates
 		// are written unconfirmed
 		budget bool
 	}{
-		{"bidirectional by a little", Bidir, 5.5, 2, true, true, false, 3, false},
+		{"bidirectional by a little", Bidir, 5.5, 2, true, true, false, 3, true, false},
 		// +7 ms (1.4 bars) is a one-step miss to the search: one step here too
-		{"bidirectional by under half a bar", Bidir, 7, 2, true, true, false, 3, false},
+		{"bidirectional by under half a bar", Bidir, 7, 2, true, true, false, 3, true, false},
 		// the phase measured again reads the loopback's ~0: the mean meets
-		{"bidirectional once", Bidir, 7, 1, true, false, false, 2, false},
-		{"upload by a little", Upload, 5.5, 2, true, false, true, 3, false},
-		{"by a little twice", Bidir, 5.5, 3, false, false, false, 3, false},
-		{"clearly", Download, 20, 1, false, false, false, 1, false},
-		{"by a little, no budget for another", Upload, 5.5, 2, true, false, true, 2, true},
+		{"bidirectional once", Bidir, 7, 1, true, false, false, 2, true, false},
+		{"upload by a little", Upload, 5.5, 2, true, false, true, 3, true, false},
+		{"by a little twice", Bidir, 5.5, 3, false, false, false, 3, true, false},
+		{"clearly", Download, 20, 1, false, false, false, 1, false, false},
+		{"by a little, no budget for another", Upload, 5.5, 2, true, false, true, 2, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
@@ -341,6 +342,13 @@ func TestSessionConfirmMiss(t *testing.T) {
 			o, err := s.Run(context.Background())
 			if runs != c.runs {
 				t.Errorf("%d confirming tests, want %d", runs, c.runs)
+			}
+			if again := o.Again != nil && len(o.Again.Phases) > 0; again != c.again {
+				t.Errorf("the missed phase measured again: %v, want %v", again, c.again)
+			} else if again {
+				if _, err := PhaseOf(o.Again, c.k); err != nil {
+					t.Errorf("measured again: %v", err)
+				}
 			}
 			if !c.written {
 				if err == nil || !strings.Contains(err.Error(), "nothing written") || o.Written {
