@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
@@ -57,5 +58,28 @@ func TestSweepConfig(t *testing.T) {
 		case !reflect.DeepEqual(got, c.want):
 			t.Errorf("%s %s %d %v: %+v, want %+v", c.sweep, c.line, c.stop, c.phase, got, c.want)
 		}
+	}
+}
+
+// The table says when a confirm phase was measured again, and what it read.
+func TestPrintTuneAgain(t *testing.T) {
+	confirm := &bbresult.Result{Phases: []bbresult.Phase{{Name: "bidirectional", Grade: "A", AddedMedian: 7.2, AddedP95: 16.3}}}
+	again := &bbresult.Result{Phases: []bbresult.Phase{{Name: "idle_before"}, {Name: "bidirectional", Grade: "A+", AddedMedian: 4.7, AddedP95: 10.3}}}
+	for _, c := range []struct {
+		name  string
+		again *bbresult.Result
+		want  string // "" when no line may say "measured again"
+	}{
+		{"measured again", again, "its bidirectional phase measured again: +4.7/+10.3 ms"},
+		{"met at once", nil, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			printTune(&b, &tune.Outcome{Report: &tune.Report{}, Confirm: confirm, Again: c.again})
+			got := b.String()
+			if c.want == "" && strings.Contains(got, "measured again") || c.want != "" && !strings.Contains(got, c.want) {
+				t.Errorf("printed:\n%s\nwant %q", got, c.want)
+			}
+		})
 	}
 }
