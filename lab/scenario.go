@@ -249,8 +249,8 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 		return err
 	}
 	sc0.First = first
-	if out, _, err := run(true); err != nil {
-		return fmt.Errorf("stop after the first start: %w: %s", err, lastLine(out))
+	if _, _, err := run(true); err != nil {
+		return fmt.Errorf("stop after the first start: %w", err)
 	}
 	out, warm, err := run(false)
 	os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)

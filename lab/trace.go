@@ -154,8 +154,8 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 			return err
 		}
 		sh = &shell{log: t.sh.log, env: sc.env}
-		if out, err := sh.run(nsRouter, routerSqmkit(sc.root), "start", "--root", sc.root); err != nil {
-			return fmt.Errorf("start: %w: %s", err, lastLine(out))
+		if _, err := sh.run(nsRouter, routerSqmkit(sc.root), "start", "--root", sc.root); err != nil {
+			return fmt.Errorf("start: %w", err)
 		}
 		stopCtl = func() { sh.run(nsRouter, routerSqmkit(sc.root), "stop", "--root", sc.root) }
 		return nil
@@ -233,7 +233,7 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 		os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
 		if err != nil {
 			stopCtl()
-			return fmt.Errorf("%s start: %w: %s", ctl, err, lastLine(out))
+			return fmt.Errorf("%s start: %w", ctl, err)
 		}
 		stopShaper := stopCtl
 		stopCtl = func() {
@@ -265,7 +265,7 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 	rates := <-samples
 	os.WriteFile(filepath.Join(r.Dir, "trace.test.log"), []byte(out), 0o644)
 	if err != nil {
-		return fmt.Errorf("sqmkit test: %w: %s", err, lastLine(out))
+		return fmt.Errorf("sqmkit test: %w", err)
 	}
 	var res bbresult.Result
 	b, err := os.ReadFile(js)

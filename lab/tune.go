@@ -82,8 +82,8 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 		Progress: func(s string) { fmt.Fprintln(&log, s) }})
 	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(log.String()), 0o644)
 	for _, verb := range []string{"stop", "start"} {
-		if out, rerr := sh.run(nsRouter, sq, verb, "--root", sc.root); rerr != nil {
-			return fmt.Errorf("%s after the sweep: %w: %s", verb, rerr, lastLine(out))
+		if _, rerr := sh.run(nsRouter, sq, verb, "--root", sc.root); rerr != nil {
+			return fmt.Errorf("%s after the sweep: %w", verb, rerr)
 		}
 	}
 	if err := g.quietStretch("sweep", t0, r); err != nil {
@@ -117,8 +117,8 @@ type gradeLink struct {
 }
 
 func (l *gradeLink) SetRates(_ context.Context, down, up int) error {
-	if out, err := l.sh.run(nsRouter, l.sq, "rate", "--root", l.sc.root, "--download", fmt.Sprint(down), "--upload", fmt.Sprint(up), l.sc.dev); err != nil {
-		return fmt.Errorf("sqmkit rate %d/%d: %w: %s", down, up, err, lastLine(out))
+	if _, err := l.sh.run(nsRouter, l.sq, "rate", "--root", l.sc.root, "--download", fmt.Sprint(down), "--upload", fmt.Sprint(up), l.sc.dev); err != nil {
+		return fmt.Errorf("sqmkit rate %d/%d: %w", down, up, err)
 	}
 	return nil
 }
@@ -300,8 +300,8 @@ func (g *guest) startTuned(t *topo, name string, r *result) (*shell, string, *sc
 	}
 	sh := &shell{log: t.sh.log, env: sc.env}
 	sq := routerSqmkit(sc.root)
-	if out, err := sh.run(nsRouter, sq, "start", "--root", sc.root); err != nil {
-		return nil, "", nil, fmt.Errorf("start: %w: %s", err, lastLine(out))
+	if _, err := sh.run(nsRouter, sq, "start", "--root", sc.root); err != nil {
+		return nil, "", nil, fmt.Errorf("start: %w", err)
 	}
 	return sh, sq, sc, nil
 }
@@ -344,7 +344,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	}
 	if err != nil {
 		sh.run(nsRouter, sq, "stop", "--root", sc.root)
-		return fmt.Errorf("sqmkit tune: %w: %s", err, lastLine(out))
+		return fmt.Errorf("sqmkit tune: %w", err)
 	}
 	var o tune.Outcome
 	bs, err := os.ReadFile(js)
@@ -361,8 +361,8 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	r.DownKbit, r.UpKbit = d.RateKbit, u.RateKbit
 	// a fresh start from the written config, as after a reboot
 	for _, verb := range []string{"stop", "start"} {
-		if out, err := sh.run(nsRouter, sq, verb, "--root", sc.root); err != nil {
-			return fmt.Errorf("%s at the tuned rates: %w: %s", verb, err, lastLine(out))
+		if _, err := sh.run(nsRouter, sq, verb, "--root", sc.root); err != nil {
+			return fmt.Errorf("%s at the tuned rates: %w", verb, err)
 		}
 	}
 	gerr := g.grade(t, r, true)
