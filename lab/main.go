@@ -100,6 +100,8 @@ type planRun struct {
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`
+	// AB, in ab mode: the rates, the instruments and the rounds (ab.go).
+	AB *abSpec `json:"ab,omitempty"`
 	// IPv6, in tune mode: sqmkit tune reaches the server over IPv6.
 	IPv6 bool `json:"ipv6,omitempty"`
 	// Trace, in trace mode: the capacity trace file; Backends are then
@@ -133,6 +135,10 @@ const usageText = `Usage: sqmkit-lab COMMAND
   sweep  --profile NAME|PATH [--backends cake,fq_codel,nss] [--from 80] [--to 100] [--stop N]  every shaper rate
          from FROM to TO percent of the line in 1 % steps per direction: the best A+ rate (--stop N: a direction
          ends after N passing steps in a row)
+  ab     --profile NAME|PATH --backend B --rates DOWN/UP [--arms step,confirm] [--rounds 8]  the shaper held at
+         one pair of rates, the bidirectional phase measured by each arm in turn, round after round (client,
+         router: the grade's 30 s phase forwarded or the router's own; step, confirm: tune's), with the
+         router's and the modem's queues sampled
   trace  --trace NAME|PATH [--profile cable] [--controllers none,static-min,static-mean,sqmkit,sqmkit-reflectors,ext:NAME=DIR]
          replay a capacity trace (lab/traces) on the modem with each controller under a bidirectional load:
          utilisation, added delay per direction, CPU and processes of the controller
@@ -234,6 +240,28 @@ func main() {
 		abs, _ := filepath.Abs(path)
 		plan = []planRun{{Profile: *prof, Backends: cs, Mode: "trace", Trace: abs}}
 		name = "trace-" + strings.TrimSuffix(filepath.Base(path), ".trace")
+	case "ab":
+		fs := flag.NewFlagSet("sqmkit-lab ab", flag.ExitOnError)
+		prof := fs.String("profile", "cable", "profile name (lab/profiles/NAME.conf) or path to a profile file")
+		backend := fs.String("backend", "cake", "one of sqmkit's backends: "+strings.Join(sqmkitBackends, ", "))
+		rates := fs.String("rates", "", "the shaper's `DOWN/UP` rates in kbit/s, held for the whole run")
+		arms := fs.String("arms", "step,confirm", "comma-separated instruments, each a bidirectional phase, run in this order every round: "+armNames())
+		sp := abSpec{}
+		fs.IntVar(&sp.Rounds, "rounds", 8, "how many times each arm runs")
+		fs.StringVar(&out, "out", "", "results directory (default lab/results/<time>-<profile>)")
+		fs.Parse(os.Args[2:])
+		if _, err := fmt.Sscanf(*rates, "%d/%d", &sp.Down, &sp.Up); err != nil {
+			fatal(fmt.Errorf("--rates %q: want DOWN/UP in kbit/s, e.g. 38800/7760", *rates))
+		}
+		sp.Arms = strings.Split(*arms, ",")
+		if err := sp.check(); err != nil {
+			fatal(err)
+		}
+		if !slices.Contains(sqmkitBackends, *backend) {
+			fatal(fmt.Errorf("--backend %q: want one of %s", *backend, strings.Join(sqmkitBackends, ", ")))
+		}
+		plan = []planRun{{Profile: *prof, Backends: []string{*backend}, Mode: "ab", AB: &sp}}
+		name = *prof
 	case "run", "hotplug", "tune", "sweep":
 		fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
 		defProfile, defBackends, mode := "cable", allBackends, ""
@@ -681,6 +709,8 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) }), nil
 	case "sweep":
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) }), nil
+	case "ab":
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.abScenario(t, b, r, *run.AB) }), nil
 	case "trace":
 		return g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends), nil
 	}

@@ -70,15 +70,11 @@ func (t *topo) sqmkitTest(sqmkit, out, name, only string) (accept.Measurement, *
 	if err != nil {
 		return accept.Measurement{}, nil, err
 	}
-	b, err := os.ReadFile(js)
+	r, err := readResult(js)
 	if err != nil {
 		return accept.Measurement{}, nil, err
 	}
-	var r bbresult.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return accept.Measurement{}, nil, fmt.Errorf("%s: %w", js, err)
-	}
-	return fromBB(&r, js, plot), &r, nil
+	return fromBB(r, js, plot), r, nil
 }
 
 // bbPhase returns the named phase of a test result, or nil.

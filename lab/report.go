@@ -73,6 +73,11 @@ func printTable(w io.Writer, rs []result) {
 		if x := r.Trace; x != nil {
 			fmt.Fprintf(w, "%s\n", traceLine(x))
 		}
+		if x := r.AB; x != nil {
+			for _, s := range x.Stats {
+				fmt.Fprintf(w, "%s/%s at %d/%d: ab: %s\n", r.Profile, r.Backend, x.Spec.Down, x.Spec.Up, abLine(s, x.Spec.Arms[0]))
+			}
+		}
 		if r.Error != "" {
 			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
 		}

@@ -53,6 +53,7 @@ type result struct {
 	Tune        *tuned          `json:"tune,omitempty"`
 	Sweep       *swept          `json:"sweep,omitempty"`
 	Trace       *traced         `json:"trace,omitempty"`
+	AB          *abResult       `json:"ab,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`

@@ -54,8 +54,8 @@ const (
 	DefaultLineUp = 12 * time.Second
 )
 
-// confirmIdle is the confirming test's idle phase, before and after.
-const confirmIdle = 2 * time.Second
+// ConfirmIdle is the confirming test's idle phase, before and after.
+const ConfirmIdle = 2 * time.Second
 
 // phase is the test time of a loaded phase of n: its idle baseline
 // before and after.
@@ -63,7 +63,7 @@ func (l *Live) phase(n time.Duration) time.Duration { return 2*l.Idle + n }
 
 // confirmCost is the test time of the confirming test: an idle
 // baseline, the three loaded phases, an idle end.
-func (l *Live) confirmCost() time.Duration { return 2*confirmIdle + 3*l.Step }
+func (l *Live) confirmCost() time.Duration { return 2*ConfirmIdle + 3*l.Step }
 
 // fixedCost is what a budget holds beside the search's steps: the line
 // measurements, the confirming test and one phase to measure a missed

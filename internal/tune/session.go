@@ -102,7 +102,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	for try := 0; ; try++ {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
 		full := l.Test
-		full.Idle, full.Download, full.Upload, full.Bidir = confirmIdle, l.Step, l.Step, l.Step
+		full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.Step
 		o.ConfirmedAt = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
 		o.Confirm, err = s.confirm(ctx, full)
 		l.Spent += l.confirmCost()
