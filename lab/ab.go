@@ -143,13 +143,16 @@ func abStats(tests []abTest, arms []string) []abStat {
 	}
 	var out []abStat
 	for i, a := range arms {
-		s := abStat{Arm: a, Min: math.Inf(1), Max: math.Inf(-1), Backlog: map[string]float64{}}
+		s := abStat{Arm: a, Backlog: map[string]float64{}}
 		var v []float64
 		for _, t := range tests {
 			if t.Arm != a || t.Error != "" {
 				continue
 			}
 			m := t.Phase.AddedMedian
+			if len(v) == 0 {
+				s.Min, s.Max = m, m
+			}
 			v = append(v, m)
 			s.Min, s.Max = min(s.Min, m), max(s.Max, m)
 			s.Up += t.Phase.AddedUp

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -96,6 +97,12 @@ func TestABStats(t *testing.T) {
 	// step's third test had no sample: its mean is over the tests, so a
 	// test without a backlog counts as an empty queue
 	near("step's modem backlog", s.Backlog["modem m0 tbf"], 10000)
+	// an arm none of whose tests measured is said so, and its figures
+	// still write as JSON (result.json holds them)
+	none := abStats([]abTest{{Round: 1, Arm: "client", Error: "refused"}}, []string{"step", "client"})
+	if _, err := json.Marshal(none); err != nil || none[1].N != 0 || abLine(none[1], "step") != "client: no test measured" {
+		t.Errorf("an arm without a test: %+v, %v, %q", none[1], err, abLine(none[1], "step"))
+	}
 	line := abLine(c, "step")
 	for _, w := range []string{"confirm (2): bidirectional +6.50 ms", "minus step in the same round +1.50 ms", "modem m0 tbf 35.0 KB"} {
 		if !strings.Contains(line, w) {
