@@ -321,18 +321,6 @@ func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.
 	return ph, meanBacklogs(samples, from, to), nil
 }
 
-func readResult(js string) (*bbresult.Result, error) {
-	b, err := os.ReadFile(js)
-	if err != nil {
-		return nil, err
-	}
-	var r bbresult.Result
-	if err := json.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", js, err)
-	}
-	return &r, nil
-}
-
 // qdiscSample is one qdisc's backlog at one moment.
 type qdiscSample struct {
 	At      time.Time

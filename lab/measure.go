@@ -77,6 +77,19 @@ func (t *topo) sqmkitTest(sqmkit, out, name, only string) (accept.Measurement, *
 	return fromBB(r, js, plot), r, nil
 }
 
+// readResult reads a test's --json file.
+func readResult(js string) (*bbresult.Result, error) {
+	b, err := os.ReadFile(js)
+	if err != nil {
+		return nil, err
+	}
+	var r bbresult.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", js, err)
+	}
+	return &r, nil
+}
+
 // bbPhase returns the named phase of a test result, or nil.
 func bbPhase(r *bbresult.Result, name string) *bbresult.Phase {
 	for i := range r.Phases {
