@@ -95,31 +95,31 @@ func armNames() string {
 }
 
 // abTest is one arm's test in one round: its bidirectional phase as tune
-// judges it, and the mean backlog (bytes) of each sampled qdisc during
-// that judged window, keyed "ns dev kind".
+// judges it, and each sampled qdisc during that judged window, keyed
+// "ns dev kind".
 type abTest struct {
-	Round   int                `json:"round"`
-	Arm     string             `json:"arm"`
-	Phase   tune.Phase         `json:"phase"`
-	Backlog map[string]float64 `json:"backlog_bytes"`
-	Error   string             `json:"error,omitempty"`
+	Round  int                   `json:"round"`
+	Arm    string                `json:"arm"`
+	Phase  tune.Phase            `json:"phase"`
+	Queues map[string]queueStats `json:"queues"`
+	Error  string                `json:"error,omitempty"`
 }
 
 // abStat is one arm over the rounds: the bidirectional phase's added
 // median, and its difference from the first arm's in the same round.
 type abStat struct {
-	Arm      string             `json:"arm"`
-	N        int                `json:"n"`
-	Mean     float64            `json:"mean_ms"`
-	SD       float64            `json:"sd_ms"`
-	Min      float64            `json:"min_ms"`
-	Max      float64            `json:"max_ms"`
-	Up       float64            `json:"up_ms"`   // mean one-way share
-	Down     float64            `json:"down_ms"` // mean one-way share
-	PairN    int                `json:"pair_n,omitempty"`
-	PairMean float64            `json:"pair_mean_ms,omitempty"` // minus the first arm, round by round
-	PairSE   float64            `json:"pair_se_ms,omitempty"`
-	Backlog  map[string]float64 `json:"backlog_bytes"`
+	Arm      string                `json:"arm"`
+	N        int                   `json:"n"`
+	Mean     float64               `json:"mean_ms"`
+	SD       float64               `json:"sd_ms"`
+	Min      float64               `json:"min_ms"`
+	Max      float64               `json:"max_ms"`
+	Up       float64               `json:"up_ms"`   // mean one-way share
+	Down     float64               `json:"down_ms"` // mean one-way share
+	PairN    int                   `json:"pair_n,omitempty"`
+	PairMean float64               `json:"pair_mean_ms,omitempty"` // minus the first arm, round by round
+	PairSE   float64               `json:"pair_se_ms,omitempty"`
+	Queues   map[string]queueStats `json:"queues"` // the means of the arm's tests
 }
 
 type abResult struct {
@@ -143,7 +143,7 @@ func abStats(tests []abTest, arms []string) []abStat {
 	}
 	var out []abStat
 	for i, a := range arms {
-		s := abStat{Arm: a, Backlog: map[string]float64{}}
+		s := abStat{Arm: a, Queues: map[string]queueStats{}}
 		var v []float64
 		for _, t := range tests {
 			if t.Arm != a || t.Error != "" {
@@ -157,8 +157,13 @@ func abStats(tests []abTest, arms []string) []abStat {
 			s.Min, s.Max = min(s.Min, m), max(s.Max, m)
 			s.Up += t.Phase.AddedUp
 			s.Down += t.Phase.AddedDown
-			for k, b := range t.Backlog {
-				s.Backlog[k] += b
+			for k, q := range t.Queues {
+				sum := s.Queues[k]
+				sum.Backlog += q.Backlog
+				sum.PktPerS += q.PktPerS
+				sum.MeanPkt += q.MeanPkt
+				sum.DropPerS += q.DropPerS
+				s.Queues[k] = sum
 			}
 		}
 		s.N = len(v)
@@ -169,8 +174,9 @@ func abStats(tests []abTest, arms []string) []abStat {
 		s.Mean, s.SD = meanSD(v)
 		s.Up /= float64(s.N)
 		s.Down /= float64(s.N)
-		for k := range s.Backlog {
-			s.Backlog[k] /= float64(s.N)
+		for k, q := range s.Queues {
+			n := float64(s.N)
+			s.Queues[k] = queueStats{Backlog: q.Backlog / n, PktPerS: q.PktPerS / n, MeanPkt: q.MeanPkt / n, DropPerS: q.DropPerS / n}
 		}
 		if i > 0 {
 			var d []float64
@@ -216,13 +222,21 @@ func abLine(s abStat, ref string) string {
 		l += fmt.Sprintf("; minus %s in the same round %+.2f ms (standard error %.2f, %d rounds)", ref, s.PairMean, s.PairSE, s.PairN)
 	}
 	var ks []string
-	for k := range s.Backlog {
+	for k := range s.Queues {
 		ks = append(ks, k)
 	}
 	slices.Sort(ks)
 	for _, k := range ks {
-		if b := s.Backlog[k]; b >= 500 {
-			l += fmt.Sprintf("; %s %.1f KB", k, b/1000)
+		q := s.Queues[k]
+		if q.Backlog < 500 && q.PktPerS == 0 {
+			continue
+		}
+		l += fmt.Sprintf("; %s %.1f KB", k, q.Backlog/1000)
+		if q.PktPerS > 0 {
+			l += fmt.Sprintf(", %.0f pkt/s of %.0f B", q.PktPerS, q.MeanPkt)
+		}
+		if q.DropPerS > 0 {
+			l += fmt.Sprintf(", %.1f drops/s", q.DropPerS)
 		}
 	}
 	return l
@@ -256,7 +270,7 @@ func (g *guest) abScenario(t *topo, name string, r *result, sp abSpec) error {
 				at.Error = err.Error()
 				g.say("ab: round %d, %s: %v", round, arm, err)
 			}
-			at.Phase, at.Backlog = ph, bl
+			at.Phase, at.Queues = ph, bl
 			res.Tests = append(res.Tests, at)
 			if err == nil {
 				g.say("ab: round %d, %s: bidirectional %+.1f/%+.1f ms (one-way up %+.1f, down %+.1f)", round, arm, ph.AddedMedian, ph.AddedP95, ph.AddedUp, ph.AddedDown)
@@ -278,8 +292,8 @@ func (g *guest) abScenario(t *topo, name string, r *result, sp abSpec) error {
 }
 
 // abTest runs one arm's test while sampling the qdiscs, and returns its
-// bidirectional phase and the backlogs during the phase's judged window.
-func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.Phase, map[string]float64, error) {
+// bidirectional phase and the qdiscs during the phase's judged window.
+func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.Phase, map[string]queueStats, error) {
 	stop := make(chan struct{})
 	var samples []qdiscSample
 	var wg sync.WaitGroup
@@ -318,14 +332,18 @@ func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.
 			to = res.Started.Add(time.Duration(p.End * float64(time.Second)))
 		}
 	}
-	return ph, meanBacklogs(samples, from, to), nil
+	return ph, queueWindow(samples, from, to), nil
 }
 
-// qdiscSample is one qdisc's backlog at one moment.
+// qdiscSample is one qdisc at one moment: its backlog and its counters
+// since it was created.
 type qdiscSample struct {
 	At      time.Time
 	Key     string // "ns dev kind"
 	Backlog int
+	Packets int64 // sent
+	Bytes   int64 // sent
+	Drops   int64
 }
 
 // sampleQdiscs reads `tc -s -j qdisc show` in each namespace every
@@ -358,6 +376,9 @@ func parseBacklogs(b []byte, ns string, at time.Time) []qdiscSample {
 		Dev     string `json:"dev"`
 		Root    bool   `json:"root"`
 		Backlog int    `json:"backlog"`
+		Packets int64  `json:"packets"`
+		Bytes   int64  `json:"bytes"`
+		Drops   int64  `json:"drops"`
 	}
 	if json.Unmarshal(b, &qs) != nil {
 		return nil
@@ -365,24 +386,56 @@ func parseBacklogs(b []byte, ns string, at time.Time) []qdiscSample {
 	var out []qdiscSample
 	for _, q := range qs {
 		if q.Kind == "tbf" || q.Root && q.Kind != "netem" && q.Kind != "noqueue" {
-			out = append(out, qdiscSample{At: at, Key: ns + " " + q.Dev + " " + q.Kind, Backlog: q.Backlog})
+			out = append(out, qdiscSample{At: at, Key: ns + " " + q.Dev + " " + q.Kind, Backlog: q.Backlog,
+				Packets: q.Packets, Bytes: q.Bytes, Drops: q.Drops})
 		}
 	}
 	return out
 }
 
-// meanBacklogs is each qdisc's mean backlog over the samples in [from, to].
-func meanBacklogs(s []qdiscSample, from, to time.Time) map[string]float64 {
-	sum, n := map[string]float64{}, map[string]int{}
+// queueStats is one qdisc over a test's judged window: its mean backlog,
+// and from its counters the packets it sent per second, their mean size
+// and the drops per second. The upload's packets and their size count
+// the download's ACKs beside the upload's data (an ACK is 52–72 bytes of
+// IP, a data packet 1500), which decide how bursty the download's sender
+// is; the drops say which queue overflowed.
+type queueStats struct {
+	Backlog  float64 `json:"backlog_bytes"`
+	PktPerS  float64 `json:"packets_per_s"`
+	MeanPkt  float64 `json:"mean_packet_bytes"`
+	DropPerS float64 `json:"drops_per_s"`
+}
+
+// queueWindow is each qdisc's queueStats over the samples in [from, to];
+// the rates need two samples of a qdisc there.
+func queueWindow(s []qdiscSample, from, to time.Time) map[string]queueStats {
+	out := map[string]queueStats{}
+	n := map[string]int{}
+	first, last := map[string]qdiscSample{}, map[string]qdiscSample{}
 	for _, q := range s {
 		if q.At.Before(from) || q.At.After(to) {
 			continue
 		}
-		sum[q.Key] += float64(q.Backlog)
+		st := out[q.Key]
+		st.Backlog += float64(q.Backlog)
+		out[q.Key] = st
+		if n[q.Key] == 0 {
+			first[q.Key] = q
+		}
+		last[q.Key] = q
 		n[q.Key]++
 	}
-	for k := range sum {
-		sum[k] /= float64(n[k])
+	for k, st := range out {
+		st.Backlog /= float64(n[k])
+		a, b := first[k], last[k]
+		if secs := b.At.Sub(a.At).Seconds(); secs > 0 {
+			st.PktPerS = float64(b.Packets-a.Packets) / secs
+			st.DropPerS = float64(b.Drops-a.Drops) / secs
+			if b.Packets > a.Packets {
+				st.MeanPkt = float64(b.Bytes-a.Bytes) / float64(b.Packets-a.Packets)
+			}
+		}
+		out[k] = st
 	}
-	return sum
+	return out
 }

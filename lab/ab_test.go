@@ -59,10 +59,10 @@ func TestABArms(t *testing.T) {
 func TestABStats(t *testing.T) {
 	ph := func(m, up, down float64) tune.Phase { return tune.Phase{AddedMedian: m, AddedUp: up, AddedDown: down} }
 	tests := []abTest{
-		{Round: 1, Arm: "step", Phase: ph(4, 1, 3), Backlog: map[string]float64{"modem m0 tbf": 10000}},
-		{Round: 1, Arm: "confirm", Phase: ph(6, 1, 5), Backlog: map[string]float64{"modem m0 tbf": 30000}},
-		{Round: 2, Arm: "step", Phase: ph(6, 1, 5), Backlog: map[string]float64{"modem m0 tbf": 20000}},
-		{Round: 2, Arm: "confirm", Phase: ph(7, 1, 6), Backlog: map[string]float64{"modem m0 tbf": 40000}},
+		{Round: 1, Arm: "step", Phase: ph(4, 1, 3), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 10000}}},
+		{Round: 1, Arm: "confirm", Phase: ph(6, 1, 5), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 30000, PktPerS: 3000, MeanPkt: 1000, DropPerS: 2}}},
+		{Round: 2, Arm: "step", Phase: ph(6, 1, 5), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 20000}}},
+		{Round: 2, Arm: "confirm", Phase: ph(7, 1, 6), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 40000, PktPerS: 5000, MeanPkt: 600}}},
 		{Round: 3, Arm: "step", Phase: ph(5, 1, 4)},
 		// a failed test counts nowhere, and its round pairs with nothing
 		{Round: 3, Arm: "confirm", Phase: ph(99, 0, 0), Error: "lost server"},
@@ -93,10 +93,13 @@ func TestABStats(t *testing.T) {
 	}
 	near("confirm minus step", c.PairMean, 1.5)
 	near("its standard error", c.PairSE, math.Sqrt(0.5)/math.Sqrt(2))
-	near("confirm's modem backlog", c.Backlog["modem m0 tbf"], 35000)
+	near("confirm's modem backlog", c.Queues["modem m0 tbf"].Backlog, 35000)
+	near("confirm's modem packets", c.Queues["modem m0 tbf"].PktPerS, 4000)
+	near("confirm's modem packet size", c.Queues["modem m0 tbf"].MeanPkt, 800)
+	near("confirm's modem drops", c.Queues["modem m0 tbf"].DropPerS, 1)
 	// step's third test had no sample: its mean is over the tests, so a
 	// test without a backlog counts as an empty queue
-	near("step's modem backlog", s.Backlog["modem m0 tbf"], 10000)
+	near("step's modem backlog", s.Queues["modem m0 tbf"].Backlog, 10000)
 	// an arm none of whose tests measured is said so, and its figures
 	// still write as JSON (result.json holds them)
 	none := abStats([]abTest{{Round: 1, Arm: "client", Error: "refused"}}, []string{"step", "client"})
@@ -104,7 +107,7 @@ func TestABStats(t *testing.T) {
 		t.Errorf("an arm without a test: %+v, %v, %q", none[1], err, abLine(none[1], "step"))
 	}
 	line := abLine(c, "step")
-	for _, w := range []string{"confirm (2): bidirectional +6.50 ms", "minus step in the same round +1.50 ms", "modem m0 tbf 35.0 KB"} {
+	for _, w := range []string{"confirm (2): bidirectional +6.50 ms", "minus step in the same round +1.50 ms", "modem m0 tbf 35.0 KB, 4000 pkt/s of 800 B, 1.0 drops/s"} {
 		if !strings.Contains(line, w) {
 			t.Errorf("line %q lacks %q", line, w)
 		}
@@ -114,7 +117,7 @@ func TestABStats(t *testing.T) {
 func TestParseBacklogs(t *testing.T) {
 	at := time.Unix(100, 0)
 	js := `[{"kind":"netem","handle":"1:","dev":"m0","root":true,"backlog":90000},
-{"kind":"tbf","handle":"10:","parent":"1:1","dev":"m0","backlog":30000},
+{"kind":"tbf","handle":"10:","parent":"1:1","dev":"m0","backlog":30000,"bytes":9000,"packets":12,"drops":3},
 {"kind":"cake","handle":"1:","dev":"pppoe-wan","root":true,"backlog":4500},
 {"kind":"fq_codel","handle":"0:","parent":"1:10","dev":"ifb4wan","backlog":800},
 {"kind":"noqueue","handle":"0:","dev":"lo","root":true,"backlog":0}]`
@@ -134,17 +137,30 @@ func TestParseBacklogs(t *testing.T) {
 			t.Errorf("%s = %d, want %d (all: %v)", k, keys[k], v, keys)
 		}
 	}
+	for _, q := range got {
+		if q.Key == "modem m0 tbf" && (q.Bytes != 9000 || q.Packets != 12 || q.Drops != 3) {
+			t.Errorf("tbf's counters %+v, want 9000 bytes, 12 packets, 3 drops", q)
+		}
+	}
 	if parseBacklogs([]byte("Error: no such netns"), "modem", at) != nil {
 		t.Error("output that is not JSON gave samples")
 	}
 
 	s := []qdiscSample{
-		{At: time.Unix(99, 0), Key: "k", Backlog: 1000000}, // before the window
-		{At: time.Unix(101, 0), Key: "k", Backlog: 1000},
-		{At: time.Unix(102, 0), Key: "k", Backlog: 3000},
-		{At: time.Unix(104, 0), Key: "k", Backlog: 1000000}, // after it
+		{At: time.Unix(99, 0), Key: "k", Backlog: 1000000, Packets: 1, Bytes: 1}, // before the window
+		{At: time.Unix(101, 0), Key: "k", Backlog: 1000, Packets: 100, Bytes: 100000, Drops: 5},
+		{At: time.Unix(102, 0), Key: "k", Backlog: 3000, Packets: 200, Bytes: 150000, Drops: 5},
+		{At: time.Unix(103, 0), Key: "k", Backlog: 2000, Packets: 500, Bytes: 250000, Drops: 9},
+		{At: time.Unix(104, 0), Key: "k", Backlog: 1000000, Packets: 1e6, Bytes: 1e9, Drops: 1e3}, // after it
+		{At: time.Unix(102, 0), Key: "one", Backlog: 700, Packets: 50, Bytes: 5000},               // one sample: no rates
 	}
-	if m := meanBacklogs(s, time.Unix(100, 0), time.Unix(103, 0)); m["k"] != 2000 {
-		t.Errorf("mean backlog in the window = %v, want 2000", m["k"])
+	m := queueWindow(s, time.Unix(100, 0), time.Unix(103, 0))
+	// the counters' differences over the window's first and last sample,
+	// 2 s apart: 400 packets, 150000 bytes, 4 drops
+	if q := m["k"]; q.Backlog != 2000 || q.PktPerS != 200 || q.MeanPkt != 375 || q.DropPerS != 2 {
+		t.Errorf("in the window %+v, want backlog 2000, 200 pkt/s, 375 B, 2 drops/s", q)
+	}
+	if q := m["one"]; q.Backlog != 700 || q.PktPerS != 0 || q.MeanPkt != 0 {
+		t.Errorf("one sample %+v, want its backlog and no rates", q)
 	}
 }
