@@ -35,11 +35,34 @@ func Rate(p *profile.Profile, d Direction) int {
 }
 
 // boostPeakFrames full-size frames (maxFrame bytes, with room for the
-// stab's overhead) fit the boost's peak bucket.
+// stab's overhead) fit the boost's peak bucket at least.
 const (
 	boostPeakFrames = 10
 	maxFrame        = 1600
 )
+
+// bucketMs is how long a tbf of the emulated line may go unserved and
+// still carry its rate: its bucket holds that many ms of tokens. A real
+// line's serializer does not lose capacity while a CPU is busy; tbf does
+// whenever its timer fires later than its bucket lasts, and in the
+// emulated guest under a bidirectional load it fired late by more than
+// 2 ms often: with a 2 ms bucket the cable modem's download carried
+// 36.6–38.4 Mbit/s of its 40 while 40 KB to 1.3 MB stood queued in it
+// (`sqmkit-lab ab`, 2026-11-27 01:41, 38800 / 7760), so cake at 97 % sat
+// above the line it was shaping for. That loss grew as a boot slowed and
+// with the guest's own load, which differs between the client's traffic
+// and the router's: it was the lab's "slow boots" (the same rates read
+// twice as high) and its "router's own downloads fill the modem". With
+// 10 ms the modem stayed empty and the client, the router and tune's step
+// read +3.8, +3.2 and +2.9 ms (sd 0.4–0.6) in the same boot where 2 ms
+// had read +35.8, +76.3 and +80.6 (sd 43–84). The price: a burst the
+// server sends above the line's rate passes up to 10 ms of it at once to
+// the router's ingress shaper, which queues it with flow isolation, where
+// a serializer would queue it in the modem's FIFO (fiber's bidirectional
+// phase read +7 ms at 2 ms, +1 ms at 10, on 2026-11-25). Providers'
+// shapers have buckets of that order (DOCSIS' maximum traffic burst, a
+// BNG's committed burst), so this is still a line users have.
+const bucketMs = 10
 
 // Batch returns the `tc -batch` lines for the modem's egress device dev.
 //
@@ -70,8 +93,9 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 		// than the line (a static cake at 95 % of it read +412.6/+538.6
 		// ms there, 0c77a28); a DOCSIS modem sends in bursts of grants
 		// anyway.
+		peak := rate * p.BoostPct / 100
 		shaper = fmt.Sprintf("tbf rate %dkbit burst %d peakrate %dkbit mtu %d limit %d",
-			rate, p.BoostMB*1000000, rate*p.BoostPct/100, boostPeakFrames*maxFrame, limit)
+			rate, p.BoostMB*1000000, peak, max(boostPeakFrames*maxFrame, bucketMs*peak/8), limit)
 	}
 	// netem counts the packets queued in its child against its own limit.
 	return []string{
@@ -90,11 +114,11 @@ func Change(p *profile.Profile, dev string, d Direction, rate int) []string {
 		"rate", fmt.Sprintf("%dkbit", rate), "burst", fmt.Sprint(burst), "limit", fmt.Sprint(limit)}
 }
 
-// sizes are a tbf's burst and limit in bytes at rate kbit/s: two
-// milliseconds of tokens, but never less than two worst-case frames (an
-// ATM-expanded 1500-byte packet is 1696 bytes); bufferMs of the rate.
+// sizes are a tbf's burst and limit in bytes at rate kbit/s: bucketMs
+// of tokens, but never less than two worst-case frames (an ATM-expanded
+// 1500-byte packet is 1696 bytes); bufferMs of the rate.
 func sizes(rate, bufferMs int) (burst, limit int) {
 	bytesPerMs := rate / 8 // kbit/s → bytes per ms
-	burst = max(2*bytesPerMs, 4000)
+	burst = max(bucketMs*bytesPerMs, 4000)
 	return burst, max(bytesPerMs*bufferMs, 2*burst)
 }
