@@ -158,12 +158,7 @@ func abStats(tests []abTest, arms []string) []abStat {
 			s.Up += t.Phase.AddedUp
 			s.Down += t.Phase.AddedDown
 			for k, q := range t.Queues {
-				sum := s.Queues[k]
-				sum.Backlog += q.Backlog
-				sum.PktPerS += q.PktPerS
-				sum.MeanPkt += q.MeanPkt
-				sum.DropPerS += q.DropPerS
-				s.Queues[k] = sum
+				s.Queues[k] = s.Queues[k].plus(q, 1)
 			}
 		}
 		s.N = len(v)
@@ -175,8 +170,7 @@ func abStats(tests []abTest, arms []string) []abStat {
 		s.Up /= float64(s.N)
 		s.Down /= float64(s.N)
 		for k, q := range s.Queues {
-			n := float64(s.N)
-			s.Queues[k] = queueStats{Backlog: q.Backlog / n, PktPerS: q.PktPerS / n, MeanPkt: q.MeanPkt / n, DropPerS: q.DropPerS / n}
+			s.Queues[k] = queueStats{}.plus(q, 1/float64(s.N))
 		}
 		if i > 0 {
 			var d []float64
@@ -365,12 +359,12 @@ func sampleQdiscs(stop <-chan struct{}, nss []string, every time.Duration) []qdi
 			if err != nil {
 				continue
 			}
-			out = append(out, parseBacklogs(b, ns, time.Now())...)
+			out = append(out, parseQdiscs(b, ns, time.Now())...)
 		}
 	}
 }
 
-func parseBacklogs(b []byte, ns string, at time.Time) []qdiscSample {
+func parseQdiscs(b []byte, ns string, at time.Time) []qdiscSample {
 	var qs []struct {
 		Kind    string `json:"kind"`
 		Dev     string `json:"dev"`
@@ -404,6 +398,13 @@ type queueStats struct {
 	PktPerS  float64 `json:"packets_per_s"`
 	MeanPkt  float64 `json:"mean_packet_bytes"`
 	DropPerS float64 `json:"drops_per_s"`
+}
+
+// plus is q with o times f added, field by field (a sum, or a scaled copy
+// of o from the zero value).
+func (q queueStats) plus(o queueStats, f float64) queueStats {
+	return queueStats{Backlog: q.Backlog + f*o.Backlog, PktPerS: q.PktPerS + f*o.PktPerS,
+		MeanPkt: q.MeanPkt + f*o.MeanPkt, DropPerS: q.DropPerS + f*o.DropPerS}
 }
 
 // queueWindow is each qdisc's queueStats over the samples in [from, to];

@@ -114,14 +114,14 @@ func TestABStats(t *testing.T) {
 	}
 }
 
-func TestParseBacklogs(t *testing.T) {
+func TestParseQdiscs(t *testing.T) {
 	at := time.Unix(100, 0)
 	js := `[{"kind":"netem","handle":"1:","dev":"m0","root":true,"backlog":90000},
 {"kind":"tbf","handle":"10:","parent":"1:1","dev":"m0","backlog":30000,"bytes":9000,"packets":12,"drops":3},
 {"kind":"cake","handle":"1:","dev":"pppoe-wan","root":true,"backlog":4500},
 {"kind":"fq_codel","handle":"0:","parent":"1:10","dev":"ifb4wan","backlog":800},
 {"kind":"noqueue","handle":"0:","dev":"lo","root":true,"backlog":0}]`
-	got := parseBacklogs([]byte(js), "modem", at)
+	got := parseQdiscs([]byte(js), "modem", at)
 	keys := map[string]int{}
 	for _, q := range got {
 		keys[q.Key] = q.Backlog
@@ -142,7 +142,7 @@ func TestParseBacklogs(t *testing.T) {
 			t.Errorf("tbf's counters %+v, want 9000 bytes, 12 packets, 3 drops", q)
 		}
 	}
-	if parseBacklogs([]byte("Error: no such netns"), "modem", at) != nil {
+	if parseQdiscs([]byte("Error: no such netns"), "modem", at) != nil {
 		t.Error("output that is not JSON gave samples")
 	}
 
