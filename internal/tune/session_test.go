@@ -402,23 +402,27 @@ func TestRatePerGoodput(t *testing.T) {
 	for _, tc := range []struct {
 		name, opts string
 		proto      string
+		kind       string  // linkinfo.Facts.Kind of the shaped device
 		want       float64 // bytes counted per 1448 of payload
 		// ack: bytes of a 52-byte ACK the shaper does not count, in its
 		// count's scale for full-size frames
 		ack float64
 	}{
-		{"cake, Ethernet detected", "option qdisc 'cake'", "dhcp", 1518, 0},
-		{"cake, PPPoE detected", "option qdisc 'cake'", "pppoe", 1528, 0},
-		{"fq_codel, overhead set", "option qdisc 'fq_codel'\n\toption linklayer 'ethernet'\n\toption overhead '34'", "dhcp", 1534, 0},
+		{"cake, Ethernet detected", "option qdisc 'cake'", "dhcp", "", 1518, 0},
+		{"cake, PPPoE detected", "option qdisc 'cake'", "pppoe", "", 1528, 0},
+		{"fq_codel, overhead set", "option qdisc 'fq_codel'\n\toption linklayer 'ethernet'\n\toption overhead '34'", "dhcp", "", 1534, 0},
 		// 1500 + 18 bytes are 32 cells of 48 on ATM, each 53 on the wire
-		{"cake on ATM", "option qdisc 'cake'\n\toption linklayer 'atm'", "dhcp", 32 * 53, 0},
-		// nsstbl counts the Ethernet frame on the port whatever sized its
-		// mtu; an ACK costs 52 + 32 bytes on PPPoE as the plan models it
-		// for nss (its 4 bytes of NSS framing included), 84 × 1514/1532 in
-		// nsstbl's scale, of which it counts 66
-		{"nss", "option script 'nss-zk.qos'", "pppoe", 1514, 84.0*1514/1532 - 66},
+		{"cake on ATM", "option qdisc 'cake'\n\toption linklayer 'atm'", "dhcp", "", 32 * 53, 0},
+		// nsstbl counts the frame on the port whatever sized its mtu: under
+		// PPPoE the Ethernet header and PPPoE's 8 bytes; an ACK costs
+		// 52 + 32 bytes on PPPoE as the plan models it for nss (its 4
+		// bytes of NSS framing included), 84 × 1522/1532 in nsstbl's
+		// scale, of which it counts 74
+		{"nss under PPPoE", "option script 'nss-zk.qos'", "pppoe", "", 1522, 84.0*1522/1532 - 74},
+		// on the PPP device itself it counts bare IP
+		{"nss on the PPP device", "option script 'nss-zk.qos'", "pppoe", "ppp", 1500, 84.0*1500/1532 - 52},
 		// cable's 18 bytes configured: 70 × 1514/1518 - 66, 3.8 bytes
-		{"nss, overhead set", "option script 'nss-zk.qos'\n\toption linklayer 'ethernet'\n\toption overhead '18'", "dhcp", 1514, 70.0*1514/1518 - 66},
+		{"nss, overhead set", "option script 'nss-zk.qos'\n\toption linklayer 'ethernet'\n\toption overhead '18'", "dhcp", "", 1514, 70.0*1514/1518 - 66},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()
@@ -428,7 +432,7 @@ func TestRatePerGoodput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tg := apply.Target{Queue: qs[0], Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Proto: tc.proto, LowerDevice: "eth0"}}
+			tg := apply.Target{Queue: qs[0], Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Kind: tc.kind, Proto: tc.proto, LowerDevice: "eth0"}}
 			if got, want := RatePerGoodput(tg), tc.want/1448; math.Abs(got-want) > 1e-9 {
 				t.Errorf("%.4f, want %.4f (%.0f/1448)", got, want, tc.want)
 			}
