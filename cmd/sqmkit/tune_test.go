@@ -83,3 +83,37 @@ func TestPrintTuneAgain(t *testing.T) {
 		})
 	}
 }
+
+// The confirm's line prints the figures tune judged (after each phase's
+// first tune.Transient seconds), not the whole phase's, whose p95 holds
+// the start-up burst: here +60 ms in the first second, +2 ms after it.
+func TestPrintTuneJudged(t *testing.T) {
+	res := &bbresult.Result{Phases: []bbresult.Phase{
+		{Name: "idle_before", Start: 0, End: 5},
+		{Name: "bidirectional", Grade: "A+", Start: 5, End: 15, AddedMedian: 2.0, AddedP95: 60.0},
+	}}
+	for ts := 0.0; ts < 15; ts += 0.1 {
+		rtt := 20.0
+		switch {
+		case ts >= 5 && ts < 6:
+			rtt = 80
+		case ts >= 6:
+			rtt = 22
+		}
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: ts, RTT: rtt})
+	}
+	var b bytes.Buffer
+	printTune(&b, &tune.Outcome{Report: &tune.Report{}, Confirm: res, Again: res})
+	got := b.String()
+	for _, want := range []string{
+		"judged after each phase's first 1.5 s: bidirectional +2.0/+2.0 ms\n",
+		"its bidirectional phase measured again: +2.0/+2.0 ms",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("printed:\n%s\nwant %q", got, want)
+		}
+	}
+	if strings.Contains(got, "+60.0") {
+		t.Errorf("printed the whole phase's p95:\n%s", got)
+	}
+}
