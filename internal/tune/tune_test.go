@@ -295,6 +295,27 @@ func TestLineSeries(t *testing.T) {
 	}
 }
 
+// Behind a boost the line is the last third of the phase, and a stall in
+// its last second, whose catch-up falls in the second left out, is left
+// out too (lab, cable-boost × cake, 54896ce: the window read 37043 kbit/s
+// of a steady 38020, and behind a boost no step looks above the line).
+func TestLineBoostStallAtEnd(t *testing.T) {
+	s := newSim()
+	s.series = []int{42585, 45642, 45638, 45655, 45635, 45558, 45643, 45601, 45603, 45580, 38989, 38022, 38021, 38016, 22525,
+		53471, 38006, 38305, 37757, 38021, 38018, 38023, 23044, 52889, 38005, 38009, 38020, 38043, 29336, 46541}
+	r := &search{l: s, c: searchConfig(), r: &Report{}}
+	l, err := r.line(context.Background(), Download)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(float64(l.GoodputKbit-38020)) > 0.005*38020 {
+		t.Errorf("line %d kbit/s, want 38020 ± 0.5 %%", l.GoodputKbit)
+	}
+	if l.BoostKbit < 45000 {
+		t.Errorf("boost %d kbit/s, want the plateau's 45600", l.BoostKbit)
+	}
+}
+
 func TestNotBloated(t *testing.T) {
 	s := newSim()
 	s.flat = true
