@@ -356,26 +356,27 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	// 7550 with the stall). (Not a longer window behind a boost: it may
 	// last past the first half.)
 	body := ps[:len(ps)-1]
+	// The level to judge a window's edges by: the phase after slow start,
+	// whose stalls and a boost's seconds are the few. Two seconds that
+	// stray from it by more than a tenth, one each way, are a stall and its
+	// catch-up.
+	m := medianInt(body[min(2, len(body)-1):])
+	off := func(v int) float64 { return float64(v)/m - 1 }
+	stall := func(a, b int) bool {
+		x, y := off(a), off(b)
+		return math.Abs(x) > 0.1 && math.Abs(y) > 0.1 && x*y < 0
+	}
 	// A stall in the second before the last has its catch-up in the last,
 	// which is left out, so it goes too (cable-boost × cake, 54896ce:
 	// 38020 kbit/s steady behind the boost, then 29336 and 46541 last: the
 	// window's mean 37043 read the line 2.6 % low, and behind a boost no
 	// step looks above it).
-	if n := len(body); n > 4 {
-		m := medianInt(body[2:])
-		if float64(body[n-1])/m < 0.9 && float64(ps[n])/m > 1.1 {
-			body = body[:n-1]
-		}
+	if n := len(body); n > 4 && off(body[n-1]) < 0 && stall(body[n-1], ps[n]) {
+		body = body[:n-1]
 	}
 	start := len(body) - max(len(body)/3, min(4, len(body)))
-	if start > 0 {
-		// the level to judge the edge by: the phase after slow start,
-		// whose stalls and a boost's seconds are the few
-		m := medianInt(body[min(2, start):])
-		off := func(v int) float64 { return float64(v)/m - 1 }
-		if a, b := off(body[start-1]), off(body[start]); math.Abs(a) > 0.1 && math.Abs(b) > 0.1 && a*b < 0 {
-			start--
-		}
+	if start > 0 && stall(body[start-1], body[start]) {
+		start--
 	}
 	l := Line{GoodputKbit: meanInt(body[start:]), PerSecond: ps}
 	// A boost is a plateau: seconds 2-4 (past slow start, inside any
