@@ -598,8 +598,18 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			lo, c.GoodputKbit = st.RateKbit, st.GoodputKbit
 		}
 		switch {
+		case hi == 0 && short && lo > line:
+			// A pass above the line that carried more than it says the
+			// line read low; it is taken as a knee found there, whose
+			// rate no step above bounds (adsl-atm × cake, 5ae40c5: the
+			// upload's line read 963 kbit/s, 992 met A carrying more, and
+			// taking the line left it at 96.3 % of the sweep's 1000).
+			c.RateKbit = lo
+			c.Why = fmt.Sprintf("the highest rate meeting %s that the link showed it carries: %d kbit/s, above the measured line; the test-time budget left no step to look further above it", t.Name, lo)
+			s.underLine(c, step)
+			return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
 		case hi == 0 && short:
-			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
+			c.RateKbit = line
 			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", t.Name)
 			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
 		case hi != 0 && uncarried != nil:

@@ -410,6 +410,34 @@ func TestAboveLineUncarried(t *testing.T) {
 	}
 }
 
+// A pass above a line read low that carried more than the line is kept
+// when the budget ends the look above it, one step under (lab, adsl-atm ×
+// cake, 5ae40c5: the upload's line read 963 kbit/s, 992 met A carrying
+// more, and taking the line left it at 96.3 % of the sweep's best).
+func TestAboveLineCarriedOutOfBudget(t *testing.T) {
+	s := newSim()
+	s.lineRead, s.knee, s.slopeMs = 0.96, 0.995, 40
+	r := &Report{Target: APlus}
+	sr := &search{l: s, c: Config{Target: APlus, MaxSteps: 3, Resolution: 0.01, RatePerGoodput: 1.05}, r: r}
+	s.SetRates(context.Background(), 400000, 80000)
+	line, err := sr.line(context.Background(), Download)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Download.Line = line
+	if err := sr.direction(context.Background(), Download); err != nil {
+		t.Fatal(err)
+	}
+	at := func(share float64) int { return int(math.Round(share * float64(line.RateKbit))) }
+	d := r.Download
+	if want := at(1.03) - at(0.01); d.RateKbit != want || !strings.Contains(d.Why, "budget") || s.rateD != float64(want) {
+		t.Errorf("download %d of line %d, link at %.0f, want %d: %s", d.RateKbit, line.RateKbit, s.rateD, want, d.Why)
+	}
+	if best := s.best(s.down, APlus); float64(d.RateKbit) > 1.01*float64(best) || float64(d.RateKbit) < 0.97*float64(best) {
+		t.Errorf("download %d, the best is %d", d.RateKbit, best)
+	}
+}
+
 func TestNoRate(t *testing.T) {
 	s := newSim()
 	s.knee = 0.3
