@@ -418,8 +418,10 @@ func TestAboveLineCarriedOutOfBudget(t *testing.T) {
 	s := newSim()
 	s.lineRead, s.knee, s.slopeMs = 0.96, 0.995, 40
 	r := &Report{Target: APlus}
-	sr := &search{l: s, c: Config{Target: APlus, MaxSteps: 3, Resolution: 0.01, RatePerGoodput: 1.05}, r: r}
-	s.SetRates(context.Background(), 400000, 80000)
+	c := searchConfig()
+	c.MaxSteps, c.Resolution = 3, 0.01 // the budget ends after the look at 103 %
+	sr := &search{l: s, c: c, r: r}
+	s.SetRates(context.Background(), c.OpenDown, c.OpenUp)
 	line, err := sr.line(context.Background(), Download)
 	if err != nil {
 		t.Fatal(err)
