@@ -412,11 +412,7 @@ func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 // try sets direction k to rate and judges one loaded phase, measuring a
 // borderline one again.
 func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
-	down, up := rate, 0
-	if k == Upload {
-		down, up = 0, rate
-	}
-	if err := s.l.SetRates(ctx, down, up); err != nil {
+	if err := s.set(ctx, k, rate); err != nil {
 		return Step{}, err
 	}
 	st := Step{Kind: k, RateKbit: rate, Share: float64(rate) / float64(s.choice(k).Line.RateKbit)}
@@ -607,11 +603,11 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			c.RateKbit = lo
 			c.Why = fmt.Sprintf("the highest rate meeting %s that the link showed it carries: %d kbit/s, above the measured line; the test-time budget left no step to look further above it", t.Name, lo)
 			s.underLine(c, step)
-			return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
+			return s.set(ctx, k, c.RateKbit)
 		case hi == 0 && short:
 			c.RateKbit = line
 			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", t.Name)
-			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
+			return s.set(ctx, k, line)
 		case hi != 0 && uncarried != nil:
 			// A higher rate missed, so the link does bloat, and the pass
 			// above the line was a queue that had not grown yet in a short
@@ -620,12 +616,12 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			c.Why = fmt.Sprintf("the highest rate meeting %s that the link showed it carries: %d kbit/s; %d kbit/s met it too but carried no more than the line measured (%d kbit/s goodput against %d), a queue that had not grown yet in a short step, and %d kbit/s missed",
 				t.Name, lo, uncarried.RateKbit, uncarried.GoodputKbit, c.Line.GoodputKbit, hi)
 			s.underLine(c, step)
-			return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
+			return s.set(ctx, k, c.RateKbit)
 		case hi == 0 && passed == len(aboveLine):
 			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
 			c.Why = fmt.Sprintf("the line meets %s even %.0f%% above its measured rate: not bloated here, shaped at the line rate",
 				t.Name, 100*(aboveLine[len(aboveLine)-1]-1))
-			return s.l.SetRates(ctx, pick(k == Download, line), pick(k == Upload, line))
+			return s.set(ctx, k, line)
 		case hi == 0:
 			c.RateKbit = line
 			c.Why = fmt.Sprintf("the line rate meets %s with its delay near a bar already: the knee is there", t.Name)
@@ -633,7 +629,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 				c.Why = fmt.Sprintf("the line rate meets %s; above it a short step measures the boost's bucket, not the line", t.Name)
 			}
 			s.underLine(c, step)
-			return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
+			return s.set(ctx, k, c.RateKbit)
 		}
 	} else {
 		// Most knees sit between 85 and 95 % of the line: bracket there
@@ -681,7 +677,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		c.Why += fmt.Sprintf(" (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
 	}
 	s.underLine(c, step)
-	return s.l.SetRates(ctx, pick(k == Download, c.RateKbit), pick(k == Upload, c.RateKbit))
+	return s.set(ctx, k, c.RateKbit)
 }
 
 // carried: a step at or under the measured line, or one above it that
@@ -722,11 +718,12 @@ func (s *search) underLine(c *Choice, step int) {
 // the confirming test there missed the bidirectional phase clearly.
 const lineError = 0.02
 
-func pick(ok bool, v int) int {
-	if ok {
-		return v
+// set sets direction k's shaper to rate, leaving the other's as it is.
+func (s *search) set(ctx context.Context, k Kind, rate int) error {
+	if k == Upload {
+		return s.l.SetRates(ctx, 0, rate)
 	}
-	return 0
+	return s.l.SetRates(ctx, rate, 0)
 }
 
 // bidirLowerings bounds how often the rates are lowered for the
