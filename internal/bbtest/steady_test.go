@@ -32,12 +32,63 @@ func TestSteady(t *testing.T) {
 	for _, c := range []struct {
 		skip, med, p95 float64
 	}{{1.5, 1, 1}, {0, 1, 80}} {
-		med, p95, ok := Steady(r, bbresult.PhaseDownload, c.skip)
+		med, p95, ok := Steady(r, bbresult.PhaseDownload, c.skip, 0)
 		if !ok || math.Abs(med-c.med) > 1e-9 || math.Abs(p95-c.p95) > 1e-9 {
 			t.Errorf("skip %v: %v/%v %v, want %v/%v", c.skip, med, p95, ok, c.med, c.p95)
 		}
 	}
-	if _, _, ok := Steady(r, bbresult.PhaseUpload, 1); ok {
+	if _, _, ok := Steady(r, bbresult.PhaseUpload, 1, 0); ok {
 		t.Error("a missing phase is not ok")
+	}
+}
+
+// A short phase whose start-up still drained past skip is judged as the
+// long phase it stands for; one whose delay rose, or fell by little, or
+// that is as long already, as it is.
+func TestSteadyStandsForLong(t *testing.T) {
+	phase := func(end float64, added func(tm float64) float64) *bbresult.Result {
+		r := &bbresult.Result{Phases: []bbresult.Phase{
+			{Name: bbresult.PhaseIdleBefore, Start: 0, End: 2},
+			{Name: bbresult.PhaseBidir, Start: 2, End: end},
+		}}
+		for i := 0; i < int(end*100); i++ {
+			tm := float64(i) / 100
+			rtt := 20.0
+			if tm >= 2 {
+				rtt += added(tm)
+			}
+			r.Samples.Probes = append(r.Samples.Probes, bbresult.Probe{T: tm, RTT: rtt})
+		}
+		return r
+	}
+	// judged from 3.5 s; the first half of a 6 s phase's judged part ends
+	// at 5.75 s
+	drain := func(tm float64) float64 {
+		if tm < 5.75 {
+			return 100
+		}
+		return 10
+	}
+	rise := func(tm float64) float64 { return 110 - drain(tm) }
+	small := func(tm float64) float64 { return drain(tm)/25 - 0.4 } // 3.6, then 0
+	for _, c := range []struct {
+		name     string
+		r        *bbresult.Result
+		long     float64
+		med, p95 float64
+	}{
+		{"draining, judged as it is", phase(8, drain), 0, 55, 100},
+		// 225 probes at +100 of 2925: +10 the median, +100 the p95, as
+		// 2.25 s of start-up are in a 30 s phase
+		{"draining, as the 30 s phase", phase(8, drain), 30, 10, 100},
+		{"rising", phase(8, rise), 30, 55, 100},
+		{"a small fall", phase(8, small), 30, 1.8, 3.6},
+		// the 30 s phase itself reads as the short one judged as it
+		{"long already", phase(32, drain), 30, 10, 100},
+	} {
+		med, p95, ok := Steady(c.r, bbresult.PhaseBidir, 1.5, c.long)
+		if !ok || math.Abs(med-c.med) > 1e-9 || math.Abs(p95-c.p95) > 1e-9 {
+			t.Errorf("%s: +%v/+%v %v, want +%v/+%v", c.name, med, p95, ok, c.med, c.p95)
+		}
 	}
 }

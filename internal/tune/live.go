@@ -36,6 +36,12 @@ type Live struct {
 // the probes, i.e. it would be the p95 and make every rate miss.
 const Transient = 1.5
 
+// Graded is the length, in seconds, of the loaded phase a step stands
+// for: the one the lab grades, and its sweep (tune's ground truth)
+// measures, 30 s. A short step whose start-up still drained past
+// Transient is judged as that phase (bbtest.Steady).
+const Graded = 30.0
+
 // rateLimited is how a server refuses a client that started too many
 // tests in its last minute (bbserver, --per-ip).
 const rateLimited = "rate limit:"
@@ -141,7 +147,7 @@ func PhaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 		}
 		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95, AddedDown: math.Max(0, ph.AddedDown), AddedUp: math.Max(0, ph.AddedUp),
 			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000)), IPv6: res.Family == "ipv6"}
-		if med, p95, ok := bbtest.Steady(res, ph.Name, Transient); ok {
+		if med, p95, ok := bbtest.Steady(res, ph.Name, Transient, Graded); ok {
 			p.AddedMedian, p.AddedP95 = med, p95
 		}
 		// per-second means of the samples inside the phase

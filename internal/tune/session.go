@@ -332,7 +332,7 @@ func confirmMiss(res *bbresult.Result, r *Report) (Kind, Phase, bool) {
 			continue
 		}
 		p, err := PhaseOf(res, Kind(ph.Name))
-		if _, _, ok := bbtest.Steady(res, ph.Name, Transient); err != nil || !ok {
+		if _, _, ok := bbtest.Steady(res, ph.Name, Transient, Graded); err != nil || !ok {
 			continue
 		}
 		if !meets(r.target(Kind(ph.Name)), p.AddedMedian, p.AddedP95) {

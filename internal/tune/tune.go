@@ -1036,11 +1036,22 @@ func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
 // Queued says whose queue a bidirectional phase's delay was, from its
 // one-way medians (ms) and the median bar: lowered's rule. The lab uses
 // it to tell which direction's rate a bidirectional miss speaks for.
+//
+// A direction whose one-way delay alone is over the bar, beside one under
+// half of it, is the one: the phase's delay is the two added, so no
+// lowering of the other brings it under the bar (adsl-atm × nss, d466a20:
+// +45.3 ms against A's 30, 32.7 of it upstream and 13.2 down, which the
+// slow uplink's ACK clumps put there at any download rate; the download
+// was lowered 4 % and the next phase read +152.3).
 func Queued(addedDown, addedUp, bar float64) (down, up bool) {
 	sum := addedDown + addedUp
 	switch {
 	case sum <= 0 || addedDown > 2*bar && addedUp > 2*bar:
 		return true, true
+	case addedUp > bar && addedDown < bar/2:
+		return false, true
+	case addedDown > bar && addedUp < bar/2:
+		return true, false
 	case addedUp/sum >= 0.75:
 		return false, true
 	}

@@ -1138,6 +1138,10 @@ func TestQueued(t *testing.T) {
 		{1.5, 4.5, false, true},  // 75 % is the line: exactly there counts as the upload's
 		{1.5, 4.0, true, false},  // 73 %: the download's
 		{15.1, 25.1, true, true}, // fiber × cake, 2026-11-25
+		{2.2, 5.5, false, true},  // 71 %, but the upload alone is over the bar
+		{2.6, 5.5, true, false},  // and the download over half of it
+		{5.5, 0.5, true, false},
+		{13.2 / 6, 32.7 / 6, false, true}, // adsl-atm × nss, d466a20, in A+'s bars
 		{0, 0, true, true},
 	} {
 		if d, u := Queued(c.down, c.up, 5); d != c.wantDown || u != c.wantUp {
