@@ -1011,6 +1011,10 @@ func (s *search) tryBidir(ctx context.Context, down, up int) (Step, Phase, error
 	return st, p, nil
 }
 
+// splitError is how far the one-way split of a delay may be off: the
+// clock offset it rests on, estimated from idle probes, errs by a few ms.
+const splitError = 5.0
+
 // lowered are the directions to lower after a bidirectional miss: the
 // upload when its one-way delay carries most of the added delay (its own
 // queue formed), else the download: its ingress shaper sits behind the
@@ -1037,20 +1041,22 @@ func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
 // one-way medians (ms) and the median bar: lowered's rule. The lab uses
 // it to tell which direction's rate a bidirectional miss speaks for.
 //
-// A direction whose one-way delay alone is over the bar, beside one under
-// half of it, is the one: the phase's delay is the two added, so no
-// lowering of the other brings it under the bar (adsl-atm × nss, d466a20:
-// +45.3 ms against A's 30, 32.7 of it upstream and 13.2 down, which the
-// slow uplink's ACK clumps put there at any download rate; the download
-// was lowered 4 % and the next phase read +152.3).
+// A direction whose one-way delay alone is over the bar by more than the
+// split's error, beside one under the bar, is the one: the phase's delay
+// is the two added, so no lowering of the other brings it under the bar
+// (adsl-atm × nss, d466a20: +45.3 ms against A's 30, 32.7 of it upstream
+// and 13.2 down, which the slow uplink's ACK clumps put there at any
+// download rate; the download was lowered 4 % and the next phase read
+// +152.3; 36911dc: +69.4, 51.7 up and 18.8 down, and the download
+// lowered).
 func Queued(addedDown, addedUp, bar float64) (down, up bool) {
 	sum := addedDown + addedUp
 	switch {
 	case sum <= 0 || addedDown > 2*bar && addedUp > 2*bar:
 		return true, true
-	case addedUp > bar && addedDown < bar/2:
+	case addedUp > bar+splitError && addedDown < bar:
 		return false, true
-	case addedDown > bar && addedUp < bar/2:
+	case addedDown > bar+splitError && addedUp < bar:
 		return true, false
 	case addedUp/sum >= 0.75:
 		return false, true

@@ -1138,14 +1138,18 @@ func TestQueued(t *testing.T) {
 		{1.5, 4.5, false, true},  // 75 % is the line: exactly there counts as the upload's
 		{1.5, 4.0, true, false},  // 73 %: the download's
 		{15.1, 25.1, true, true}, // fiber × cake, 2026-11-25
-		{2.2, 5.5, false, true},  // 71 %, but the upload alone is over the bar
-		{2.6, 5.5, true, false},  // and the download over half of it
-		{5.5, 0.5, true, false},
-		{13.2 / 6, 32.7 / 6, false, true}, // adsl-atm × nss, d466a20, in A+'s bars
+		{4.5, 10.5, false, true}, // 70 %, but the upload alone is over the bar by more than the split's error
+		{4.5, 9.5, true, false},  // 68 %, within that error of the bar
+		{5.5, 10.5, true, false}, // 66 %, the download over the bar too
+		{10.5, 4.5, true, false},
 		{0, 0, true, true},
 	} {
 		if d, u := Queued(c.down, c.up, 5); d != c.wantDown || u != c.wantUp {
 			t.Errorf("Queued(%v, %v) = %v, %v; want %v, %v", c.down, c.up, d, u, c.wantDown, c.wantUp)
 		}
+	}
+	// against A's 30 ms (adsl-atm × nss, 36911dc: 73 % upstream)
+	if d, u := Queued(18.8, 51.7, 30); d || !u {
+		t.Errorf("Queued(18.8, 51.7) against 30 ms = %v, %v; want the upload's", d, u)
 	}
 }
