@@ -293,7 +293,7 @@ func (s *search) settle(ctx context.Context, k Kind, find func(context.Context, 
 	}
 	c.OutOfReach = err.Error()
 	c.Target = w
-	s.say("%s: %v; settling for %s, the best grade this link allows", k, err, w.Name)
+	s.say("%v; settling for %s, the best grade this link allows", err, w.Name) // err names k
 	if err = find(ctx, k); err == nil {
 		c.Why = fmt.Sprintf("%s is out of reach on this link; %s", s.c.Target.Name, c.Why)
 	}
