@@ -44,6 +44,7 @@ var abArms = map[string]abArm{
 	"step":   {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.DefaultStep)},
 	"confirm": {nsRouter, phaseArgs(tune.ConfirmIdle, tune.DefaultStep, tune.DefaultStep,
 		tune.DefaultStep)},
+	"long": {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.LongOf(tune.DefaultIdle, tune.DefaultStep))},
 }
 
 // phaseArgs are `sqmkit test`'s phase flags; idle 0 keeps its default.

@@ -123,8 +123,8 @@ func (l *gradeLink) SetRates(_ context.Context, down, up int) error {
 	return nil
 }
 
-func (l *gradeLink) Load(_ context.Context, k tune.Kind, line bool) (tune.Phase, error) {
-	if line {
+func (l *gradeLink) Load(_ context.Context, k tune.Kind, n tune.Length) (tune.Phase, error) {
+	if n == tune.LinePhase {
 		return tune.Phase{}, errors.New("the lab's sweep takes the profile's sync rates as the line; it measures none")
 	}
 	l.n++

@@ -67,15 +67,49 @@ const ConfirmIdle = 2 * time.Second
 // before and after.
 func (l *Live) phase(n time.Duration) time.Duration { return 2*l.Idle + n }
 
-// confirmCost is the test time of the confirming test: an idle
-// baseline, the three loaded phases, an idle end.
-func (l *Live) confirmCost() time.Duration { return 2*ConfirmIdle + 3*l.Step }
+// LongOf is a LongPhase's loaded time: its test time, idle baselines
+// included, is longSteps search steps'.
+func LongOf(idle, step time.Duration) time.Duration {
+	return longSteps*(2*idle+step) - 2*idle
+}
+
+// length is the loaded time of a phase of kind k, n long.
+func (l *Live) length(k Kind, n Length) time.Duration {
+	switch {
+	case n == LinePhase && k == Upload:
+		return l.LineUp
+	case n == LinePhase:
+		return l.Line
+	case n == LongPhase:
+		return LongOf(l.Idle, l.Step)
+	}
+	return l.Step
+}
+
+// confirming is the confirming test: an idle baseline, the three loaded
+// phases, an idle end; the bidirectional phase long after a search with
+// long ones (Report.LongBidir), which gave up a step for it.
+func (l *Live) confirming(long bool) bbtest.Config {
+	bidir := StepPhase
+	if long {
+		bidir = LongPhase
+	}
+	full := l.Test
+	full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.length(Bidir, bidir)
+	return full
+}
+
+// confirmCost is the confirming test's test time.
+func (l *Live) confirmCost(long bool) time.Duration {
+	c := l.confirming(long)
+	return 2*c.Idle + c.Download + c.Upload + c.Bidir
+}
 
 // fixedCost is what a budget holds beside the search's steps: the line
 // measurements, the confirming test and one phase to measure a missed
 // confirm phase again.
 func (l *Live) fixedCost() time.Duration {
-	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost() + l.phase(l.Step)
+	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost(false) + l.phase(l.Step)
 }
 
 // SetRates changes the running shaper's rates.
@@ -104,14 +138,8 @@ func (l *Live) one(k Kind, n time.Duration) bbtest.Config {
 }
 
 // Load runs one loaded phase of kind k.
-func (l *Live) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	n := l.Step
-	switch {
-	case line && k == Upload:
-		n = l.LineUp
-	case line:
-		n = l.Line
-	}
+func (l *Live) Load(ctx context.Context, k Kind, length Length) (Phase, error) {
+	n := l.length(k, length)
 	cfg := l.one(k, n)
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)

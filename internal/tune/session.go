@@ -102,11 +102,10 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	r := o.Report
 	for try := 0; ; try++ {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
-		full := l.Test
-		full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.Step
+		full := l.confirming(r.LongBidir)
 		o.ConfirmedAt = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
 		o.Confirm, err = s.confirm(ctx, full)
-		l.Spent += l.confirmCost()
+		l.Spent += l.confirmCost(r.LongBidir)
 		if err != nil {
 			return o, fmt.Errorf("confirming test: %w", err)
 		}
@@ -127,7 +126,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		t := r.target(k)
 		judged := fmt.Sprintf("after its first %g s", Transient)
 		if try == 0 {
-			q, again, err := s.measureAgain(ctx, k, t, p)
+			q, again, err := s.measureAgain(ctx, k, r.length(k), t, p)
 			if err != nil {
 				return o, fmt.Errorf("confirming test: %w", err)
 			}
@@ -158,7 +157,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		// that missed by a little are the alternative, not the old ones
 		// (cable × fq_codel, 90c3088: the bidirectional phase +5.2/+8.7
 		// ms, 2m44s of 3m used, and nothing was written).
-		again := s.Budget == 0 || l.Spent+l.confirmCost() <= s.Budget
+		again := s.Budget == 0 || l.Spent+l.confirmCost(r.LongBidir) <= s.Budget
 		lower := []*Choice{r.choice(k)}
 		if k == Bidir {
 			lower = lowered(p, t.MedianMs, &r.Download, &r.Upload)
@@ -295,7 +294,8 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 // more at the same rates and returns the mean of the two (and the second
 // test; nil when it measured none), when a second
 // phase could bring the mean under the bars (p under twice each) and the
-// budget holds it (fixedCost keeps it room). The search kept the highest
+// budget holds it (fixedCost keeps a step's room; a long phase may not
+// fit). The search kept the highest
 // rate that passed its phases, so its own phase at these rates is the
 // lucky one of its neighbours and is not pooled; a second phase of the
 // confirm has no such bias. One 6 s phase of cable × cake's bidirectional
@@ -303,13 +303,14 @@ func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Resul
 // test at 56be04f: +6.4/+20.7 and +7.7/+14.8 ms in the confirm where the
 // search's phases there read +3.1/+7.6 and +3.5/+9.9, and nothing was
 // written), where the lab's 30 s phase at 95 % reads +4.0.
-func (s *Session) measureAgain(ctx context.Context, k Kind, t Target, p Phase) (Phase, *bbresult.Result, error) {
+func (s *Session) measureAgain(ctx context.Context, k Kind, length Length, t Target, p Phase) (Phase, *bbresult.Result, error) {
 	l := s.Live
-	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(l.Step) > s.Budget {
+	n := l.length(k, length)
+	if p.AddedMedian >= 2*t.MedianMs || p.AddedP95 >= 2*t.P95Ms || s.Budget > 0 && l.Spent+l.phase(n) > s.Budget {
 		return p, nil, nil
 	}
-	res, err := s.confirm(ctx, l.one(k, l.Step))
-	l.Spent += l.phase(l.Step)
+	res, err := s.confirm(ctx, l.one(k, n))
+	l.Spent += l.phase(n)
 	if err != nil {
 		return p, nil, err
 	}

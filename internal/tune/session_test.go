@@ -450,3 +450,35 @@ func TestRatePerGoodput(t *testing.T) {
 		})
 	}
 }
+
+// A long phase takes longSteps steps' test time, so the step the search
+// gives up for the confirming test's long bidirectional phase is what
+// that phase costs beyond a short one.
+func TestPhaseLengths(t *testing.T) {
+	l := &Live{Idle: time.Second, Step: 6 * time.Second, Line: 30 * time.Second, LineUp: 12 * time.Second}
+	for _, c := range []struct {
+		k    Kind
+		n    Length
+		want time.Duration
+	}{
+		{Download, StepPhase, 6 * time.Second},
+		{Bidir, StepPhase, 6 * time.Second},
+		{Bidir, LongPhase, 14 * time.Second},
+		{Download, LinePhase, 30 * time.Second},
+		{Upload, LinePhase, 12 * time.Second},
+	} {
+		if got := l.length(c.k, c.n); got != c.want {
+			t.Errorf("%s phase %d: %v, want %v", c.k, c.n, got, c.want)
+		}
+	}
+	if got, want := l.phase(l.length(Bidir, LongPhase)), longSteps*l.phase(l.Step); got != want {
+		t.Errorf("a long phase's test time %v, want %d steps', %v", got, longSteps, want)
+	}
+	short, long := l.confirming(false), l.confirming(true)
+	if short.Bidir != l.Step || long.Bidir != 14*time.Second || long.Download != l.Step || long.Upload != l.Step {
+		t.Errorf("confirming tests: %+v, %+v", short, long)
+	}
+	if got, want := l.confirmCost(true)-l.confirmCost(false), (longSteps-1)*l.phase(l.Step); got != want {
+		t.Errorf("the long confirming test costs %v more, want the %v of the step the search gives up", got, want)
+	}
+}

@@ -14,8 +14,8 @@ type lucky struct {
 	at map[int]bool // per mille of the line
 }
 
-func (l lucky) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	p, err := l.sim.Load(ctx, k, line)
+func (l lucky) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
+	p, err := l.sim.Load(ctx, k, n)
 	x := l.rateD / l.down
 	if k == Upload {
 		x = l.rateU / l.up
@@ -36,8 +36,8 @@ type edgeOnce struct {
 	seen int
 }
 
-func (e *edgeOnce) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	p, err := e.sim.Load(ctx, k, line)
+func (e *edgeOnce) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
+	p, err := e.sim.Load(ctx, k, n)
 	if k == Bidir && int(math.Round(1000*e.rateD/e.down)) == e.at {
 		if e.seen == 0 {
 			p.AddedMedian, p.AddedP95 = 1, 3
@@ -59,8 +59,8 @@ type upAtLine struct {
 	upQueue   bool
 }
 
-func (u *upAtLine) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	p, err := u.sim.Load(ctx, k, line)
+func (u *upAtLine) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
+	p, err := u.sim.Load(ctx, k, n)
 	at := int(math.Round(1000 * u.rateD / u.down))
 	if k == Bidir && u.rateU >= u.upAt && at > u.downAbove {
 		p.AddedMedian, p.AddedP95 = 11, 22
@@ -80,8 +80,8 @@ type bothQueue struct {
 	upAt  float64
 }
 
-func (b *bothQueue) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	p, err := b.sim.Load(ctx, k, line)
+func (b *bothQueue) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
+	p, err := b.sim.Load(ctx, k, n)
 	if k != Bidir {
 		return p, err
 	}
@@ -105,8 +105,8 @@ type flatNoisy struct {
 	n     int
 }
 
-func (f *flatNoisy) Load(ctx context.Context, k Kind, line bool) (Phase, error) {
-	p, err := f.sim.Load(ctx, k, line)
+func (f *flatNoisy) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
+	p, err := f.sim.Load(ctx, k, n)
 	if k == Bidir {
 		med := 3.0
 		if f.rateD/f.down > f.below+0.005 {

@@ -76,10 +76,25 @@ func (p Phase) goodput(k Kind) int {
 type Link interface {
 	// SetRates moves the shaper; 0 keeps a direction's rate.
 	SetRates(ctx context.Context, down, up int) error
-	// Load runs one loaded phase of kind; line marks the long unshaped
-	// measurement of the line itself.
-	Load(ctx context.Context, k Kind, line bool) (Phase, error)
+	// Load runs one loaded phase of kind k, n long.
+	Load(ctx context.Context, k Kind, n Length) (Phase, error)
 }
+
+// Length is how long a loaded phase runs.
+type Length int
+
+const (
+	// StepPhase is a search step.
+	StepPhase Length = iota
+	// LongPhase is a bidirectional step on a slow line (Report.LongBidir):
+	// the test time of longSteps search steps.
+	LongPhase
+	// LinePhase is the unshaped measurement of the line itself.
+	LinePhase
+)
+
+// longSteps is what a LongPhase costs, in search steps.
+const longSteps = 2
 
 // Config is one search.
 type Config struct {
@@ -177,6 +192,9 @@ type Report struct {
 	BidirP95       float64
 	BidirGoodputDn int
 	BidirGoodputUp int
+	// LongBidir: a line is slow (slowLine), so every bidirectional phase,
+	// the search's and the confirming test's, is a LongPhase.
+	LongBidir bool
 }
 
 // ErrNoRate: no rate down to Floor of the line met the target.
@@ -222,6 +240,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 		}
 		s.choice(k).Line = line
 	}
+	s.longBidir()
 	r.Download.AckKbit = int(math.Round(c.AckUncounted * float64(r.Upload.Line.GoodputKbit)))
 	r.Upload.AckKbit = int(math.Round(c.AckUncounted * float64(r.Download.Line.GoodputKbit)))
 	// Search one direction with the other at its line rate: shaped, so
@@ -239,7 +258,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 	// 2.5 % wide at 96.7 % of the sweep's best). The bidirectional
 	// check gets the most because a search that cannot finish it writes
 	// nothing, where a bisection cut short costs a percent of the rate.
-	pool := max(0, c.MaxSteps-minSteps)
+	pool := max(0, s.c.MaxSteps-minSteps)
 	for _, d := range []struct {
 		k       Kind
 		reserve int
@@ -270,8 +289,55 @@ func (s *search) afford(n int) bool {
 
 // load runs one search step's phase.
 func (s *search) load(ctx context.Context, k Kind) (Phase, error) {
-	s.used++
-	return s.l.Load(ctx, k, false)
+	s.used += s.cost(k)
+	return s.l.Load(ctx, k, s.r.length(k))
+}
+
+// length is how long a step, or the confirming test's phase, of kind k
+// runs.
+func (r *Report) length(k Kind) Length {
+	if k == Bidir && r.LongBidir {
+		return LongPhase
+	}
+	return StepPhase
+}
+
+// cost is what a step of kind k takes of c.MaxSteps.
+func (s *search) cost(k Kind) int {
+	if s.r.length(k) == LongPhase {
+		return longSteps
+	}
+	return 1
+}
+
+// slowLine: one full-size packet takes longer than twice A+'s median bar
+// at line l's rate (under about 1.2 Mbit/s). On such a line every loaded
+// phase beside the other direction's stream starts with a queue in the
+// modem that drains at the small difference between the load and the
+// link's capacity, for longer than a step lasts: adsl-atm × nss at 790
+// kbit/s up, the sweep's best, started each phase 74–250 ms over its
+// idle delay and drained for 5–11 s to +25 ms (docs/lab-notes.md,
+// "2026-11-27, afternoon"). A 6 s step read +39 to +86 ms there, where
+// the grade's 30 s phase read +28 to +32; the phase's first 14 s, with
+// its start-up projected away (bbtest.Steady), +26 to +40.
+func (s *search) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs }
+
+// longBidir makes the bidirectional phases LongPhases when either line
+// is slow. The confirming test's bidirectional phase is long too, and the
+// search gives up the step its longer phase costs.
+func (s *search) longBidir() {
+	for _, k := range []Kind{Download, Upload} {
+		l := s.choice(k).Line
+		if !s.slowLine(l) {
+			continue
+		}
+		s.r.LongBidir = true
+		if s.c.MaxSteps > 0 {
+			s.c.MaxSteps -= longSteps - 1
+		}
+		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(l), l.RateKbit, longSteps)
+		return
+	}
 }
 
 func (s *search) choice(k Kind) *Choice { return s.r.choice(k) }
@@ -353,7 +419,7 @@ func (s *search) say(format string, a ...any) {
 // line measures the unshaped line in direction k.
 func (s *search) line(ctx context.Context, k Kind) (Line, error) {
 	s.say("%s: measuring the line (shaper open)", k)
-	p, err := s.l.Load(ctx, k, true)
+	p, err := s.l.Load(ctx, k, LinePhase)
 	if err != nil {
 		return Line{}, err
 	}
@@ -474,7 +540,7 @@ func (s *search) try(ctx context.Context, k Kind, rate int) (Step, error) {
 // (every figure, the one-way shares too) is what is judged.
 func (s *search) measure(ctx context.Context, k Kind) (p Phase, again bool, err error) {
 	t := s.target(k)
-	if p, err = s.load(ctx, k); err != nil || !Unsure(t, p.AddedMedian, p.AddedP95) && !tailOnly(t, p.AddedMedian, p.AddedP95) || !s.afford(1) {
+	if p, err = s.load(ctx, k); err != nil || !Unsure(t, p.AddedMedian, p.AddedP95) && !tailOnly(t, p.AddedMedian, p.AddedP95) || !s.afford(s.cost(k)) {
 		return p, false, err
 	}
 	q, err := s.load(ctx, k)
@@ -839,7 +905,7 @@ func (s *search) bidir(ctx context.Context) error {
 		// in the budget, is its measurement (cable × fq_codel, c2d441b:
 		// two borderline misses measured twice, +5.3 and +5.5 ms, spent
 		// the reserve and nothing was written).
-		short := !s.afford(1)
+		short := !s.afford(s.cost(Bidir))
 		s.r.BidirLowered++
 		step := BidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		if len(cs) == 1 && cs[0] == last.c {
