@@ -451,9 +451,9 @@ func TestRatePerGoodput(t *testing.T) {
 	}
 }
 
-// A long phase takes longSteps steps' test time, so the step the search
-// gives up for the confirming test's long bidirectional phase is what
-// that phase costs beyond a short one.
+// A long phase takes longSteps steps' test time, and what the confirming
+// test's long bidirectional phase costs beyond a short one fits in the
+// phase the budget keeps for measuring a missed confirm phase again.
 func TestPhaseLengths(t *testing.T) {
 	l := &Live{Idle: time.Second, Step: 6 * time.Second, Line: 30 * time.Second, LineUp: 12 * time.Second}
 	for _, c := range []struct {
@@ -478,7 +478,7 @@ func TestPhaseLengths(t *testing.T) {
 	if short.Bidir != l.Step || long.Bidir != 14*time.Second || long.Download != l.Step || long.Upload != l.Step {
 		t.Errorf("confirming tests: %+v, %+v", short, long)
 	}
-	if got, want := l.confirmCost(true)-l.confirmCost(false), (longSteps-1)*l.phase(l.Step); got != want {
-		t.Errorf("the long confirming test costs %v more, want the %v of the step the search gives up", got, want)
+	if got, kept := l.confirmCost(true)-l.confirmCost(false), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(false); got > kept {
+		t.Errorf("the long confirming test costs %v more, over the %v fixedCost keeps beside the short one", got, kept)
 	}
 }

@@ -323,8 +323,9 @@ func (s *search) cost(k Kind) int {
 func (s *search) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs }
 
 // longBidir makes the bidirectional phases LongPhases when either line
-// is slow. The confirming test's bidirectional phase is long too, and the
-// search gives up the step its longer phase costs.
+// is slow. The confirming test's bidirectional phase is long too; the
+// budget's phase for measuring a missed confirm phase again pays for it
+// (Live.fixedCost).
 func (s *search) longBidir() {
 	for _, k := range []Kind{Download, Upload} {
 		l := s.choice(k).Line
@@ -332,9 +333,6 @@ func (s *search) longBidir() {
 			continue
 		}
 		s.r.LongBidir = true
-		if s.c.MaxSteps > 0 {
-			s.c.MaxSteps -= longSteps - 1
-		}
 		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(l), l.RateKbit, longSteps)
 		return
 	}
