@@ -174,6 +174,8 @@ type Choice struct {
 	// AckKbit is the other direction's ACK framing this shaper does not
 	// count at that direction's line (Config.AckUncounted).
 	AckKbit int
+	// Slow: this direction's line is slow (slowLine).
+	Slow bool
 	// GoodputKbit at the chosen rate (the search's step; a session puts
 	// the confirming test's there) and at the 95 % rule's rate (0 when
 	// that step missed the target).
@@ -328,13 +330,17 @@ func (s *search) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs
 // (Live.fixedCost).
 func (s *search) longBidir() {
 	for _, k := range []Kind{Download, Upload} {
-		l := s.choice(k).Line
+		c := s.choice(k)
+		l := c.Line
 		if !s.slowLine(l) {
+			continue
+		}
+		c.Slow = true
+		if s.r.LongBidir {
 			continue
 		}
 		s.r.LongBidir = true
 		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(l), l.RateKbit, longSteps)
-		return
 	}
 }
 
@@ -1090,9 +1096,21 @@ const splitError = 5.0
 // then both queues formed, beyond an offset's error of a few ms (fiber ×
 // cake, 2026-11-25: +15.1 ms down, +25.1 ms up after the download came
 // down, and the upload would have waited for a second miss), or when
-// neither was measured.
+// neither was measured. Of two queues beside one slow line, the slow
+// line's alone: the other direction's ACKs wait in its queue and leave in
+// clumps, on which the other's sender bursts into the modem's FIFO, so
+// the other's queue is the slow one's echo (adsl-atm × nss, 6f18de3:
+// +127.6 ms down and +212.9 up at 6766/845 kbit/s, where the download
+// alone met A+ at 6768 with +0.9; both went 6 % lower and the next phase
+// read +22.4, 6.4 of it down). When it is not, the next phase shows the
+// other's queue alone and lowers it.
 func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
 	switch down, up := Queued(p.AddedDown, p.AddedUp, bar); {
+	case down && up && d.Slow != u.Slow:
+		if u.Slow {
+			return []*Choice{u}
+		}
+		return []*Choice{d}
 	case down && up:
 		return []*Choice{d, u}
 	case up:

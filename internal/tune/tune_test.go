@@ -598,7 +598,7 @@ func TestSlowLineLongBidir(t *testing.T) {
 // bars to 2.7, and three more steps, to 744, took it 6 % under the
 // sweep's bidirectional best, 790).
 func TestBidirLoweringBySecant(t *testing.T) {
-	l, r := scriptedBidir(t, [4]int{7086, 6730, 906, 843},
+	l, r := scriptedBidir(t, [4]int{7086, 6730, 906, 843}, "",
 		Phase{AddedMedian: 49.9, AddedP95: 59.4, AddedDown: 0.3, AddedUp: 44.7},
 		Phase{AddedMedian: 13.7, AddedP95: 17.4, AddedDown: 2.2, AddedUp: 11.2},
 		Phase{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 1.0, AddedUp: 2.0})
@@ -611,6 +611,31 @@ func TestBidirLoweringBySecant(t *testing.T) {
 	}
 	if r.Upload.RateKbit != third[1] || r.BidirLowered != 2 {
 		t.Errorf("chose %d, lowered %d times", r.Upload.RateKbit, r.BidirLowered)
+	}
+}
+
+// Both one-way delays over twice the bar beside a slow upload lower the
+// upload alone: the download's queue is the echo of the upload's, its
+// ACKs clumped behind it (adsl-atm × nss, 6f18de3: both lowered 6 %, and
+// the download ended at 91 % of the sweep's best). A fast pair lowers
+// both, as before.
+func TestBidirSlowLineLowersItsOwn(t *testing.T) {
+	for _, tc := range []struct {
+		slow Kind
+		want [2]bool // download, upload lowered
+	}{{Upload, [2]bool{false, true}}, {"", [2]bool{true, true}}} {
+		t.Run(fmt.Sprintf("slow %q", tc.slow), func(t *testing.T) {
+			l, r := scriptedBidir(t, [4]int{7124, 6766, 959, 845}, tc.slow,
+				Phase{AddedMedian: 364.9, AddedP95: 547.5, AddedDown: 127.6, AddedUp: 212.9},
+				Phase{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 1.0, AddedUp: 2.0})
+			second := l.rates[1]
+			if got := [2]bool{second[0] < 6766, second[1] < 845}; got != tc.want {
+				t.Errorf("after both queued: %v, lowered (download, upload) %v, want %v", second, got, tc.want)
+			}
+			if r.Download.RateKbit != second[0] || r.Upload.RateKbit != second[1] {
+				t.Errorf("chose %d/%d, passed at %v", r.Download.RateKbit, r.Upload.RateKbit, second)
+			}
+		})
 	}
 }
 
@@ -661,12 +686,15 @@ func (s *script) Load(context.Context, Kind, Length) (Phase, error) {
 
 // scriptedBidir runs the bidirectional check on a script of phases from
 // the rates lr: download line and rate, upload line and rate.
-func scriptedBidir(t *testing.T, lr [4]int, phases ...Phase) (*script, *Report) {
+func scriptedBidir(t *testing.T, lr [4]int, slow Kind, phases ...Phase) (*script, *Report) {
 	t.Helper()
 	l := &script{phases: phases}
 	r := &Report{Target: APlus}
 	r.Download.Line.RateKbit, r.Download.RateKbit = lr[0], lr[1]
 	r.Upload.Line.RateKbit, r.Upload.RateKbit = lr[2], lr[3]
+	if slow != "" {
+		r.choice(slow).Slow, r.LongBidir = true, true
+	}
 	s := &search{l: l, c: Config{Target: APlus}, r: r}
 	if err := s.bidir(context.Background()); err != nil {
 		t.Fatal(err)
@@ -680,7 +708,7 @@ func scriptedBidir(t *testing.T, lr [4]int, phases ...Phase) (*script, *Report) 
 // cake, 2026-11-25: the download from +56.0 to +15.1 ms as the upload went
 // from +3.1 to +25.1, and the download was put back to its +56).
 func TestBidirLoweringHelpedItsOwn(t *testing.T) {
-	l, r := scriptedBidir(t, [4]int{19897, 19150, 19645, 19276},
+	l, r := scriptedBidir(t, [4]int{19897, 19150, 19645, 19276}, "",
 		Phase{AddedMedian: 48.7, AddedP95: 82.8, AddedDown: 56.0, AddedUp: 3.1},
 		Phase{AddedMedian: 44.2, AddedP95: 81.3, AddedDown: 15.1, AddedUp: 25.1},
 		Phase{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 2.0, AddedUp: 1.0})
@@ -702,7 +730,7 @@ func TestBidirLoweringHelpedItsOwn(t *testing.T) {
 // IPv6: +5.9, then +9.2 ms with 7.3 of it downstream, and the download was
 // put back for the upload until four lowerings ran out).
 func TestBidirOwnDelayRoseIsNoise(t *testing.T) {
-	l, r := scriptedBidir(t, [4]int{39842, 38758, 8000, 7905},
+	l, r := scriptedBidir(t, [4]int{39842, 38758, 8000, 7905}, "",
 		Phase{AddedMedian: 6.8, AddedP95: 11.0, AddedDown: 5.3, AddedUp: 1.4},
 		Phase{AddedMedian: 9.2, AddedP95: 16.0, AddedDown: 7.3, AddedUp: 1.8},
 		Phase{AddedMedian: 2.0, AddedP95: 6.0, AddedDown: 1.5, AddedUp: 0.5})
