@@ -1096,21 +1096,32 @@ const splitError = 5.0
 // then both queues formed, beyond an offset's error of a few ms (fiber ×
 // cake, 2026-11-25: +15.1 ms down, +25.1 ms up after the download came
 // down, and the upload would have waited for a second miss), or when
-// neither was measured. Of two queues beside one slow line, the slow
-// line's alone: the other direction's ACKs wait in its queue and leave in
-// clumps, on which the other's sender bursts into the modem's FIFO, so
-// the other's queue is the slow one's echo (adsl-atm × nss, 6f18de3:
-// +127.6 ms down and +212.9 up at 6766/845 kbit/s, where the download
-// alone met A+ at 6768 with +0.9; both went 6 % lower and the next phase
-// read +22.4, 6.4 of it down). When it is not, the next phase shows the
-// other's queue alone and lowers it.
+// neither was measured.
+//
+// Beside one slow line (slowLine) it is that line's direction, unless
+// the other's one-way delay alone is over the bar by more than the
+// split's error and the slow one's under it: the other direction's ACKs
+// wait in the slow line's queue and leave in clumps, on which the other's
+// sender bursts into the modem's FIFO, so the other's one-way delay is
+// the slow one's echo (adsl-atm × nss: at 6f18de3, +127.6 ms down and
+// +212.9 up at 6766/845 kbit/s, where the download alone met A+ at 6768
+// with +0.9, and both went 6 % lower; at ecf9f19, +16.6 down and +19.5 up
+// at 6892/783, where the download alone met A+ at 6894 with +0.9, and
+// the download went 2 % lower twice, to 95 % of the sweep's best). A
+// queue of the other's own shows alone over the bar once the slow one's
+// is gone.
 func lowered(p Phase, bar float64, d, u *Choice) []*Choice {
-	switch down, up := Queued(p.AddedDown, p.AddedUp, bar); {
-	case down && up && d.Slow != u.Slow:
+	if d.Slow != u.Slow {
+		slow, other, sd, od := d, u, p.AddedDown, p.AddedUp
 		if u.Slow {
-			return []*Choice{u}
+			slow, other, sd, od = u, d, p.AddedUp, p.AddedDown
 		}
-		return []*Choice{d}
+		if od > bar+splitError && sd < bar {
+			return []*Choice{other}
+		}
+		return []*Choice{slow}
+	}
+	switch down, up := Queued(p.AddedDown, p.AddedUp, bar); {
 	case down && up:
 		return []*Choice{d, u}
 	case up:

@@ -614,23 +614,36 @@ func TestBidirLoweringBySecant(t *testing.T) {
 	}
 }
 
-// Both one-way delays over twice the bar beside a slow upload lower the
-// upload alone: the download's queue is the echo of the upload's, its
-// ACKs clumped behind it (adsl-atm × nss, 6f18de3: both lowered 6 %, and
-// the download ended at 91 % of the sweep's best). A fast pair lowers
-// both, as before.
+// Beside a slow upload a bidirectional miss lowers the upload, whose
+// queue clumps the download's ACKs: both one-way delays over twice the bar
+// (6f18de3: both went 6 % lower, and the download ended at 91 % of the
+// sweep's best), or split about evenly (ecf9f19: the download went 2 %
+// lower twice, to 95 %). The download alone over the bar, beside an
+// upload under it, is the download's own queue. A fast pair keeps
+// Queued's rule.
 func TestBidirSlowLineLowersItsOwn(t *testing.T) {
+	both := Phase{AddedMedian: 364.9, AddedP95: 547.5, AddedDown: 127.6, AddedUp: 212.9}
+	// ecf9f19's +16.6/+19.5 against A's 30, in A+'s bars (scriptedBidir's)
+	even := Phase{AddedMedian: 6.3, AddedP95: 17.5, AddedDown: 2.8, AddedUp: 3.3}
+	down := Phase{AddedMedian: 12, AddedP95: 20, AddedDown: 11, AddedUp: 1}
 	for _, tc := range []struct {
+		name string
 		slow Kind
+		miss Phase
 		want [2]bool // download, upload lowered
-	}{{Upload, [2]bool{false, true}}, {"", [2]bool{true, true}}} {
-		t.Run(fmt.Sprintf("slow %q", tc.slow), func(t *testing.T) {
-			l, r := scriptedBidir(t, [4]int{7124, 6766, 959, 845}, tc.slow,
-				Phase{AddedMedian: 364.9, AddedP95: 547.5, AddedDown: 127.6, AddedUp: 212.9},
+	}{
+		{"both queued, slow upload", Upload, both, [2]bool{false, true}},
+		{"even split, slow upload", Upload, even, [2]bool{false, true}},
+		{"the download's own, slow upload", Upload, down, [2]bool{true, false}},
+		{"both queued, fast", "", both, [2]bool{true, true}},
+		{"even split, fast", "", even, [2]bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, r := scriptedBidir(t, [4]int{7124, 6766, 959, 845}, tc.slow, tc.miss,
 				Phase{AddedMedian: 3.0, AddedP95: 8.0, AddedDown: 1.0, AddedUp: 2.0})
 			second := l.rates[1]
 			if got := [2]bool{second[0] < 6766, second[1] < 845}; got != tc.want {
-				t.Errorf("after both queued: %v, lowered (download, upload) %v, want %v", second, got, tc.want)
+				t.Errorf("after the miss: %v, lowered (download, upload) %v, want %v", second, got, tc.want)
 			}
 			if r.Download.RateKbit != second[0] || r.Upload.RateKbit != second[1] {
 				t.Errorf("chose %d/%d, passed at %v", r.Download.RateKbit, r.Upload.RateKbit, second)
