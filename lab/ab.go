@@ -37,7 +37,8 @@ type abArm struct {
 
 // abArms are the instruments by name. client is the grade's phase;
 // router the same phase of the router's own traffic; step and confirm
-// are tune's bidirectional step and its confirming test.
+// are tune's bidirectional step and its confirming test, long its
+// bidirectional step on a slow line (tune.LongPhase).
 var abArms = map[string]abArm{
 	"client": {nsClient, phaseArgs(0, 0, 0, gradeLoad)},
 	"router": {nsRouter, phaseArgs(0, 0, 0, gradeLoad)},

@@ -34,8 +34,9 @@ func TestABSpecCheck(t *testing.T) {
 }
 
 func TestABArms(t *testing.T) {
-	// step and confirm must be tune's own: its step's idle and length, its
-	// confirm's three phases; client and router the grade's 30 s phase.
+	// step, long and confirm must be tune's own: its steps' idle and
+	// lengths, its confirm's three phases; client and router the grade's
+	// 30 s phase.
 	for _, c := range []struct {
 		arm  string
 		ns   string
@@ -45,6 +46,7 @@ func TestABArms(t *testing.T) {
 		{"router", nsRouter, "--download 0s --upload 0s --bidir 30s"},
 		{"step", nsRouter, "--idle 1s --download 0s --upload 0s --bidir 6s"},
 		{"confirm", nsRouter, "--idle 2s --download 6s --upload 6s --bidir 6s"},
+		{"long", nsRouter, "--idle 1s --download 0s --upload 0s --bidir 14s"},
 	} {
 		a, ok := abArms[c.arm]
 		if !ok {

@@ -137,7 +137,7 @@ const usageText = `Usage: sqmkit-lab COMMAND
          ends after N passing steps in a row)
   ab     --profile NAME|PATH --backend B --rates DOWN/UP [--arms step,confirm] [--rounds 8]  the shaper held at
          one pair of rates, the bidirectional phase measured by each arm in turn, round after round (client,
-         router: the grade's 30 s phase forwarded or the router's own; step, confirm: tune's), with the
+         router: the grade's 30 s phase forwarded or the router's own; step, long, confirm: tune's), with the
          router's and the modem's queues sampled
   trace  --trace NAME|PATH [--profile cable] [--controllers none,static-min,static-mean,sqmkit,sqmkit-reflectors,ext:NAME=DIR]
          replay a capacity trace (lab/traces) on the modem with each controller under a bidirectional load:
