@@ -87,21 +87,16 @@ func (l *Live) length(k Kind, n Length) time.Duration {
 }
 
 // confirming is the confirming test: an idle baseline, the three loaded
-// phases, an idle end; the bidirectional phase long after a search with
-// long ones (Report.LongBidir).
-func (l *Live) confirming(long bool) bbtest.Config {
-	bidir := StepPhase
-	if long {
-		bidir = LongPhase
-	}
+// phases (the bidirectional one bidir long: Report.length), an idle end.
+func (l *Live) confirming(bidir Length) bbtest.Config {
 	full := l.Test
 	full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.length(Bidir, bidir)
 	return full
 }
 
 // confirmCost is the confirming test's test time.
-func (l *Live) confirmCost(long bool) time.Duration {
-	c := l.confirming(long)
+func (l *Live) confirmCost(bidir Length) time.Duration {
+	c := l.confirming(bidir)
 	return 2*c.Idle + c.Download + c.Upload + c.Bidir
 }
 
@@ -115,7 +110,7 @@ func (l *Live) confirmCost(long bool) time.Duration {
 // its download's bisection ended 2.5 % wide, and the confirm's miss by a
 // little had no room to be measured again).
 func (l *Live) fixedCost() time.Duration {
-	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost(false) + l.phase(l.Step)
+	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost(StepPhase) + l.phase(l.Step)
 }
 
 // SetRates changes the running shaper's rates.

@@ -102,10 +102,10 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	r := o.Report
 	for try := 0; ; try++ {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
-		full := l.confirming(r.LongBidir)
+		full := l.confirming(r.length(Bidir))
 		o.ConfirmedAt = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
 		o.Confirm, err = s.confirm(ctx, full)
-		l.Spent += l.confirmCost(r.LongBidir)
+		l.Spent += l.confirmCost(r.length(Bidir))
 		if err != nil {
 			return o, fmt.Errorf("confirming test: %w", err)
 		}
@@ -157,7 +157,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		// that missed by a little are the alternative, not the old ones
 		// (cable × fq_codel, 90c3088: the bidirectional phase +5.2/+8.7
 		// ms, 2m44s of 3m used, and nothing was written).
-		again := s.Budget == 0 || l.Spent+l.confirmCost(r.LongBidir) <= s.Budget
+		again := s.Budget == 0 || l.Spent+l.confirmCost(r.length(Bidir)) <= s.Budget
 		lower := []*Choice{r.choice(k)}
 		if k == Bidir {
 			lower = lowered(p, t.MedianMs, &r.Download, &r.Upload)

@@ -474,11 +474,11 @@ func TestPhaseLengths(t *testing.T) {
 	if got, want := l.phase(l.length(Bidir, LongPhase)), longSteps*l.phase(l.Step); got != want {
 		t.Errorf("a long phase's test time %v, want %d steps', %v", got, longSteps, want)
 	}
-	short, long := l.confirming(false), l.confirming(true)
+	short, long := l.confirming(StepPhase), l.confirming(LongPhase)
 	if short.Bidir != l.Step || long.Bidir != 14*time.Second || long.Download != l.Step || long.Upload != l.Step {
 		t.Errorf("confirming tests: %+v, %+v", short, long)
 	}
-	if got, kept := l.confirmCost(true)-l.confirmCost(false), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(false); got > kept {
+	if got, kept := l.confirmCost(LongPhase)-l.confirmCost(StepPhase), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(StepPhase); got > kept {
 		t.Errorf("the long confirming test costs %v more, over the %v fixedCost keeps beside the short one", got, kept)
 	}
 }

@@ -86,7 +86,7 @@ type Length int
 const (
 	// StepPhase is a search step.
 	StepPhase Length = iota
-	// LongPhase is a bidirectional step on a slow line (Report.LongBidir):
+	// LongPhase is a bidirectional step on a slow line (Report.longBidir):
 	// the test time of longSteps search steps.
 	LongPhase
 	// LinePhase is the unshaped measurement of the line itself.
@@ -194,10 +194,11 @@ type Report struct {
 	BidirP95       float64
 	BidirGoodputDn int
 	BidirGoodputUp int
-	// LongBidir: a line is slow (slowLine), so every bidirectional phase,
-	// the search's and the confirming test's, is a LongPhase.
-	LongBidir bool
 }
+
+// longBidir: a line is slow (Choice.Slow), so every bidirectional phase,
+// the search's and the confirming test's, is a LongPhase.
+func (r *Report) longBidir() bool { return r.Download.Slow || r.Upload.Slow }
 
 // ErrNoRate: no rate down to Floor of the line met the target.
 var ErrNoRate = errors.New("no rate meets the target")
@@ -242,7 +243,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 		}
 		s.choice(k).Line = line
 	}
-	s.longBidir()
+	s.markSlow()
 	r.Download.AckKbit = int(math.Round(c.AckUncounted * float64(r.Upload.Line.GoodputKbit)))
 	r.Upload.AckKbit = int(math.Round(c.AckUncounted * float64(r.Download.Line.GoodputKbit)))
 	// Search one direction with the other at its line rate: shaped, so
@@ -260,7 +261,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 	// 2.5 % wide at 96.7 % of the sweep's best). The bidirectional
 	// check gets the most because a search that cannot finish it writes
 	// nothing, where a bisection cut short costs a percent of the rate.
-	pool := max(0, s.c.MaxSteps-minSteps)
+	pool := max(0, c.MaxSteps-minSteps)
 	for _, d := range []struct {
 		k       Kind
 		reserve int
@@ -298,7 +299,7 @@ func (s *search) load(ctx context.Context, k Kind) (Phase, error) {
 // length is how long a step, or the confirming test's phase, of kind k
 // runs.
 func (r *Report) length(k Kind) Length {
-	if k == Bidir && r.LongBidir {
+	if k == Bidir && r.longBidir() {
 		return LongPhase
 	}
 	return StepPhase
@@ -324,23 +325,17 @@ func (s *search) cost(k Kind) int {
 // its start-up projected away (bbtest.Steady), +26 to +40.
 func (s *search) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs }
 
-// longBidir makes the bidirectional phases LongPhases when either line
-// is slow. The confirming test's bidirectional phase is long too; the
-// budget's phase for measuring a missed confirm phase again pays for it
-// (Live.fixedCost).
-func (s *search) longBidir() {
+// markSlow marks the slow lines, which make the bidirectional phases
+// LongPhases (Report.longBidir). The confirming test's bidirectional
+// phase is long too; the budget's phase for measuring a missed confirm
+// phase again pays for it (Live.fixedCost).
+func (s *search) markSlow() {
 	for _, k := range []Kind{Download, Upload} {
 		c := s.choice(k)
-		l := c.Line
-		if !s.slowLine(l) {
+		if c.Slow = s.slowLine(c.Line); !c.Slow {
 			continue
 		}
-		c.Slow = true
-		if s.r.LongBidir {
-			continue
-		}
-		s.r.LongBidir = true
-		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(l), l.RateKbit, longSteps)
+		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(c.Line), c.Line.RateKbit, longSteps)
 	}
 }
 

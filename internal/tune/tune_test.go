@@ -574,8 +574,8 @@ func TestSlowLineLongBidir(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.LongBidir != tc.long || (s.longs > 0) != tc.long {
-				t.Fatalf("LongBidir %v, %d long phases: want long ones %v", r.LongBidir, s.longs, tc.long)
+			if r.longBidir() != tc.long || (s.longs > 0) != tc.long {
+				t.Fatalf("longBidir %v, %d long phases: want long ones %v", r.longBidir(), s.longs, tc.long)
 			}
 			if !tc.long {
 				return
@@ -706,7 +706,7 @@ func scriptedBidir(t *testing.T, lr [4]int, slow Kind, phases ...Phase) (*script
 	r.Download.Line.RateKbit, r.Download.RateKbit = lr[0], lr[1]
 	r.Upload.Line.RateKbit, r.Upload.RateKbit = lr[2], lr[3]
 	if slow != "" {
-		r.choice(slow).Slow, r.LongBidir = true, true
+		r.choice(slow).Slow = true
 	}
 	s := &search{l: l, c: Config{Target: APlus}, r: r}
 	if err := s.bidir(context.Background()); err != nil {
