@@ -183,7 +183,11 @@ func (g *guest) grade(t *topo, r *result, shaped bool) error {
 		r.Test = &cross
 		return nil
 	}
-	m, discarded, err := g.cleanTest(t, r.Dir, shaped)
+	down := 0
+	if shaped {
+		down = r.DownKbit
+	}
+	m, discarded, err := g.cleanTest(t, r.Dir, down)
 	r.Discarded = discarded
 	var inc *inconclusive
 	if err != nil && !errors.As(err, &inc) {

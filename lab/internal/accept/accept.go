@@ -189,15 +189,24 @@ func Shaped(m Measurement, downKbit int) []Check {
 			cs = append(cs, missing(name))
 			continue
 		}
-		med, p95 := bars(name)
-		cs = append(cs,
-			Check{Name: name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", med), OK: p.AddedMedian <= med, Link: true},
-			Check{Name: name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", p95), OK: p.AddedP95 <= p95, Link: true})
-		if name == Download {
-			min := MinGoodputShare * float64(downKbit) / 1000
-			cs = append(cs, Check{Name: "download goodput Mbit/s", Got: p.DownMbps,
-				Want: fmt.Sprintf(">= %.1f (%.0f%% of %d kbit/s)", min, 100*MinGoodputShare, downKbit), OK: p.DownMbps >= min, Link: true})
-		}
+		cs = append(cs, shapedPhase(*p, downKbit)...)
+	}
+	return cs
+}
+
+// MissesShaped says whether p misses any of its shaped bars, goodput
+// included; downKbit is the download shaper rate.
+func MissesShaped(p Phase, downKbit int) bool { return !Passed(shapedPhase(p, downKbit)) }
+
+func shapedPhase(p Phase, downKbit int) []Check {
+	med, p95 := bars(p.Name)
+	cs := []Check{
+		{Name: p.Name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", med), OK: p.AddedMedian <= med, Link: true},
+		{Name: p.Name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", p95), OK: p.AddedP95 <= p95, Link: true}}
+	if p.Name == Download {
+		min := MinGoodputShare * float64(downKbit) / 1000
+		cs = append(cs, Check{Name: "download goodput Mbit/s", Got: p.DownMbps,
+			Want: fmt.Sprintf(">= %.1f (%.0f%% of %d kbit/s)", min, 100*MinGoodputShare, downKbit), OK: p.DownMbps >= min, Link: true})
 	}
 	return cs
 }
