@@ -467,7 +467,7 @@ func TestKeepCleanStarved(t *testing.T) {
 				t.Errorf("%d runs, discarded %+v; want %d runs", runs, disc, len(tc.reruns))
 			}
 			for _, d := range disc {
-				if d.Cause != causeStarved || !strings.Contains(d.Why, "runnable 87%") {
+				if d.Cause != causeStarved || !strings.Contains(d.Why, "runnable 87%") || !strings.Contains(d.Why, "missed: download ") {
 					t.Errorf("discarded for %s: %q", d.Cause, d.Why)
 				}
 			}
@@ -1095,6 +1095,16 @@ func TestResultLine(t *testing.T) {
 		if got := r.line(); !strings.HasPrefix(got, tc.want) || strings.Count(strings.ToLower(got), "inconclusive") > 1 {
 			t.Errorf("%v: %q, want it to begin %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// The verdict line counts every cause of a discarded measurement (the
+// guest's missing headroom printed "2 phase measurement(s) discarded: "
+// at 7bfdf2c).
+func TestDiscardedKinds(t *testing.T) {
+	ds := []discarded{{Cause: causeStarved}, {Cause: causeNoise}, {Cause: causeStarved}, {Cause: causeCollision}}
+	if got, want := discardedKinds(ds), "1 host noise, 1 probe flow collision, 2 guest short of CPU"; got != want {
+		t.Errorf("discardedKinds = %q, want %q", got, want)
 	}
 }
 

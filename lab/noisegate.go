@@ -309,9 +309,11 @@ func disqualified(p accept.Phase, run string, downKbit int) *discarded {
 	if why == "" && p.Collision != "" && accept.MissesLatency(p) {
 		why, cause = "a probe flow collided with a bulk flow and the phase missed its bars: "+p.Collision, causeCollision
 	}
-	if n := p.Noise; why == "" && downKbit > 0 && n != nil && n.Busy+n.Steal > maxRunnable && accept.MissesShaped(p, downKbit) {
-		why, cause = fmt.Sprintf("the phase missed a bar while the guest had no headroom: its vCPUs ran %.0f%% and waited %.1f%% of the time for the host, runnable %.0f%% (limit %.0f%% for a miss)",
-			100*n.Busy, 100*n.Steal, 100*(n.Busy+n.Steal), 100*maxRunnable), causeStarved
+	if n := p.Noise; why == "" && downKbit > 0 && n != nil && n.Busy+n.Steal > maxRunnable {
+		if miss := accept.ShapedMisses(p, downKbit); len(miss) > 0 {
+			why, cause = fmt.Sprintf("the phase missed a bar while the guest had no headroom: its vCPUs ran %.0f%% and waited %.1f%% of the time for the host, runnable %.0f%% (limit %.0f%% for a miss); missed: %s",
+				100*n.Busy, 100*n.Steal, 100*(n.Busy+n.Steal), 100*maxRunnable, missList(miss)), causeStarved
+		}
 	}
 	if why == "" {
 		return nil
@@ -428,6 +430,15 @@ func (g *guest) gaugedTest(t *topo, dir, run, only string) (accept.Measurement, 
 		}
 	}
 	return m, nil
+}
+
+// missList names the bars a phase missed, with what it read.
+func missList(cs []accept.Check) string {
+	var parts []string
+	for _, c := range cs {
+		parts = append(parts, fmt.Sprintf("%s %.1f (want %s)", c.Name, c.Got, c.Want))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // shortWhy is the first clause of a reason, for a progress line.

@@ -549,7 +549,7 @@ func failedNames(cs []accept.Check) string {
 // discardedKinds counts the discarded measurements by cause.
 func discardedKinds(ds []discarded) string {
 	var out []string
-	for _, cause := range []string{causeNoise, causeCollision} {
+	for _, cause := range []string{causeNoise, causeCollision, causeStarved} {
 		n := 0
 		for _, d := range ds {
 			if d.Cause == cause {

@@ -194,9 +194,17 @@ func Shaped(m Measurement, downKbit int) []Check {
 	return cs
 }
 
-// MissesShaped says whether p misses any of its shaped bars, goodput
-// included; downKbit is the download shaper rate.
-func MissesShaped(p Phase, downKbit int) bool { return !Passed(shapedPhase(p, downKbit)) }
+// ShapedMisses are the shaped bars p misses, goodput included; downKbit
+// is the download shaper rate.
+func ShapedMisses(p Phase, downKbit int) []Check {
+	var out []Check
+	for _, c := range shapedPhase(p, downKbit) {
+		if !c.OK {
+			out = append(out, c)
+		}
+	}
+	return out
+}
 
 func shapedPhase(p Phase, downKbit int) []Check {
 	med, p95 := bars(p.Name)
