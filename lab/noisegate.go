@@ -180,6 +180,10 @@ const (
 type inconclusive struct {
 	phases []string
 	tries  int // 0: 1+maxReruns
+	// starved: every try of those phases missed on a guest short of CPU
+	// (maxRunnable) with no other process in the way; the host was not
+	// busy, and the message must not say so.
+	starved bool
 }
 
 func (e *inconclusive) Error() string {
@@ -187,8 +191,12 @@ func (e *inconclusive) Error() string {
 	if tries == 0 {
 		tries = 1 + maxReruns
 	}
-	return fmt.Sprintf("inconclusive: host busy (no clean %s phase in %d tries; see discarded in result.json)",
-		strings.Join(e.phases, ", "), tries)
+	why := "host busy"
+	if e.starved {
+		why = causeStarved
+	}
+	return fmt.Sprintf("inconclusive: %s (no clean %s phase in %d tries; see discarded in result.json)",
+		why, strings.Join(e.phases, ", "), tries)
 }
 
 // cleanTest grades the path with `sqmkit test` while the noise gauge
@@ -230,6 +238,7 @@ func (g *guest) cleanTest(t *topo, dir string, downKbit int) (accept.Measurement
 func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why string) (accept.Measurement, error)) (accept.Measurement, []discarded, error) {
 	var out []discarded
 	var busy []string
+	starved := true // every discarded try of a busy phase was causeStarved
 	for _, name := range accept.LoadPhases {
 		p := m.Phase(name)
 		if p == nil {
@@ -242,6 +251,7 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 				break // clean, or a collision on every try: graded as measured
 			}
 			out = append(out, *d)
+			starved = starved && d.Cause == causeStarved
 			if try > maxReruns {
 				busy = append(busy, name)
 				break
@@ -262,7 +272,7 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 	}
 	m.Grade = dslGrade(&m)
 	if len(busy) > 0 {
-		return m, out, &inconclusive{phases: busy}
+		return m, out, &inconclusive{phases: busy, starved: starved}
 	}
 	return m, out, nil
 }

@@ -477,7 +477,7 @@ func summaryLine(r *result) string {
 	}
 	var b strings.Builder
 	if r.FirstTry != "" {
-		b.WriteString(" (second pass: the first was inconclusive, host busy)")
+		b.WriteString(" (second pass: the first was inconclusive)")
 	}
 	if n := len(r.Discarded); n > 0 {
 		fmt.Fprintf(&b, " (%d phase measurement(s) discarded: %s)", n, discardedKinds(r.Discarded))
