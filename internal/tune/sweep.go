@@ -144,12 +144,19 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 // the line, queued beside each other, so no rate of either passed beside
 // the other's (0/0), where the download's own delay fell to +1.7-3.2 ms
 // at 87-90 % and the misses there were the upload's (+26 ms upstream).
-// It departs from tune's descent in one rule only: it never puts back a
-// lowering that left the delay flat (helped). Its 1 % steps move the delay
-// less than a 30 s phase's noise, so "no help" is noise: at 45a24e2 that
-// rule walked vdsl × cake's upload from 9800 to 9000 at a flat +5 to +8 ms
-// while the download, whose queue every split showed (~5 against ~1.5
-// ms), went back and forth between 27000 and 27300.
+// It departs from tune's descent in two rules. It never puts back a
+// lowering that left the delay flat (helped): its 1 % steps move the
+// delay less than a 30 s phase's noise, so "no help" is noise (at
+// 45a24e2 that rule walked vdsl × cake's upload from 9800 to 9000 at a
+// flat +5 to +8 ms while the download, whose queue every split showed,
+// ~5 against ~1.5 ms, went back and forth between 27000 and 27300). And
+// it marks no slow line, so beside one it lowers by Queued's rule (the
+// download, at an even split) where tune lowers the slow line's
+// direction (lowered): both paths cross one frontier and end at
+// different pairs of it (adsl-atm × nss: 6600 / 776 and 6880 / 745 each
+// met A in ten phases of ten, 6880 / 776 in eight of sixteen;
+// docs/lab-notes.md, "2026-11-27, night"). Every sweep so far took its
+// ground truth this way.
 // A direction is never lowered below From of its line; when none can be,
 // there is no best (0, 0).
 func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
