@@ -164,7 +164,7 @@ type discarded struct {
 	Phase string      `json:"phase"`
 	Run   string      `json:"run"` // the test run it came from (its files in the scenario dir)
 	Noise noise.Stats `json:"host_noise"`
-	Cause string      `json:"cause"` // causeNoise or causeCollision
+	Cause string      `json:"cause"` // causeNoise, causeCollision or causeStarved
 	Why   string      `json:"why"`
 }
 
@@ -238,22 +238,24 @@ func (g *guest) cleanTest(t *topo, dir string, downKbit int) (accept.Measurement
 func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why string) (accept.Measurement, error)) (accept.Measurement, []discarded, error) {
 	var out []discarded
 	var busy []string
-	starved := true // every discarded try of a busy phase was causeStarved
+	starved := true // every discarded try of every busy phase was causeStarved
 	for _, name := range accept.LoadPhases {
 		p := m.Phase(name)
 		if p == nil {
 			continue
 		}
 		run := "test"
+		phaseStarved := true // a phase measured clean in the end says nothing of the verdict's cause
 		for try := 1; ; try++ {
 			d := disqualified(*p, run, downKbit)
 			if d == nil || d.Cause == causeCollision && try > maxReruns {
 				break // clean, or a collision on every try: graded as measured
 			}
 			out = append(out, *d)
-			starved = starved && d.Cause == causeStarved
+			phaseStarved = phaseStarved && d.Cause == causeStarved
 			if try > maxReruns {
 				busy = append(busy, name)
+				starved = starved && phaseStarved
 				break
 			}
 			np, err := phaseAgain(again, fmt.Sprintf("rerun-%s-%d", name, try), name, fmt.Sprintf("not graded (%s); measuring it again", shortWhy(d.Why)))
