@@ -432,7 +432,8 @@ func TestKeepCleanCollision(t *testing.T) {
 func TestKeepCleanStarvedVerdict(t *testing.T) {
 	starved := &noise.Stats{Foreign: 0.018, Busy: 0.75, Steal: 0.121}
 	loud, roomy := &noise.Stats{Foreign: 0.2, Busy: 0.5, Steal: 0.05}, &noise.Stats{Foreign: 0.02, Busy: 0.6, Steal: 0.05}
-	slow := accept.Phase{Name: accept.Download, AddedMedian: 1.2, AddedP95: 4.5, DownMbps: 21.8, Noise: starved}
+	// a latency miss too: a goodput-only one would be unproven, not inconclusive
+	slow := accept.Phase{Name: accept.Download, AddedMedian: 7.2, AddedP95: 16.5, DownMbps: 21.8, Noise: starved}
 	up := func(n *noise.Stats) accept.Phase {
 		return accept.Phase{Name: accept.Upload, AddedMedian: 1, AddedP95: 3, UpMbps: 9, Noise: n}
 	}
@@ -478,16 +479,22 @@ func TestKeepCleanStarved(t *testing.T) {
 		reruns   []accept.Phase
 		wantMbps float64
 		wantBusy bool
+		unproven string // in the download's GoodputUnproven
 	}{
-		{"slow without headroom, then with it", shaper, down(21.8, starved), []accept.Phase{down(26.2, roomy)}, 26.2, false},
-		{"no headroom on the first rerun either", shaper, down(21.8, starved), []accept.Phase{down(22.0, starved), down(26.1, roomy)}, 26.1, false},
-		{"passed without headroom", shaper, down(25.5, starved), nil, 25.5, false},
-		{"slow with headroom: graded", shaper, down(21.8, roomy), nil, 21.8, false},
-		{"bare link", 0, down(21.8, starved), nil, 21.8, false},
-		{"no headroom on any try", shaper, down(21.8, starved), []accept.Phase{down(21.5, starved), down(22.3, starved)}, 22.3, true},
+		{"slow without headroom, then with it", shaper, down(21.8, starved), []accept.Phase{down(26.2, roomy)}, 26.2, false, ""},
+		{"no headroom on the first rerun either", shaper, down(21.8, starved), []accept.Phase{down(22.0, starved), down(26.1, roomy)}, 26.1, false, ""},
+		{"passed without headroom", shaper, down(25.5, starved), nil, 25.5, false, ""},
+		{"slow with headroom: graded", shaper, down(21.8, roomy), nil, 21.8, false, ""},
+		{"bare link", 0, down(21.8, starved), nil, 21.8, false, ""},
+		// its latency met on each: kept as last measured, its goodput unproven
+		{"no headroom on any try", shaper, down(21.8, starved), []accept.Phase{down(21.5, starved), down(22.3, starved)}, 22.3, false,
+			"no headroom on each of 3 tries (runnable over 80%); they carried 21.5-22.3 Mbit/s, 75-78% of 28500 kbit/s"},
+		{"no headroom on any try, under 70 % once", shaper, down(21.8, starved), []accept.Phase{down(19.9, starved), down(22.3, starved)}, 22.3, true, ""},
+		{"no headroom on any try, latency missed once", shaper, down(21.8, starved),
+			[]accept.Phase{{Name: accept.Download, AddedMedian: 5.5, AddedP95: 9, DownMbps: 22, Noise: starved}, down(22.3, starved)}, 22.3, true, ""},
 		// a latency miss counts as a goodput one does
 		{"latency miss without headroom", shaper, accept.Phase{Name: accept.Download, AddedMedian: 7.5, AddedP95: 14, DownMbps: 26, Noise: starved},
-			[]accept.Phase{down(26.2, roomy)}, 26.2, false},
+			[]accept.Phase{down(26.2, roomy)}, 26.2, false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accept.Measurement{Phases: []accept.Phase{tc.first, calm(accept.Upload), calm(accept.Bidir)}}
@@ -499,6 +506,7 @@ func TestKeepCleanStarved(t *testing.T) {
 				runs++
 				return accept.Measurement{Phases: []accept.Phase{tc.reruns[runs-1]}}, nil
 			})
+			// an inconclusive phase's last try is discarded too; an unproven one's is kept
 			if runs != len(tc.reruns) || len(disc) != runs+map[bool]int{true: 1}[tc.wantBusy] {
 				t.Errorf("%d runs, discarded %+v; want %d runs", runs, disc, len(tc.reruns))
 			}
@@ -515,10 +523,45 @@ func TestKeepCleanStarved(t *testing.T) {
 			if tc.wantBusy && !strings.HasPrefix(err.Error(), "inconclusive: guest short of CPU (no clean download phase in 3 tries") {
 				t.Errorf("message %q", err)
 			}
-			if got := m.Phase(accept.Download).DownMbps; got != tc.wantMbps {
-				t.Errorf("download graded at %v Mbit/s, want %v", got, tc.wantMbps)
+			d := m.Phase(accept.Download)
+			if d.DownMbps != tc.wantMbps {
+				t.Errorf("download graded at %v Mbit/s, want %v", d.DownMbps, tc.wantMbps)
+			}
+			if tc.unproven == "" && d.GoodputUnproven != "" || !strings.Contains(d.GoodputUnproven, tc.unproven) {
+				t.Errorf("goodput unproven %q, want %q", d.GoodputUnproven, tc.unproven)
+			}
+			// the goodput check follows: an unproven one makes the scenario unproven
+			want := "pass"
+			switch {
+			case tc.unproven != "":
+				want = "unproven"
+			case d.DownMbps < accept.MinGoodputShare*shaper/1000:
+				want = "fail"
+			}
+			if got := status(accept.Shaped(m, shaper)); !tc.wantBusy && got != want {
+				t.Errorf("status %s, want %s", got, want)
 			}
 		})
+	}
+}
+
+func TestStatus(t *testing.T) {
+	ok := accept.Check{Name: "a", OK: true}
+	miss := accept.Check{Name: "b"}
+	unproven := accept.Check{Name: "c", Unproven: "guest short of CPU"}
+	for _, tc := range []struct {
+		cs   []accept.Check
+		want string
+	}{
+		{[]accept.Check{ok}, "pass"},
+		{[]accept.Check{ok, unproven}, "unproven"},
+		{[]accept.Check{miss, unproven}, "fail"},
+		{[]accept.Check{unproven, miss}, "fail"},
+		{[]accept.Check{ok, {Name: "d", OK: true, Unproven: "stale"}}, "pass"},
+	} {
+		if got := status(tc.cs); got != tc.want {
+			t.Errorf("%+v: %s, want %s", tc.cs, got, tc.want)
+		}
 	}
 }
 
@@ -528,6 +571,7 @@ func TestExitStatus(t *testing.T) {
 		want   int
 	}{
 		{[]string{"pass", "limitation"}, 0},
+		{[]string{"pass", "unproven"}, 0},
 		{[]string{"pass", "fail"}, 1},
 		{[]string{"inconclusive"}, 1},
 		{[]string{"error", "pass"}, 1},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -60,6 +61,22 @@ const noiseDir = "noise"
 // whatever its headroom; a miss is the shaper's once a measurement with
 // headroom repeats it, and one that never gets headroom is inconclusive.
 const maxRunnable = 0.80
+
+// A download phase that missed its goodput bar, and only that bar, on a
+// guest short of CPU on every try is not inconclusive but unproven: its
+// latency was graded and met, and its goodput could not be. On a guest
+// with no headroom the shaper's timer fires later than its 1 ms bucket
+// lasts, and each late wake-up loses rate that a router's timers would
+// not (docs/lab-notes.md, "2026-11-27, evening"; 5 ms buckets carried
+// 95 % on the same guest). CI's runners differ in speed, and on the slow
+// ones cable × nss read 29.1-31.1 Mbit/s against its 32.3 bar in six
+// tries of two boots (the CI run of 8113461), failing `make test` on a
+// figure no shaper could change. The goodput must still reach
+// minStarvedGoodput of the rate: the slowest guest measured lost at most
+// a quarter of it (vdsl × nss, 21.3 of 28.5 Mbit/s), so a shaper that
+// carries less is the shaper's fault on any of them, and fails. A shaper
+// that carries less also leaves the guest the headroom to grade it.
+const minStarvedGoodput = 0.70
 
 // maxReruns bounds how often one noisy phase is measured again before the
 // scenario is reported inconclusive.
@@ -226,7 +243,9 @@ func (g *guest) cleanTest(t *topo, dir string, downKbit int) (accept.Measurement
 // back on every try is graded as measured, a failure.
 //
 // A shaped phase that missed a bar on a guest short of CPU (maxRunnable)
-// is measured again as a noisy one is.
+// is measured again as a noisy one is; a download that missed only its
+// goodput bar that way on every try is kept, that bar unproven
+// (minStarvedGoodput).
 //
 // A shaped phase that comes out borderline (accept.Unsure) is measured
 // once more and graded on the mean of the two, as sqmkit tune judges a
@@ -246,13 +265,22 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 		}
 		run := "test"
 		phaseStarved := true // a phase measured clean in the end says nothing of the verdict's cause
+		goodputOnly := true  // every try was starved and missed only the goodput bar, above minStarvedGoodput
+		lo, hi := math.Inf(1), math.Inf(-1)
 		for try := 1; ; try++ {
 			d := disqualified(*p, run, downKbit)
 			if d == nil || d.Cause == causeCollision && try > maxReruns {
 				break // clean, or a collision on every try: graded as measured
 			}
-			out = append(out, *d)
 			phaseStarved = phaseStarved && d.Cause == causeStarved
+			goodputOnly = goodputOnly && d.Cause == causeStarved && starvedGoodput(*p, downKbit)
+			lo, hi = math.Min(lo, p.DownMbps), math.Max(hi, p.DownMbps)
+			if try > maxReruns && goodputOnly {
+				p.GoodputUnproven = fmt.Sprintf("the guest had no headroom on each of %d tries (runnable over %.0f%%); they carried %.1f-%.1f Mbit/s, %.0f-%.0f%% of %d kbit/s, with every latency bar met",
+					try, 100*maxRunnable, lo, hi, 100*lo/(float64(downKbit)/1000), 100*hi/(float64(downKbit)/1000), downKbit)
+				break // graded as last measured, its goodput bar unproven
+			}
+			out = append(out, *d)
 			if try > maxReruns {
 				busy = append(busy, name)
 				starved = starved && phaseStarved
@@ -277,6 +305,14 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 		return m, out, &inconclusive{phases: busy, starved: starved}
 	}
 	return m, out, nil
+}
+
+// starvedGoodput says whether p's only miss is the download's goodput bar
+// and it carried at least minStarvedGoodput of downKbit.
+func starvedGoodput(p accept.Phase, downKbit int) bool {
+	miss := accept.ShapedMisses(p, downKbit)
+	return p.Name == accept.Download && len(miss) == 1 && !accept.MissesLatency(p) &&
+		p.DownMbps >= minStarvedGoodput*float64(downKbit)/1000
 }
 
 // borderline is the reason measureAgain gives for its second measurement.

@@ -133,3 +133,35 @@ func TestMean(t *testing.T) {
 		t.Errorf("runs and gauge: %+v (want the first's, with the second's run as Again)", m)
 	}
 }
+
+// A download whose goodput the lab could not measure (Phase.GoodputUnproven)
+// leaves that bar ungraded and no other.
+func TestShapedUnproven(t *testing.T) {
+	calm := Phase{AddedMedian: 1.2, AddedP95: 4, DownMbps: 34}
+	why := "the guest had no headroom on each of 3 tries"
+	tests := []struct {
+		name         string
+		down         Phase
+		bidir        Phase
+		passed, some bool // Passed, Unproven
+	}{
+		{"slow download, unproven", Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 30, GoodputUnproven: why}, calm, true, true},
+		{"met anyway: graded", Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 34, GoodputUnproven: why}, calm, true, false},
+		{"a latency miss beside it still fails", Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 30, GoodputUnproven: why},
+			Phase{AddedMedian: 11, AddedP95: 20}, false, true},
+		{"slow download, graded", Phase{AddedMedian: 1, AddedP95: 2, DownMbps: 30}, calm, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs := Shaped(meas(tt.down, calm, tt.bidir), 38000)
+			if Passed(cs) != tt.passed || Unproven(cs) != tt.some {
+				t.Errorf("Passed %v, Unproven %v; want %v, %v\n%v", Passed(cs), Unproven(cs), tt.passed, tt.some, cs)
+			}
+			for _, c := range cs {
+				if c.Name == "download goodput Mbit/s" && tt.some != strings.HasPrefix(c.String(), "NOT GRADED download goodput Mbit/s = 30.0 (want >= 32.3 (85% of 38000 kbit/s)): "+why) {
+					t.Errorf("%q", c)
+				}
+			}
+		})
+	}
+}
