@@ -31,7 +31,8 @@ type result struct {
 	Date    string `json:"date"`
 	Commit  string `json:"commit"`
 	// pass, fail, limitation (a known physical limit), inconclusive (the
-	// host kept the guest too busy to grade), error
+	// host kept the guest too busy to grade), unproven (every bar met but
+	// one the guest's headroom kept from being graded), error
 	Status     string `json:"status"`
 	Limitation string `json:"limitation,omitempty"`
 	Error      string `json:"error,omitempty"`
