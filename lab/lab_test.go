@@ -1253,7 +1253,8 @@ func TestSecondPass(t *testing.T) {
 		{Profile: "cable", Backend: "fq_codel", Status: "pass", Dir: dir("cable/fq_codel")},
 	}}
 	var asked []planRun
-	g := &guest{say: func(string, ...any) {}, settler: &settler{left: 0}}
+	var said []string
+	g := &guest{say: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }, settler: &settler{left: 0}}
 	again := func(pr planRun) ([]result, error) {
 		asked = append(asked, pr)
 		var got []result
@@ -1313,6 +1314,9 @@ func TestSecondPass(t *testing.T) {
 	}
 	if rs[5].Status != "inconclusive" {
 		t.Errorf("the trace run changed: %+v", rs[5])
+	}
+	if w := "vdsl/nss: " + busy + "; running it again after the others (its first files in nss.busy)"; !slices.Contains(said, w) {
+		t.Errorf("said %q; want %q", said, w)
 	}
 	if !strings.Contains(summaryLine(&nss), "second pass") {
 		t.Errorf("the line does not say it was a second pass: %s", summaryLine(&nss))

@@ -528,8 +528,9 @@ func (g *guest) secondPass(runs []planRun, byRun [][]result, run func(planRun) (
 			g.settler.left = settleBudget
 		}
 		for _, k := range at {
-			g.say("%s/%s: the host was busy through every try; running it again after the others (its first files in %s)",
-				rs[k].Profile, rs[k].Backend, filepath.Base(rs[k].Dir)+busySuffix)
+			// the error names the cause: the host busy, or the guest short of CPU
+			g.say("%s/%s: %s; running it again after the others (its first files in %s)",
+				rs[k].Profile, rs[k].Backend, rs[k].Error, filepath.Base(rs[k].Dir)+busySuffix)
 			os.RemoveAll(rs[k].Dir + busySuffix)
 			os.Rename(rs[k].Dir, rs[k].Dir+busySuffix)
 		}
