@@ -423,46 +423,10 @@ func TestKeepCleanCollision(t *testing.T) {
 // A shaped phase that missed a bar while the guest had no headroom (its
 // vCPUs runnable over maxRunnable) is measured again; one that passed, one
 // that missed with headroom, and the bare link are graded as measured;
-// misses without headroom on every try make the scenario inconclusive.
+// misses without headroom on every try make the scenario inconclusive, or
+// unproven when only the goodput missed, above minStarvedGoodput.
 // The CI run of 064e102: vdsl × nss's download at 21.8 Mbit/s against a
 // bar of 24.2, the vCPUs running 75 % and waiting 12.1 %.
-// TestKeepCleanStarvedVerdict: the inconclusive verdict names the cause
-// of the phases that stayed unclean, not of a phase that was re-measured
-// once for host noise and then graded.
-func TestKeepCleanStarvedVerdict(t *testing.T) {
-	starved := &noise.Stats{Foreign: 0.018, Busy: 0.75, Steal: 0.121}
-	loud, roomy := &noise.Stats{Foreign: 0.2, Busy: 0.5, Steal: 0.05}, &noise.Stats{Foreign: 0.02, Busy: 0.6, Steal: 0.05}
-	// a latency miss too: a goodput-only one would be unproven, not inconclusive
-	slow := accept.Phase{Name: accept.Download, AddedMedian: 7.2, AddedP95: 16.5, DownMbps: 21.8, Noise: starved}
-	up := func(n *noise.Stats) accept.Phase {
-		return accept.Phase{Name: accept.Upload, AddedMedian: 1, AddedP95: 3, UpMbps: 9, Noise: n}
-	}
-	for _, tc := range []struct {
-		name string
-		up   []accept.Phase // the upload's first measurement and its reruns
-		want string
-	}{
-		{"the upload clean at once", []accept.Phase{up(roomy)}, "inconclusive: guest short of CPU"},
-		{"the upload noisy once, then clean", []accept.Phase{up(loud), up(roomy)}, "inconclusive: guest short of CPU"},
-		{"the upload noisy on every try too", []accept.Phase{up(loud), up(loud), up(loud)}, "inconclusive: host busy"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			m := accept.Measurement{Phases: []accept.Phase{slow, tc.up[0]}}
-			n := map[string]int{}
-			_, _, err := keepClean(m, 28500, func(run, name, why string) (accept.Measurement, error) {
-				n[name]++
-				if name == accept.Upload {
-					return accept.Measurement{Phases: []accept.Phase{tc.up[n[name]]}}, nil
-				}
-				return accept.Measurement{Phases: []accept.Phase{slow}}, nil
-			})
-			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
-				t.Errorf("err %v, want %q…", err, tc.want)
-			}
-		})
-	}
-}
-
 func TestKeepCleanStarved(t *testing.T) {
 	const shaper = 28500
 	roomy, starved := &noise.Stats{Foreign: 0.02, Busy: 0.68, Steal: 0.106}, &noise.Stats{Foreign: 0.018, Busy: 0.75, Steal: 0.121}
@@ -540,6 +504,43 @@ func TestKeepCleanStarved(t *testing.T) {
 			}
 			if got := status(accept.Shaped(m, shaper)); !tc.wantBusy && got != want {
 				t.Errorf("status %s, want %s", got, want)
+			}
+		})
+	}
+}
+
+// TestKeepCleanStarvedVerdict: the inconclusive verdict names the cause
+// of the phases that stayed unclean, not of a phase that was re-measured
+// once for host noise and then graded.
+func TestKeepCleanStarvedVerdict(t *testing.T) {
+	starved := &noise.Stats{Foreign: 0.018, Busy: 0.75, Steal: 0.121}
+	loud, roomy := &noise.Stats{Foreign: 0.2, Busy: 0.5, Steal: 0.05}, &noise.Stats{Foreign: 0.02, Busy: 0.6, Steal: 0.05}
+	// a latency miss too: a goodput-only one would be unproven, not inconclusive
+	slow := accept.Phase{Name: accept.Download, AddedMedian: 7.2, AddedP95: 16.5, DownMbps: 21.8, Noise: starved}
+	up := func(n *noise.Stats) accept.Phase {
+		return accept.Phase{Name: accept.Upload, AddedMedian: 1, AddedP95: 3, UpMbps: 9, Noise: n}
+	}
+	for _, tc := range []struct {
+		name string
+		up   []accept.Phase // the upload's first measurement and its reruns
+		want string
+	}{
+		{"the upload clean at once", []accept.Phase{up(roomy)}, "inconclusive: guest short of CPU"},
+		{"the upload noisy once, then clean", []accept.Phase{up(loud), up(roomy)}, "inconclusive: guest short of CPU"},
+		{"the upload noisy on every try too", []accept.Phase{up(loud), up(loud), up(loud)}, "inconclusive: host busy"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := accept.Measurement{Phases: []accept.Phase{slow, tc.up[0]}}
+			n := map[string]int{}
+			_, _, err := keepClean(m, 28500, func(run, name, why string) (accept.Measurement, error) {
+				n[name]++
+				if name == accept.Upload {
+					return accept.Measurement{Phases: []accept.Phase{tc.up[n[name]]}}, nil
+				}
+				return accept.Measurement{Phases: []accept.Phase{slow}}, nil
+			})
+			if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
+				t.Errorf("err %v, want %q…", err, tc.want)
 			}
 		})
 	}

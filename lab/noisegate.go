@@ -72,10 +72,13 @@ const maxRunnable = 0.80
 // ones cable × nss read 29.1-31.1 Mbit/s against its 32.3 bar in six
 // tries of two boots (the CI run of 8113461), failing `make test` on a
 // figure no shaper could change. The goodput must still reach
-// minStarvedGoodput of the rate: the slowest guest measured lost at most
-// a quarter of it (vdsl × nss, 21.3 of 28.5 Mbit/s), so a shaper that
-// carries less is the shaper's fault on any of them, and fails. A shaper
-// that carries less also leaves the guest the headroom to grade it.
+// minStarvedGoodput of the rate: the starved tries that missed only their
+// goodput carried 72-82 % of it (vdsl × nss at 20.5 of 28.5 Mbit/s the
+// lowest, the make test of d549e7b); one that also missed its p95 carried
+// 68 %. A try under the floor is not excused, and the phase stays
+// inconclusive, which fails the run: the safe side for a shaper that loses
+// rate of its own fault. Such a shaper also leaves the guest the headroom
+// to grade it.
 const minStarvedGoodput = 0.70
 
 // maxReruns bounds how often one noisy phase is measured again before the
@@ -276,8 +279,9 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 			goodputOnly = goodputOnly && d.Cause == causeStarved && starvedGoodput(*p, downKbit)
 			lo, hi = math.Min(lo, p.DownMbps), math.Max(hi, p.DownMbps)
 			if try > maxReruns && goodputOnly {
+				rate := float64(downKbit) / 1000
 				p.GoodputUnproven = fmt.Sprintf("the guest had no headroom on each of %d tries (runnable over %.0f%%); they carried %.1f-%.1f Mbit/s, %.0f-%.0f%% of %d kbit/s, with every latency bar met",
-					try, 100*maxRunnable, lo, hi, 100*lo/(float64(downKbit)/1000), 100*hi/(float64(downKbit)/1000), downKbit)
+					try, 100*maxRunnable, lo, hi, 100*lo/rate, 100*hi/rate, downKbit)
 				break // graded as last measured, its goodput bar unproven
 			}
 			out = append(out, *d)
@@ -307,11 +311,11 @@ func keepClean(m accept.Measurement, downKbit int, again func(run, phase, why st
 	return m, out, nil
 }
 
-// starvedGoodput says whether p's only miss is the download's goodput bar
-// and it carried at least minStarvedGoodput of downKbit.
+// starvedGoodput says whether a starved miss of p (disqualified) can only
+// be the download's goodput bar, and p carried at least minStarvedGoodput
+// of downKbit.
 func starvedGoodput(p accept.Phase, downKbit int) bool {
-	miss := accept.ShapedMisses(p, downKbit)
-	return p.Name == accept.Download && len(miss) == 1 && !accept.MissesLatency(p) &&
+	return p.Name == accept.Download && !accept.MissesLatency(p) &&
 		p.DownMbps >= minStarvedGoodput*float64(downKbit)/1000
 }
 
