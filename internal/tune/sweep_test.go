@@ -27,19 +27,20 @@ func (l lucky) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
 }
 
 // edgeOnce passes the bidirectional phase at the download's share at (per
-// mille) the first time only: a best found on the edge of the bar (cable ×
-// nss, 18a4893: +4.7 ms at 97 % of the line, measured twice; then
-// +5.0-7.3 beside every upload rate).
+// mille) the first passes times only (0: once): a pair on the edge of the bar (cable × nss,
+// 18a4893: +4.7 ms at 97 % of the line, measured twice; then +5.0-7.3
+// beside every upload rate; adsl-atm × nss, 2026-11-27: 6880 / 776 met A
+// in eight phases of sixteen).
 type edgeOnce struct {
 	*sim
-	at   int
-	seen int
+	at, passes int
+	seen       int
 }
 
 func (e *edgeOnce) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
 	p, err := e.sim.Load(ctx, k, n)
 	if k == Bidir && int(math.Round(1000*e.rateD/e.down)) == e.at {
-		if e.seen == 0 {
+		if e.seen < max(e.passes, 1) {
 			p.AddedMedian, p.AddedP95 = 1, 3
 		}
 		e.seen++
@@ -141,9 +142,11 @@ func TestSweep(t *testing.T) {
 		{"bidirectional lowers the download", func(s *sim) Link { s.bidirShift = 0.02; return s }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.93, 0},
 		// the upload's own queue grows: no download rate helps, the other order finds it
 		{"bidirectional lowers the upload", func(s *sim) Link { s.bidirExtra, s.bidirUp = 10, true; return s }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0, 0.92},
-		// the download's bidirectional best passed once on the edge: the
-		// upload is swept again beside the step below it
-		{"download's best on the edge", func(s *sim) Link { s.bidirShift = 0.02; return &edgeOnce{sim: s, at: 940} }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.94, 0},
+		// the download's bidirectional phase passed once on the edge and
+		// missed when measured again: it does not hold, the step below does
+		{"a pass on the edge does not hold", func(s *sim) Link { s.bidirShift = 0.02; return &edgeOnce{sim: s, at: 940} }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.93, 0},
+		// two passes are not yet a pair that holds: the third phase missed
+		{"two passes and a miss do not hold", func(s *sim) Link { s.bidirShift = 0.02; return &edgeOnce{sim: s, at: 940, passes: 2} }, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.93, 0},
 		// a miss whose one-way split says nothing lowers both directions
 		{"a miss of no one's queue lowers both", func(s *sim) Link {
 			return &upAtLine{sim: s, upAt: 7220}
