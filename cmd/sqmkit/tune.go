@@ -273,8 +273,8 @@ func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile
 				fmt.Fprintf(stdout, "%s: no rate in the range meets %s in every phase%s\n", d.name, d.target, alone)
 				continue
 			}
-			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s in its phase and the bidirectional one, with the next lower step meeting it too%s\n",
-				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, d.target, alone)
+			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s in its phase (the next lower step meeting it too) and in each of %d bidirectional phases%s\n",
+				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, d.target, tune.HoldPhases, alone)
 		}
 		if jsonFile != "" {
 			writeTuneJSON(jsonFile, r, stderr)

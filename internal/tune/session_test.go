@@ -226,8 +226,8 @@ func TestSessionSweep(t *testing.T) {
 		case !lose:
 			// loopback is never bloated: every step passes, the best is
 			// the line; 4 steps per direction, then the bidirectional
-			// pair at both one-way bests, measured holdPhases times
-			if len(r.Steps) != 8+holdPhases || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir || r.Steps[10].Other != 12000 {
+			// pair at both one-way bests, measured HoldPhases times
+			if len(r.Steps) != 8+HoldPhases || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir || r.Steps[10].Other != 12000 {
 				t.Errorf("sweep %+v", r)
 			}
 			// every step ran the sweep's phase, not the search's 400 ms,

@@ -39,7 +39,7 @@ type SweepConfig struct {
 // one way, the highest one that meets the target with the next lower step
 // meeting it too (one passing step among misses is noise, not a rate to
 // keep); with both directions loaded, the highest pair that meets it in
-// each of holdPhases phases (descend). The one-way knees measured so far
+// each of HoldPhases phases (descend). The one-way knees measured so far
 // are sharp (adsl-atm × nss's upload: +9.7 ms at 850, +101.7 at 860);
 // the coin is the pair's, where each direction waits on the other's ACKs.
 type SweepResult struct {
@@ -133,7 +133,7 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	return res, l.SetRates(ctx, res.LineDown, res.LineUp)
 }
 
-// holdPhases is how many bidirectional phases at one pair must each meet
+// HoldPhases is how many bidirectional phases at one pair must each meet
 // the target before the pair is the sweep's best: a best is a rate that
 // holds the grade, not one that met it once. On adsl-atm × nss the pair's
 // phase is a coin over 5 % of the upload (6880 / 776: eight of sixteen 30 s
@@ -147,7 +147,7 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 // the best. Measuring the same pair again, not the step below it in both
 // directions, is the test: the step below also lowers the download, whose
 // fewer ACKs leave the upload room (6600 / 776 met A ten of ten times).
-const holdPhases = 3
+const HoldPhases = 3
 
 // descend finds the best pair of the bidirectional phase: A+ is every
 // phase, so each direction's best holds it beside the other's stream.
@@ -155,7 +155,7 @@ const holdPhases = 3
 // whose queue a miss was, by tune's rule (lowered: the upload when its
 // one-way delay carries three quarters of the added delay, else the
 // download, whose ingress shaper sits behind the modem the upload's ACK
-// bursts fill), until a pair whose holdPhases phases each meet the
+// bursts fill), until a pair whose HoldPhases phases each meet the
 // target; a pass that a later phase misses is lowered by that miss. It is
 // the exhaustive form of tune's own descent, so the two are judged on one
 // path through the two-dimensional frontier: the sweep held one direction
@@ -186,7 +186,7 @@ func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int,
 	for {
 		var p Phase
 		held := true
-		for i := 0; held && i < holdPhases; i++ {
+		for i := 0; held && i < HoldPhases; i++ {
 			var st Step
 			var err error
 			if st, p, err = s.tryBidir(ctx, down, up); err != nil {
