@@ -187,6 +187,9 @@ func printTune(w io.Writer, o *tune.Outcome) {
 			fmt.Fprintf(w, "  the 95%% rule would set %d kbit/s, which misses %s here\n", c.ch.Rule95, c.ch.Target.Name)
 		}
 	}
+	if r.BidirOutOfReach != "" {
+		fmt.Fprintf(w, "bidirectional: judged against %s: %s\n", r.BidirTarget.Name, r.BidirOutOfReach)
+	}
 	// The figures printed are the ones tune judged, after each phase's
 	// first tune.Transient seconds: the whole phase's p95 can hold a
 	// start-up burst that a grade of A+ beside it seems to contradict

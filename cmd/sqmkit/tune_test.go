@@ -117,3 +117,26 @@ func TestPrintTuneJudged(t *testing.T) {
 		t.Errorf("printed the whole phase's p95:\n%s", got)
 	}
 }
+
+// A flat bidirectional frontier is said: the weaker grade the phase was
+// judged against, and why.
+func TestPrintTuneBidirOutOfReach(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		r    tune.Report
+		want string // "" when no line may say "judged against"
+	}{
+		{"flat", tune.Report{BidirTarget: tune.A, BidirOutOfReach: "bidirectional: no rate meets the target (A+): +6.6/+16.2 ms"},
+			"bidirectional: judged against A: bidirectional: no rate meets the target (A+): +6.6/+16.2 ms\n"},
+		{"met", tune.Report{}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var b bytes.Buffer
+			printTune(&b, &tune.Outcome{Report: &c.r})
+			got := b.String()
+			if c.want == "" && strings.Contains(got, "judged against") || c.want != "" && !strings.Contains(got, c.want) {
+				t.Errorf("printed:\n%s\nwant %q", got, c.want)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 package tune
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1247,5 +1248,102 @@ func TestQueued(t *testing.T) {
 	// against A's 30 ms (adsl-atm × nss, 36911dc: 73 % upstream)
 	if d, u := Queued(18.8, 51.7, 30); d || !u {
 		t.Errorf("Queued(18.8, 51.7) against 30 ms = %v, %v; want the upload's", d, u)
+	}
+}
+
+// A bidirectional delay that does not fall as the rates come down (a
+// floor the shaper does not hold: the sim's bidirExtra) keeps the highest
+// rates that read it and judges the bidirectional phase against A: the
+// one-way rates when it is there from the first miss, the rates a queue's
+// lowering reached when one sits on top of it. Over A too, no rate is
+// chosen. A queue that shrinks with the rate (TestBidirLowers) is lowered
+// as before.
+func TestBidirFlat(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		setup   func(*sim)
+		extra   float64
+		wantErr bool
+	}{
+		{"a floor from the first miss", func(s *sim) { s.flat = true }, 5.5, false},
+		{"a noisy floor from the first miss", func(s *sim) { s.flat, s.noiseMs = true, 0.7 }, 5.5, false},
+		{"a queue, then a floor", func(s *sim) {}, 5.5, false},
+		{"a floor over A", func(s *sim) {}, 50, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oneWay := newSim()
+			tc.setup(oneWay)
+			want, err := Search(context.Background(), oneWay, searchConfig())
+			if err != nil || want.BidirLowered != 0 {
+				t.Fatalf("without the floor: lowered %d, %v", want.BidirLowered, err)
+			}
+			s := newSim()
+			tc.setup(s)
+			s.bidirExtra = tc.extra
+			r, err := Search(context.Background(), s, searchConfig())
+			var bidirs []Step
+			for _, st := range r.Steps {
+				if st.Kind == Bidir {
+					bidirs = append(bidirs, st)
+				}
+			}
+			if len(bidirs) > 4 {
+				t.Errorf("%d bidirectional phases on a flat frontier, want at most 4", len(bidirs))
+			}
+			if tc.wantErr {
+				if !errors.Is(err, ErrNoRate) || !strings.Contains(err.Error(), "did not fall") {
+					t.Errorf("a floor over A: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			// the highest rates whose phase read the floor, within
+			// flatDelay of the lowest miss
+			low := slices.MinFunc(bidirs, func(a, b Step) int { return cmp.Compare(a.AddedMedian, b.AddedMedian) })
+			at := slices.IndexFunc(bidirs, func(st Step) bool { return flatDelay*st.AddedMedian <= low.AddedMedian })
+			if r.Download.RateKbit != bidirs[at].RateKbit || r.Upload.RateKbit != bidirs[at].Other {
+				t.Errorf("rates %d/%d, want %d/%d, the first to read the floor: %+v", r.Download.RateKbit, r.Upload.RateKbit, bidirs[at].RateKbit, bidirs[at].Other, bidirs)
+			}
+			if at == 0 && (r.Download.RateKbit != want.Download.RateKbit || r.Upload.RateKbit != want.Upload.RateKbit) {
+				t.Errorf("rates %d/%d, want the one-way searches' %d/%d", r.Download.RateKbit, r.Upload.RateKbit, want.Download.RateKbit, want.Upload.RateKbit)
+			}
+			if r.BidirTarget != A || !strings.Contains(r.BidirOutOfReach, "did not fall") || r.target(Bidir) != A || r.target(Download) != APlus {
+				t.Errorf("bidirectional judged against %+v (%q), download against %+v", r.target(Bidir), r.BidirOutOfReach, r.target(Download))
+			}
+			if !strings.Contains(r.Download.Why, "did not fall as the rates came down") {
+				t.Errorf("download: %s", r.Download.Why)
+			}
+			if s.rateD != float64(r.Download.RateKbit) || s.rateU != float64(r.Upload.RateKbit) {
+				t.Errorf("the link is at %v/%v, the report says %d/%d", s.rateD, s.rateU, r.Download.RateKbit, r.Upload.RateKbit)
+			}
+		})
+	}
+}
+
+// Search leaves the link at the rates it reports, also when the
+// bidirectional check lowered them with no phase left to measure them:
+// the confirming test measures the shaper as it is.
+func TestSearchEndsAtItsRates(t *testing.T) {
+	short := 0
+	for steps := minSteps; steps <= 24; steps++ {
+		s := newSim()
+		s.bidirExtra, s.bidirUp = 2, true // the upload's queue, lowered a step at a time
+		c := searchConfig()
+		c.MaxSteps = steps
+		r, err := Search(context.Background(), s, c)
+		if err != nil {
+			t.Fatalf("%d steps: %v", steps, err)
+		}
+		if strings.Contains(r.Download.Why+r.Upload.Why, "the budget left no phase to measure it") {
+			short++
+		}
+		if s.rateD != float64(r.Download.RateKbit) || s.rateU != float64(r.Upload.RateKbit) {
+			t.Errorf("%d steps: the link is at %v/%v, the report says %d/%d", steps, s.rateD, s.rateU, r.Download.RateKbit, r.Upload.RateKbit)
+		}
+	}
+	if short == 0 {
+		t.Error("no budget ended the bidirectional check with an unmeasured lowering; the test does not test")
 	}
 }
