@@ -221,7 +221,7 @@ func TestPrintTable(t *testing.T) {
 		"adsl-atm/cake: expected limitation: ATM at 1 Mbit/s",
 		"adsl-atm/cake: cross-check differs (recorded, not graded): upload Mbit/s = 0.7 vs 0.8 ± 5% (iperf3+irtt)",
 		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
-		"cable/fq_codel: inconclusive: inconclusive: host busy",
+		"cable/fq_codel: inconclusive: host busy (no clean upload phase in 3 tries) (logs in /r/cable/fq_codel)",
 		"cable/fq_codel: upload phase of run test discarded: vCPUs stalled",
 		"vdsl/hotplug:cake: second pass; the first was inconclusive: host busy (no clean storm phase in 1 tries) (its files in /r/vdsl/hotplug-cake.busy)",
 		"cable/cake: tune: download 39000 (98% of line 40000; 95% rule 38000) upload 7300 (91% of 8000; rule 7600), test time 151 s; boost seen 47000/0 kbit/s goodput",
@@ -233,6 +233,9 @@ func TestPrintTable(t *testing.T) {
 	}
 	if strings.Contains(out, "download goodput") {
 		t.Errorf("a passing check was printed:\n%s", out)
+	}
+	if strings.Contains(out, "inconclusive: inconclusive") {
+		t.Errorf("an inconclusive error's status was printed twice:\n%s", out)
 	}
 	if i, j := strings.Index(out, "ext:htb-fifo"), strings.Index(out, "\ncable\n"); i > j {
 		t.Errorf("adsl-atm's rows are not in one table:\n%s", out)

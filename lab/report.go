@@ -79,7 +79,11 @@ func printTable(w io.Writer, rs []result) {
 			}
 		}
 		if r.Error != "" {
-			fmt.Fprintf(w, "%s/%s: %s: %s (logs in %s)\n", r.Profile, r.Backend, r.Status, r.Error, r.Dir)
+			msg := r.Status + ": " + r.Error
+			if strings.HasPrefix(r.Error, r.Status+":") { // an inconclusive error names itself
+				msg = r.Error
+			}
+			fmt.Fprintf(w, "%s/%s: %s (logs in %s)\n", r.Profile, r.Backend, msg, r.Dir)
 		}
 		if r.FirstTry != "" {
 			fmt.Fprintf(w, "%s/%s: second pass; the first was %s (its files in %s)\n", r.Profile, r.Backend, r.FirstTry, r.Dir+busySuffix)
