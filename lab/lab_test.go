@@ -1333,6 +1333,35 @@ func TestSecondPass(t *testing.T) {
 	}
 }
 
+// A second pass of a tune keeps the first pass's sweep where it was
+// measured clean, and sweeps again where it was not.
+func TestSecondPassKeepsSweep(t *testing.T) {
+	out := t.TempDir()
+	sw := &swept{From: 70, To: 100, Stop: 3, BestDown: 6960, BestUp: 790}
+	runs := []planRun{{Profile: "/p/adsl-atm.conf", Backends: []string{"cake", "nss"}, Mode: "tune", Sweep: &sweepSpec{From: 70, To: 100, Stop: 3}}}
+	byRun := [][]result{{
+		{Profile: "adsl-atm", Backend: "cake", Status: "inconclusive", Error: "inconclusive: host busy", Dir: filepath.Join(out, "cake"), Sweep: sw},
+		{Profile: "adsl-atm", Backend: "nss", Status: "inconclusive", Error: "inconclusive: host busy", Dir: filepath.Join(out, "nss")},
+	}}
+	var asked []planRun
+	var said []string
+	g := &guest{say: func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }}
+	g.secondPass(runs, byRun, func(pr planRun) ([]result, error) {
+		asked = append(asked, pr)
+		var got []result
+		for _, b := range pr.Backends {
+			got = append(got, result{Profile: "adsl-atm", Backend: b, Status: "pass", Dir: filepath.Join(out, b)})
+		}
+		return got, nil
+	})
+	if len(asked) != 1 || len(asked[0].Kept) != 1 || asked[0].Kept["cake"] != sw || asked[0].Sweep == nil {
+		t.Fatalf("ran %+v; want cake's sweep kept, nss's spec to sweep again", asked)
+	}
+	if w := "adsl-atm/cake: the second pass keeps the first pass's sweep (best 6960/790, its files in cake.busy)"; !slices.Contains(said, w) {
+		t.Errorf("said %q; want %q", said, w)
+	}
+}
+
 // A lab built again on the same scratch directory starts from nothing.
 func TestFreshDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "lab")

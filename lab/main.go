@@ -100,6 +100,10 @@ type planRun struct {
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`
+	// Kept, in a second pass of tune mode (secondPass): the first pass's
+	// sweep per backend, measured clean, which the tune is checked against
+	// instead of sweeping again.
+	Kept map[string]*swept `json:"-"`
 	// AB, in ab mode: the rates, the instruments and the rounds (ab.go).
 	AB *abSpec `json:"ab,omitempty"`
 	// IPv6, in tune mode: sqmkit tune reaches the server over IPv6.
@@ -708,7 +712,9 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 	case "hotplug":
 		return g.hotplugRuns(p, run.Backends), nil
 	case "tune":
-		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.tuneScenario(t, b, r, run.Sweep, run.IPv6) }), nil
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error {
+			return g.tuneScenario(t, b, r, run.Sweep, run.Kept[b], run.IPv6)
+		}), nil
 	case "sweep":
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.sweepScenario(t, b, r, *run.Sweep) }), nil
 	case "ab":

@@ -311,7 +311,10 @@ func (g *guest) startTuned(t *topo, name string, r *result) (*shell, string, *sc
 // the server namespace (the router's own traffic crosses its shaper both
 // ways, as on a real router), restarts at the rates it wrote, and grades
 // them with the full test from the client like any other scenario.
-func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 bool) error {
+//
+// kept is a sweep the first pass measured clean (secondPass): the tune is
+// checked against it and the sweep is not run again.
+func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kept *swept, v6 bool) error {
 	server, family := serverIP, "-4"
 	if v6 {
 		if err := t.ipv6(); err != nil {
@@ -323,7 +326,9 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, v6 
 	if err != nil {
 		return err
 	}
-	if sp != nil {
+	if kept != nil {
+		r.Sweep = kept
+	} else if sp != nil {
 		if err := g.sweep(t, sh, sq, sc, r, *sp); err != nil {
 			sh.run(nsRouter, sq, "stop", "--root", sc.root)
 			return err
