@@ -962,10 +962,10 @@ func (s *search) bidir(ctx context.Context) error {
 	}
 }
 
-// frontier follows the bidirectional misses: the lowest one so far (ref,
-// the first to fall under flatDelay of the one before it), the choices
-// at its rates, and how far below those rates each direction has been
-// measured since.
+// frontier follows the bidirectional misses: the reference miss (ref:
+// the first, or the latest to fall under flatDelay of the reference
+// before it), the choices at its rates, and how far below those rates
+// each direction has been measured since.
 type frontier struct {
 	d, u   Choice
 	ref    Step
@@ -975,7 +975,7 @@ type frontier struct {
 }
 
 // see takes the miss st (phase p, at the rates of d and u) and says
-// whether the frontier is flat: since the lowest miss, both rates have
+// whether the frontier is flat: since the reference miss, both rates have
 // been measured lower, one of them by two BidirSteps (more than one and a
 // half: two steps compound and round down), and no miss fell
 // under flatDelay of it. Past the knee a queue shrinks as the rate
@@ -997,7 +997,7 @@ func (f *frontier) see(st Step, p Phase, d, u *Choice) bool {
 
 // flatBidir ends a bidirectional check on a flat frontier (frontier.see).
 // Lowering further would give up goodput for a delay no rate moves, so
-// the rates go back to the highest ones that read it, the lowest miss's,
+// the rates go back to the highest ones that read it, the reference's,
 // and the bidirectional phase is judged against the next weaker grade,
 // which that miss must meet, as a direction is when its own target is
 // out of reach (settle). The one-way phases stay judged against the
