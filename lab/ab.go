@@ -36,13 +36,15 @@ type abArm struct {
 }
 
 // abArms are the instruments by name. client is the grade's phase;
-// router the same phase of the router's own traffic; step and confirm
+// router the same phase of the router's own traffic, router-seg with its
+// upload one segment per packet (bbtest.Config.OneSegment); step and confirm
 // are tune's bidirectional step and its confirming test, long its
 // bidirectional step on a slow line (tune.LongPhase).
 var abArms = map[string]abArm{
-	"client": {nsClient, phaseArgs(0, 0, 0, gradeLoad)},
-	"router": {nsRouter, phaseArgs(0, 0, 0, gradeLoad)},
-	"step":   {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.DefaultStep)},
+	"client":     {nsClient, phaseArgs(0, 0, 0, gradeLoad)},
+	"router":     {nsRouter, phaseArgs(0, 0, 0, gradeLoad)},
+	"router-seg": {nsRouter, append(phaseArgs(0, 0, 0, gradeLoad), "--one-segment")},
+	"step":       {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.DefaultStep)},
 	"confirm": {nsRouter, phaseArgs(tune.ConfirmIdle, tune.DefaultStep, tune.DefaultStep,
 		tune.DefaultStep)},
 	"long": {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.LongOf(tune.DefaultIdle, tune.DefaultStep))},

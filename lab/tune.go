@@ -123,6 +123,10 @@ func (l *gradeLink) SetRates(_ context.Context, down, up int) error {
 	return nil
 }
 
+// SlowUpload changes nothing: the client's upload reaches the router
+// one segment per packet already.
+func (l *gradeLink) SlowUpload() {}
+
 func (l *gradeLink) Load(_ context.Context, k tune.Kind, n tune.Length) (tune.Phase, error) {
 	if n == tune.LinePhase {
 		return tune.Phase{}, errors.New("the lab's sweep takes the profile's sync rates as the line; it measures none")

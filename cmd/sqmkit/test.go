@@ -31,6 +31,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.Bidir, "bidir", bbtest.DefaultLoad, "download+upload phase length (0 skips)")
 	fs.IntVar(&cfg.Streams, "streams", bbtest.DefaultStreams, "TCP streams per loaded direction")
 	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", bbtest.DefaultProbeInterval, "UDP latency probe interval")
+	fs.BoolVar(&cfg.OneSegment, "one-segment", false, "upload streams send one TCP segment per packet, as a router forwards its clients' (for a test on the router itself over a slow uplink)")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
 	v4 := fs.Bool("4", false, "use IPv4 only")
 	v6 := fs.Bool("6", false, "use IPv6 only")

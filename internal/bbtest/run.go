@@ -38,6 +38,14 @@ type Config struct {
 	ProbeInterval time.Duration
 	Tool          string // "sqmkit <version>", recorded in the result
 
+	// OneSegment makes the upload streams hand the kernel one TCP segment
+	// per packet (sockopt.WriteSegments), as a router forwards its
+	// clients' packets. tune sets it on the router itself when the upload
+	// line is slow: there its own TCP's segment pairs, let out back to
+	// back by the shaper, read 9 ms more than the clients' traffic
+	// (docs/lab-notes.md, "2026-11-28, afternoon").
+	OneSegment bool
+
 	// Progress, when set, is called about four times a second.
 	Progress func(Progress)
 	// Log gets one line per decision (address used, phase changes).

@@ -167,10 +167,22 @@ func (t *tester) upload(ctx context.Context, c net.Conn, own *atomic.Int64) erro
 				return readerErr(errc, err)
 			}
 		}
-		if _, err := c.Write(uploadFrame); err != nil {
+		if err := t.writeUpload(c); err != nil {
 			return readerErr(errc, err)
 		}
 	}
+}
+
+// writeUpload writes one bulk frame, one segment per packet when the
+// test asks for it (Config.OneSegment) and the system can.
+func (t *tester) writeUpload(c net.Conn) error {
+	if t.cfg.OneSegment {
+		if ok, err := sockopt.WriteSegments(c, uploadFrame); ok {
+			return err
+		}
+	}
+	_, err := c.Write(uploadFrame)
+	return err
 }
 
 // readerErr prefers the reader's error: a write fails with "broken pipe"

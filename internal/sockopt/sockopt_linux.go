@@ -86,3 +86,45 @@ func RxStamp(oob []byte) (time.Time, bool) {
 	}
 	return time.Time{}, false
 }
+
+// WriteSegments writes b to c one TCP segment per packet: each sendmsg
+// carries at most one MSS and ends its record (MSG_EOR), so the kernel
+// neither appends the next write to it nor sends it with another as one
+// GSO packet. A host's own TCP otherwise hands its qdisc two segments at
+// once on a slow line (its smallest TSO size), which a shaper with a
+// two-packet burst lets out back to back, where a router forwards its
+// clients' packets one by one. It reports false, having written nothing,
+// when c is not a TCP connection.
+func WriteSegments(c net.Conn, b []byte) (bool, error) {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return false, nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var werr error
+	if err := rc.Write(func(fd uintptr) bool {
+		mss, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+		if err != nil || mss <= 0 {
+			werr = err
+			return true
+		}
+		for len(b) > 0 {
+			n, err := unix.SendmsgN(int(fd), b[:min(mss, len(b))], nil, nil, unix.MSG_EOR|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+			if err == unix.EAGAIN {
+				return false
+			}
+			if err != nil {
+				werr = err
+				return true
+			}
+			b = b[n:]
+		}
+		return true
+	}); err != nil {
+		return true, err
+	}
+	return true, werr
+}

@@ -26,3 +26,7 @@ func StampReceives(*net.UDPConn) error { return nil }
 
 // RxStamp: none outside Linux.
 func RxStamp([]byte) (time.Time, bool) { return time.Time{}, false }
+
+// WriteSegments needs Linux (MSG_EOR on TCP); elsewhere it writes nothing
+// and reports false.
+func WriteSegments(net.Conn, []byte) (bool, error) { return false, nil }

@@ -113,6 +113,15 @@ func (l *Live) fixedCost() time.Duration {
 	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost(StepPhase) + l.phase(l.Step)
 }
 
+// SlowUpload sends the upload one segment per packet from here on, the
+// confirming test's too. On the router itself its own TCP otherwise sends
+// segment pairs (its smallest TSO size), and the shaper lets a pair out
+// back to back: at adsl-atm × nss's 6960 / 790 the router's bidirectional
+// phase read 9 ms over its clients' (docs/lab-notes.md, "2026-11-28,
+// afternoon"). On a fast line a pair is a fraction of a millisecond and
+// a write per segment would cost the router's CPU more than it shows.
+func (l *Live) SlowUpload() { l.Test.OneSegment = true }
+
 // SetRates changes the running shaper's rates.
 func (l *Live) SetRates(_ context.Context, down, up int) error {
 	r := apply.Rate(l.Target, config.Rates{Download: down, Upload: up}, "sqmkit tune", l.Opts)

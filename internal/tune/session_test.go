@@ -478,6 +478,13 @@ func TestPhaseLengths(t *testing.T) {
 	if short.Bidir != l.Step || long.Bidir != 14*time.Second || long.Download != l.Step || long.Upload != l.Step {
 		t.Errorf("confirming tests: %+v, %+v", short, long)
 	}
+	if short.OneSegment {
+		t.Errorf("a confirming test sends one segment per packet before SlowUpload")
+	}
+	l.SlowUpload()
+	if !l.one(Bidir, l.Step).OneSegment || !l.confirming(LongPhase).OneSegment {
+		t.Errorf("after SlowUpload a step or the confirming test still sends segment pairs")
+	}
 	if got, kept := l.confirmCost(LongPhase)-l.confirmCost(StepPhase), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(StepPhase); got > kept {
 		t.Errorf("the long confirming test costs %v more, over the %v fixedCost keeps beside the short one", got, kept)
 	}

@@ -78,6 +78,11 @@ type Link interface {
 	SetRates(ctx context.Context, down, up int) error
 	// Load runs one loaded phase of kind k, n long.
 	Load(ctx context.Context, k Kind, n Length) (Phase, error)
+	// SlowUpload says, before the first search step, that the upload's
+	// line is slow (slowLine): a link that sends its own upload then
+	// sends it one segment per packet, as a router's clients' packets
+	// arrive (Live: bbtest.Config.OneSegment).
+	SlowUpload()
 }
 
 // Length is how long a loaded phase runs.
@@ -350,6 +355,10 @@ func (s *search) markSlow() {
 			continue
 		}
 		s.say("%s line: one full-size packet takes %.1f ms at %d kbit/s, so a phase beside the other direction's stream starts with a queue that drains for longer than a step: every bidirectional phase runs %d steps long", k, s.packetMs(c.Line), c.Line.RateKbit, longSteps)
+		if k == Upload {
+			s.l.SlowUpload()
+			s.say("upload line: slow, so tune's own upload goes one segment per packet, as a router's clients' packets arrive (a pair let out back to back is %.0f ms in the modem)", 2*s.packetMs(c.Line))
+		}
 	}
 }
 

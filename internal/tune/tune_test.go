@@ -65,7 +65,10 @@ type sim struct {
 	rng            *rand.Rand
 	rateD, rateU   float64
 	phases, setsOK int
+	oneSegment     bool // SlowUpload was called
 }
+
+func (s *sim) SlowUpload() { s.oneSegment = true }
 
 func newSim() *sim {
 	return &sim{down: 38000, up: 7600, knee: 0.96, slopeMs: 8, perGood: 1.05, boostSecs: 5, rng: rand.New(rand.NewPCG(1, 2))}
@@ -578,6 +581,9 @@ func TestSlowLineLongBidir(t *testing.T) {
 			if r.longBidir() != tc.long || (s.longs > 0) != tc.long {
 				t.Fatalf("longBidir %v, %d long phases: want long ones %v", r.longBidir(), s.longs, tc.long)
 			}
+			if s.oneSegment != tc.long {
+				t.Errorf("the upload one segment per packet: %v, want %v (the slow upload's)", s.oneSegment, tc.long)
+			}
 			if !tc.long {
 				return
 			}
@@ -688,6 +694,8 @@ func (s *script) SetRates(_ context.Context, down, up int) error {
 	s.rates = append(s.rates, [2]int{down, up})
 	return nil
 }
+
+func (s *script) SlowUpload() {}
 
 func (s *script) Load(context.Context, Kind, Length) (Phase, error) {
 	if len(s.phases) == 0 {
