@@ -39,7 +39,8 @@ type abArm struct {
 // router the same phase of the router's own traffic, router-seg with its
 // upload one segment per packet (bbtest.Config.OneSegment); step and confirm
 // are tune's bidirectional step and its confirming test, long its
-// bidirectional step on a slow line (tune.LongPhase).
+// bidirectional step on a slow line (tune.LongPhase, its upload one
+// segment per packet as tune sends it there).
 var abArms = map[string]abArm{
 	"client":     {nsClient, phaseArgs(0, 0, 0, gradeLoad)},
 	"router":     {nsRouter, phaseArgs(0, 0, 0, gradeLoad)},
@@ -47,7 +48,7 @@ var abArms = map[string]abArm{
 	"step":       {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.DefaultStep)},
 	"confirm": {nsRouter, phaseArgs(tune.ConfirmIdle, tune.DefaultStep, tune.DefaultStep,
 		tune.DefaultStep)},
-	"long": {nsRouter, phaseArgs(tune.DefaultIdle, 0, 0, tune.LongOf(tune.DefaultIdle, tune.DefaultStep))},
+	"long": {nsRouter, append(phaseArgs(tune.DefaultIdle, 0, 0, tune.LongOf(tune.DefaultIdle, tune.DefaultStep)), "--one-segment")},
 }
 
 // phaseArgs are `sqmkit test`'s phase flags; idle 0 keeps its default.

@@ -42,7 +42,7 @@ type Config struct {
 	// per packet (sockopt.WriteSegments), as a router forwards its
 	// clients' packets. tune sets it on the router itself when the upload
 	// line is slow: there its own TCP's segment pairs, let out back to
-	// back by the shaper, read 9 ms more than the clients' traffic
+	// back by the shaper, read 8–9 ms more than the clients' traffic
 	// (docs/lab-notes.md, "2026-11-28, afternoon").
 	OneSegment bool
 

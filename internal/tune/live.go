@@ -117,7 +117,7 @@ func (l *Live) fixedCost() time.Duration {
 // confirming test's too. On the router itself its own TCP otherwise sends
 // segment pairs (its smallest TSO size), and the shaper lets a pair out
 // back to back: at adsl-atm × nss's 6960 / 790 the router's bidirectional
-// phase read 9 ms over its clients' (docs/lab-notes.md, "2026-11-28,
+// phase read 8–9 ms over its clients' (docs/lab-notes.md, "2026-11-28,
 // afternoon"). On a fast line a pair is a fraction of a millisecond and
 // a write per segment would cost the router's CPU more than it shows.
 func (l *Live) SlowUpload() { l.Test.OneSegment = true }
