@@ -35,8 +35,9 @@ func TestABSpecCheck(t *testing.T) {
 
 func TestABArms(t *testing.T) {
 	// step, long and confirm must be tune's own: its steps' idle and
-	// lengths, its confirm's three phases; client and router the grade's
-	// 30 s phase.
+	// lengths, its confirm's three phases, long its upload one segment
+	// per packet as on the slow line it is for; client and router the
+	// grade's 30 s phase, router-seg that with tune's slow-line upload.
 	for _, c := range []struct {
 		arm  string
 		ns   string
@@ -44,9 +45,10 @@ func TestABArms(t *testing.T) {
 	}{
 		{"client", nsClient, "--download 0s --upload 0s --bidir 30s"},
 		{"router", nsRouter, "--download 0s --upload 0s --bidir 30s"},
+		{"router-seg", nsRouter, "--download 0s --upload 0s --bidir 30s --one-segment"},
 		{"step", nsRouter, "--idle 1s --download 0s --upload 0s --bidir 6s"},
 		{"confirm", nsRouter, "--idle 2s --download 6s --upload 6s --bidir 6s"},
-		{"long", nsRouter, "--idle 1s --download 0s --upload 0s --bidir 14s"},
+		{"long", nsRouter, "--idle 1s --download 0s --upload 0s --bidir 14s --one-segment"},
 	} {
 		a, ok := abArms[c.arm]
 		if !ok {
