@@ -1,7 +1,9 @@
 package bbtest
 
 import (
+	"encoding/json"
 	"math"
+	"os"
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -71,6 +73,14 @@ func TestSteadyStandsForLong(t *testing.T) {
 	}
 	rise := func(tm float64) float64 { return 110 - drain(tm) }
 	small := func(tm float64) float64 { return drain(tm)/25 - 0.4 } // 3.6, then 0
+	// a start-up that ends 1 s into the judged part: its first half's
+	// p95, not its median
+	tail := func(tm float64) float64 {
+		if tm < 4.5 {
+			return 40
+		}
+		return 1
+	}
 	for _, c := range []struct {
 		name     string
 		r        *bbresult.Result
@@ -83,12 +93,40 @@ func TestSteadyStandsForLong(t *testing.T) {
 		{"draining, as the 30 s phase", phase(8, drain), 30, 10, 100},
 		{"rising", phase(8, rise), 30, 55, 100},
 		{"a small fall", phase(8, small), 30, 1.8, 3.6},
+		{"a tail draining, judged as it is", phase(8, tail), 0, 1, 40},
+		// 100 probes at +40 of 2925
+		{"a tail draining, as the 30 s phase", phase(8, tail), 30, 1, 1},
 		// the 30 s phase itself reads as the short one judged as it
 		{"long already", phase(32, drain), 30, 10, 100},
 	} {
 		med, p95, ok := Steady(c.r, bbresult.PhaseBidir, 1.5, c.long)
 		if !ok || math.Abs(med-c.med) > 1e-9 || math.Abs(p95-c.p95) > 1e-9 {
 			t.Errorf("%s: +%v/+%v %v, want +%v/+%v", c.name, med, p95, ok, c.med, c.p95)
+		}
+	}
+}
+
+// The confirming test's 6 s download phase of adsl-atm × fq_codel at
+// 7802 kbit/s (c4bd8c7): past 1.5 s its start-up drained for another
+// second (24, then 5.6 ms per half second) and made its p95, not its
+// median. Judged as the 30 s phase, whose sweep passed 7840 at
+// +1.3/+6.9, it meets A+; judged as it is, it does not.
+func TestSteadyRecordedTail(t *testing.T) {
+	b, err := os.ReadFile("testdata/confirm-download-drain.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r bbresult.Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		long float64
+		pass bool
+	}{{0, false}, {30, true}} {
+		med, p95, ok := Steady(&r, bbresult.PhaseDownload, 1.5, c.long)
+		if !ok || (med <= 5 && p95 <= 15) != c.pass {
+			t.Errorf("long %v: +%.1f/+%.1f %v, want A+ %v", c.long, med, p95, ok, c.pass)
 		}
 	}
 }
