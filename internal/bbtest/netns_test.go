@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // TestAgainstReferenceTools measures a path with a known bottleneck (two
@@ -26,33 +27,14 @@ import (
 // queue holds one value while the tails depend on where TCP's sawtooth
 // happens to be (see below for why both tools probe the same run).
 func TestAgainstReferenceTools(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	for _, tool := range []string{"ip", "tc", "iperf3", "irtt"} {
+	for _, tool := range []string{"iperf3", "irtt"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s not installed (scripts/deps.sh installs it)", tool)
 		}
 	}
-	srvNS, cliNS := fmt.Sprintf("sqmkit-test-bbs-%d", os.Getpid()), fmt.Sprintf("sqmkit-test-bbc-%d", os.Getpid())
-	vs, vc := fmt.Sprintf("bbs%d", os.Getpid()), fmt.Sprintf("bbc%d", os.Getpid())
-	const srvIP = "10.77.0.1"
-	t.Cleanup(func() {
-		exec.Command("ip", "netns", "del", srvNS).Run()
-		exec.Command("ip", "netns", "del", cliNS).Run()
-	})
-	for _, args := range [][]string{
-		{"netns", "add", srvNS}, {"netns", "add", cliNS},
-		{"link", "add", vs, "netns", srvNS, "type", "veth", "peer", "name", vc, "netns", cliNS},
-		{"-n", srvNS, "addr", "add", srvIP + "/24", "dev", vs}, {"-n", cliNS, "addr", "add", "10.77.0.2/24", "dev", vc},
-		{"-n", srvNS, "link", "set", vs, "up"}, {"-n", cliNS, "link", "set", vc, "up"},
-		{"-n", srvNS, "link", "set", "lo", "up"}, {"-n", cliNS, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	for ns, dev := range map[string]string{srvNS: vs, cliNS: vc} {
+	srvNet, cliNet := tctest.NewPair(t, "bb", 77)
+	srvNS, cliNS, srvIP := srvNet.Name, cliNet.Name, srvNet.Addr
+	for ns, dev := range map[string]string{srvNS: srvNet.Dev, cliNS: cliNet.Dev} {
 		if out, err := exec.Command("ip", "netns", "exec", ns, "tc", "qdisc", "add", "dev", dev, "root",
 			"tbf", "rate", "20mbit", "burst", "32k", "latency", "50ms").CombinedOutput(); err != nil {
 			t.Fatalf("tc: %v\n%s", err, out)

@@ -3,14 +3,11 @@ package sockopt
 import (
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // TestWriteSegments sends from one namespace to another over a veth and
@@ -19,19 +16,13 @@ import (
 // one segment per packet the largest is one MSS and its headers; written
 // plainly the kernel's TSO sizing hands over many segments at once.
 func TestWriteSegments(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip not installed (scripts/deps.sh installs it)")
-	}
 	for _, tc := range []struct {
 		name string
 		seg  bool
 	}{{"one segment", true}, {"plain", false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			snd, rcv, dev := netnsPair(t)
-			most := largestSent(t, snd, rcv, dev, tc.seg)
+			snd, rcv := tctest.NewPair(t, "seg", 78)
+			most := largestSent(t, snd, rcv, tc.seg)
 			// one segment: a 1500-byte MTU's frame, 1514 bytes
 			if one := most <= 1514; one != tc.seg {
 				t.Errorf("largest frame sent %d bytes: one segment %v, want %v", most, one, tc.seg)
@@ -40,61 +31,14 @@ func TestWriteSegments(t *testing.T) {
 	}
 }
 
-// netnsPair makes two namespaces joined by a veth; it returns the
-// namespaces' names and the sender's device.
-func netnsPair(t *testing.T) (snd, rcv, dev string) {
-	t.Helper()
-	id := strconv.Itoa(os.Getpid())
-	snd, rcv, dev = "sqmkit-test-segs-"+id, "sqmkit-test-segr-"+id, "sg"+id
-	t.Cleanup(func() {
-		exec.Command("ip", "netns", "del", snd).Run()
-		exec.Command("ip", "netns", "del", rcv).Run()
-	})
-	for _, args := range [][]string{
-		{"netns", "add", snd}, {"netns", "add", rcv},
-		{"link", "add", dev, "netns", snd, "type", "veth", "peer", "name", "r" + dev, "netns", rcv},
-		{"-n", snd, "addr", "add", "10.78.0.1/24", "dev", dev}, {"-n", rcv, "addr", "add", "10.78.0.2/24", "dev", "r" + dev},
-		{"-n", snd, "link", "set", dev, "up"}, {"-n", rcv, "link", "set", "r" + dev, "up"},
-		{"-n", snd, "link", "set", "lo", "up"}, {"-n", rcv, "link", "set", "lo", "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
-	return snd, rcv, dev
-}
-
-// inNetns runs f on a thread inside namespace ns: a socket belongs to the
-// namespace of the thread that creates it.
-func inNetns(t *testing.T, ns string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		fd, err := unix.Open("/var/run/netns/"+ns, unix.O_RDONLY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			t.Errorf("open netns %s: %v", ns, err)
-			return
-		}
-		defer unix.Close(fd)
-		if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
-			t.Errorf("setns %s: %v", ns, err)
-			return
-		}
-		f()
-	}()
-	<-done
-}
-
 // largestSent sends 4 MB from namespace snd to rcv, one segment per
-// packet when seg, and returns the largest frame sent on snd's dev.
-func largestSent(t *testing.T, snd, rcv, dev string, seg bool) int {
+// packet when seg, and returns the largest frame sent on snd's device.
+func largestSent(t *testing.T, snd, rcv *tctest.Netns, seg bool) int {
 	t.Helper()
 	var ln net.Listener
-	inNetns(t, rcv, func() {
+	rcv.Do(t, func() {
 		var err error
-		if ln, err = net.Listen("tcp4", "10.78.0.2:0"); err != nil {
+		if ln, err = net.Listen("tcp4", rcv.Addr+":0"); err != nil {
 			t.Errorf("listen: %v", err)
 		}
 	})
@@ -115,10 +59,10 @@ func largestSent(t *testing.T, snd, rcv, dev string, seg bool) int {
 	}()
 	var c net.Conn
 	capFD := -1
-	inNetns(t, snd, func() {
+	snd.Do(t, func() {
 		var err error
-		if capFD, err = capture(dev); err != nil {
-			t.Errorf("capture on %s: %v", dev, err)
+		if capFD, err = capture(snd.Dev); err != nil {
+			t.Errorf("capture on %s: %v", snd.Dev, err)
 			return
 		}
 		if c, err = net.Dial("tcp4", ln.Addr().String()); err != nil {

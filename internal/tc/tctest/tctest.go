@@ -27,10 +27,12 @@ func NeedRoot(t testing.TB) {
 }
 
 // Netns is a named namespace holding the veth pair Dev <-> Peer, both up.
+// Of a NewPair, Peer is in the other namespace and Addr is Dev's IPv4.
 type Netns struct {
 	Name string
 	Dev  string // the "WAN" device tests shape
 	Peer string
+	Addr string
 }
 
 // NewNetns creates sqmkit-test-<name>-<pid> and deletes it when t ends.
@@ -51,6 +53,36 @@ func NewNetns(t testing.TB, name string) *Netns {
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.Name).Run() })
 	return ns
+}
+
+// NewPair creates two namespaces joined by a veth, a's end at
+// 10.<subnet>.0.1/24 and b's at .2, lo up in each; both go when t ends.
+// Device names carry the pid, as they exist on the host for a moment.
+func NewPair(t testing.TB, name string, subnet int) (a, b *Netns) {
+	t.Helper()
+	NeedRoot(t)
+	pid := os.Getpid()
+	a = &Netns{Name: fmt.Sprintf("sqmkit-test-%sa-%d", name, pid), Dev: fmt.Sprintf("%sa%d", name, pid), Addr: fmt.Sprintf("10.%d.0.1", subnet)}
+	b = &Netns{Name: fmt.Sprintf("sqmkit-test-%sb-%d", name, pid), Dev: fmt.Sprintf("%sb%d", name, pid), Addr: fmt.Sprintf("10.%d.0.2", subnet)}
+	a.Peer, b.Peer = b.Dev, a.Dev
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", a.Name).Run()
+		exec.Command("ip", "netns", "del", b.Name).Run()
+	})
+	cmds := [][]string{
+		{"netns", "add", a.Name}, {"netns", "add", b.Name},
+		{"link", "add", a.Dev, "netns", a.Name, "type", "veth", "peer", "name", b.Dev, "netns", b.Name},
+	}
+	for _, ns := range []*Netns{a, b} {
+		cmds = append(cmds, []string{"-n", ns.Name, "addr", "add", ns.Addr + "/24", "dev", ns.Dev},
+			[]string{"-n", ns.Name, "link", "set", ns.Dev, "up"}, []string{"-n", ns.Name, "link", "set", "lo", "up"})
+	}
+	for _, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	return a, b
 }
 
 // Do runs fn on an OS thread that has entered the namespace, so fn's netlink
