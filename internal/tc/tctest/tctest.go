@@ -57,13 +57,14 @@ func NewNetns(t testing.TB, name string) *Netns {
 
 // NewPair creates two namespaces joined by a veth, a's end at
 // 10.<subnet>.0.1/24 and b's at .2, lo up in each; both go when t ends.
-// Device names carry the pid, as they exist on the host for a moment.
+// `ip link add ... netns` creates each end inside its namespace, so only
+// the namespaces' names need the pid.
 func NewPair(t testing.TB, name string, subnet int) (a, b *Netns) {
 	t.Helper()
 	NeedRoot(t)
 	pid := os.Getpid()
-	a = &Netns{Name: fmt.Sprintf("sqmkit-test-%sa-%d", name, pid), Dev: fmt.Sprintf("%sa%d", name, pid), Addr: fmt.Sprintf("10.%d.0.1", subnet)}
-	b = &Netns{Name: fmt.Sprintf("sqmkit-test-%sb-%d", name, pid), Dev: fmt.Sprintf("%sb%d", name, pid), Addr: fmt.Sprintf("10.%d.0.2", subnet)}
+	a = &Netns{Name: fmt.Sprintf("sqmkit-test-%sa-%d", name, pid), Dev: name + "a", Addr: fmt.Sprintf("10.%d.0.1", subnet)}
+	b = &Netns{Name: fmt.Sprintf("sqmkit-test-%sb-%d", name, pid), Dev: name + "b", Addr: fmt.Sprintf("10.%d.0.2", subnet)}
 	a.Peer, b.Peer = b.Dev, a.Dev
 	t.Cleanup(func() {
 		exec.Command("ip", "netns", "del", a.Name).Run()
