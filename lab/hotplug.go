@@ -135,13 +135,15 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 		if i%2 == 0 {
 			action = "ifup"
 		}
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			out, err := event(action)
 			if err != nil {
 				out += "\nERROR " + err.Error()
 			}
 			outs[i] = out
-		})
+		}()
 	}
 	fired := time.Since(start)
 	wg.Wait()

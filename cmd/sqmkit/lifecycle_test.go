@@ -248,7 +248,11 @@ func TestConcurrentStarts(t *testing.T) {
 		codes := make([]int, 4)
 		outs := make([]string, 4)
 		for i := range 4 {
-			wg.Go(func() { codes[i], outs[i] = sqmkitEnv(t, ns, bin, env, append([]string{"start"}, flags...)...) })
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes[i], outs[i] = sqmkitEnv(t, ns, bin, env, append([]string{"start"}, flags...)...)
+			}()
 		}
 		wg.Wait()
 		for i := range 4 {

@@ -97,7 +97,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "sqmkit serve: --rpm:", err)
 			return 1
 		}
-		wg.Go(func() { errc <- serveRPM() })
+		wg.Add(1)
+		go func() { defer wg.Done(); errc <- serveRPM() }()
 	}
 	for _, a := range listen {
 		host, port := bbproto.SplitHostPort(a)
@@ -114,7 +115,8 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg.Log.Printf("listening on %s (tcp+udp), %d tests at once, %v and %d bytes per test, %d tests per address per minute",
 			ln.Addr(), cfg.MaxTests, cfg.MaxDuration, cfg.MaxBytes, cfg.PerIP)
-		wg.Go(func() { errc <- srv.Serve(ctx, ln, pc.(*net.UDPConn)) })
+		wg.Add(1)
+		go func() { defer wg.Done(); errc <- srv.Serve(ctx, ln, pc.(*net.UDPConn)) }()
 	}
 	wg.Wait()
 	close(errc)

@@ -84,12 +84,17 @@ func TestServeSoak(t *testing.T) {
 	var counts [5]atomic.Int64
 	for i := range 8 { // idle sockets from eight addresses, 60 each
 		src := fmt.Sprintf("127.0.0.%d", 10+i)
-		abuse.Go(func() { idleSockets(ctx, src, addr, 60, &counts[0]) })
+		abuse.Add(1)
+		go func() { defer abuse.Done(); idleSockets(ctx, src, addr, 60, &counts[0]) }()
 	}
-	abuse.Go(func() { guessTokens(ctx, "127.0.0.20", addr, &counts[1]) })
-	abuse.Go(func() { badFrames(ctx, "127.0.0.21", addr, &counts[2]) })
-	abuse.Go(func() { churn(ctx, "127.0.0.22", addr, &counts[3]) })
-	abuse.Go(func() { udpFlood(ctx, "127.0.0.23", port, &counts[4]) })
+	abuse.Add(1)
+	go func() { defer abuse.Done(); guessTokens(ctx, "127.0.0.20", addr, &counts[1]) }()
+	abuse.Add(1)
+	go func() { defer abuse.Done(); badFrames(ctx, "127.0.0.21", addr, &counts[2]) }()
+	abuse.Add(1)
+	go func() { defer abuse.Done(); churn(ctx, "127.0.0.22", addr, &counts[3]) }()
+	abuse.Add(1)
+	go func() { defer abuse.Done(); udpFlood(ctx, "127.0.0.23", port, &counts[4]) }()
 
 	time.Sleep(time.Second)
 	for i := range 3 {

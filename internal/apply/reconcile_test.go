@@ -128,7 +128,9 @@ func TestLockSerialises(t *testing.T) {
 	inside, most := 0, 0
 	var wg sync.WaitGroup
 	for range 8 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			release, err := l.Acquire("wan", false)
 			if err != nil {
 				t.Error(err)
@@ -143,7 +145,7 @@ func TestLockSerialises(t *testing.T) {
 			inside--
 			mu.Unlock()
 			release()
-		})
+		}()
 	}
 	wg.Wait()
 	if most != 1 {
@@ -194,13 +196,15 @@ func TestConcurrentStartsLocked(t *testing.T) {
 	locks := &Locks{Dir: t.TempDir(), Wait: 10 * time.Second}
 	var wg sync.WaitGroup
 	for range 4 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			o := fakeOptions(t, k)
 			o.Locks = locks
 			if r := Start([]Target{tg}, o)[0]; r.Failed() {
 				t.Errorf("start: %s %+v", r.State, r.Dirs)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	asPlanned(t, k, tg)

@@ -75,15 +75,19 @@ func BenchmarkServerMemory(b *testing.B) {
 			}
 		}
 		for range 200 {
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				run(Config{Server: addr, Idle: 3 * time.Second, ProbeInterval: DefaultProbeInterval})
-			})
+			}()
 		}
 		for range 20 {
-			wg.Go(func() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
 				run(Config{Server: addr, Idle: 500 * time.Millisecond, Download: time.Second, Upload: time.Second,
 					Bidir: time.Second, Streams: 4, ProbeInterval: DefaultProbeInterval})
-			})
+			}()
 		}
 		wg.Wait()
 		hwm, err := vmHWM(srv.Process.Pid)

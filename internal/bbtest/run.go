@@ -202,12 +202,15 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 
 	pctx, stopProbes := context.WithCancel(ctx)
 	var bg sync.WaitGroup
-	bg.Go(func() { t.probes.send(pctx) })
+	bg.Add(1)
+	go func() { defer bg.Done(); t.probes.send(pctx) }()
 	for _, c := range udps {
-		bg.Go(func() { t.probes.receive(c) })
+		bg.Add(1)
+		go func() { defer bg.Done(); t.probes.receive(c) }()
 	}
 	rec := newRecorder(t)
-	bg.Go(func() { rec.run(pctx) })
+	bg.Add(1)
+	go func() { defer bg.Done(); rec.run(pctx) }()
 
 	phases = slices.DeleteFunc(phases, func(p span) bool { return p.end <= 0 })
 	var spans []span
@@ -335,12 +338,14 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 		n := t.cfg.Streams
 		if name == bbresult.PhaseDownload || name == bbresult.PhaseBidir {
 			for i := range n {
-				wg.Go(func() { t.stream(sctx, bbproto.Download, i) })
+				wg.Add(1)
+				go func() { defer wg.Done(); t.stream(sctx, bbproto.Download, i) }()
 			}
 		}
 		if name == bbresult.PhaseUpload || name == bbresult.PhaseBidir {
 			for i := range n {
-				wg.Go(func() { t.stream(sctx, bbproto.Upload, i) })
+				wg.Add(1)
+				go func() { defer wg.Done(); t.stream(sctx, bbproto.Upload, i) }()
 			}
 		}
 	}

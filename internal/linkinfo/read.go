@@ -153,7 +153,7 @@ func (r reader) sys(f *Facts) error {
 	if err != nil {
 		return err
 	}
-	for line := range strings.Lines(uevent) {
+	for _, line := range strings.Split(uevent, "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "DEVTYPE="); ok && v != "" {
 			f.Kind = v
 			f.Notes = append(f.Notes, fmt.Sprintf("%s/uevent: DEVTYPE=%s", dir, v))

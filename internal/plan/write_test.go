@@ -120,7 +120,8 @@ func TestWriteMatchesDirs(t *testing.T) {
 func BenchmarkBuildWrite(b *testing.B) {
 	q, f := telekom()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		p, err := Build(q, f)
 		if err != nil {
 			b.Fatal(err)

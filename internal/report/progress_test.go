@@ -84,11 +84,13 @@ func TestProgressConcurrent(t *testing.T) {
 	p := NewProgress(&b, true)
 	var wg sync.WaitGroup
 	for i := range 4 {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			for j := range 50 {
 				p.Update("bidirectional", time.Duration(i*j)*time.Millisecond, time.Minute, 1, 2, 3)
 			}
-		})
+		}()
 	}
 	wg.Wait()
 	p.Done()

@@ -123,12 +123,14 @@ type measurer struct {
 // self probes are only meaningful multiplexed onto a load connection.
 // onDial, if not nil, sees each new TCP connection.
 func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
-	var p http.Protocols
-	p.SetHTTP2(true)
+	// ALPN offers h2 alone; the transport adds http/1.1 to the offer, so
+	// get refuses an answer that is not HTTP/2.
+	cfg := m.tls.Clone()
+	cfg.NextProtos = []string{"h2"}
 	d := &net.Dialer{Timeout: 10 * time.Second}
 	return &http.Transport{
-		Protocols:       &p,
-		TLSClientConfig: m.tls.Clone(),
+		ForceAttemptHTTP2: true,
+		TLSClientConfig:   cfg,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
@@ -183,6 +185,9 @@ func get(ctx context.Context, c *http.Client, url string, limit int64) ([]byte, 
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, nil, fmt.Errorf("rpm: %s: server answered %s", url, resp.Status)
+	}
+	if resp.ProtoMajor != 2 {
+		return nil, nil, fmt.Errorf("rpm: %s: server answered over %s, not HTTP/2 (responsiveness needs probes multiplexed onto the load connections)", url, resp.Proto)
 	}
 	return body, resp, nil
 }

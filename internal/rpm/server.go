@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/net/http2"
+
 	"github.com/sqmkit/sqmkit/internal/connlimit"
 	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
@@ -164,11 +166,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// open; those would otherwise pile up against MaxConns.
 		IdleTimeout:    5 * time.Second,
 		MaxHeaderBytes: 16 << 10,
-		HTTP2: &http.HTTP2Config{
-			MaxConcurrentStreams:          maxStreams,
-			MaxReceiveBufferPerConnection: 1 << 20,
-			MaxReceiveBufferPerStream:     1 << 20,
-		},
 		// Handshake failures from scanners are noise, not decisions.
 		ErrorLog: log.New(io.Discard, "", 0),
 		// A connection's first request ends its handshake slot.
@@ -183,6 +180,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 				lc.identified()
 			}
 		},
+	}
+	// x/net's HTTP/2 server, as net/http's bundled one is only configurable from Go 1.24
+	if err := http2.ConfigureServer(srv, &http2.Server{
+		MaxConcurrentStreams:         maxStreams,
+		MaxUploadBufferPerConnection: 1 << 20,
+		MaxUploadBufferPerStream:     1 << 20,
+	}); err != nil {
+		return fmt.Errorf("rpm: %w", err)
 	}
 	ll := &limitListener{Listener: ln, s: s,
 		conns:      &connlimit.Limiter{Total: s.cfg.MaxConns, PerKey: s.cfg.MaxConnsPerIP},

@@ -67,9 +67,7 @@ func h2Client(t testing.TB, s *Server) *http.Client {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AddCert(s.cert.Leaf)
-	var p http.Protocols
-	p.SetHTTP2(true)
-	tr := &http.Transport{Protocols: &p, TLSClientConfig: &tls.Config{RootCAs: pool}, DisableCompression: true}
+	tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}}, DisableCompression: true}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }
@@ -357,7 +355,8 @@ func BenchmarkLargeDownload(b *testing.B) {
 	const chunkSize = 1 << 20
 	b.SetBytes(chunkSize)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := io.CopyN(io.Discard, resp.Body, chunkSize); err != nil {
 			b.Fatal(err)
 		}
@@ -374,7 +373,8 @@ func BenchmarkSmallObject(b *testing.B) {
 	addr := startServer(b, s, nil)
 	c := h2Client(b, s)
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		resp, err := c.Get("https://" + addr + pathSmall)
 		if err != nil {
 			b.Fatal(err)

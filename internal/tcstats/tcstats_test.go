@@ -305,7 +305,8 @@ func BenchmarkParseNSS7(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := Parse(data); err != nil {
 			b.Fatal(err)
 		}

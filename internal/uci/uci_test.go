@@ -262,7 +262,8 @@ func BenchmarkParse(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(data)))
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if _, err := Parse("network", data); err != nil {
 			b.Fatal(err)
 		}

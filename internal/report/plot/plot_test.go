@@ -196,7 +196,8 @@ func TestWritePlotErrors(t *testing.T) {
 func BenchmarkWritePlotPNG(b *testing.B) {
 	r := reporttest.Result(reporttest.Bloated())
 	path := filepath.Join(b.TempDir(), "run.png")
-	for b.Loop() {
+	b.ResetTimer()
+	for range b.N {
 		if err := WritePlot(path, r); err != nil {
 			b.Fatal(err)
 		}
