@@ -24,12 +24,12 @@ $(BIN)/sqmkit: FORCE
 $(BIN)/sqmkit-router: FORCE
 	CGO_ENABLED=0 $(GO) build -tags router -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/sqmkit
 
-# The lab runner and its tc shim are lab-only programs (see lab/README.md).
+# The lab runner, and the tc shim the tests and the lab use (internal/tc/tcshim).
 $(BIN)/sqmkit-lab: FORCE
 	$(GOBUILD) -o $@ ./lab
 
 $(BIN)/tcshim: FORCE
-	$(GOBUILD) -o $@ ./lab/tcshim
+	$(GOBUILD) -o $@ ./internal/tc/tcshim
 
 $(BIN)/labtests: FORCE
 	@mkdir -p $@
@@ -67,8 +67,9 @@ bench: deps build
 	VERSION=$(VERSION) scripts/size.sh
 
 # The binary the OpenWrt package installs (build tag router, GO_PKG_TAGS in
-# openwrt/sqmkit/Makefile), for linux mipsle, arm64 and armv7, checked
-# against the size budget.
+# openwrt/sqmkit/Makefile) for every router architecture, named as
+# `sqmkit install` users fetch it (bin/release/sqmkit-ARCH, SHA256SUMS),
+# checked against the size budget.
 router size:
 	VERSION=$(VERSION) scripts/size.sh
 

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/openwrt"
 )
 
 // backend is what a shaped scenario starts and stops in the router
@@ -82,8 +84,8 @@ func (b sqmkitBackend) command(g *guest, sc *scenario, stop bool) (command, erro
 }
 
 // qosBackend runs a .qos script of the OpenWrt package the way
-// sqm-scripts' start-sqm and stop-sqm do (openwrt/test/start-sqm stands in
-// for them), with the package installed in the router root.
+// sqm-scripts' start-sqm and stop-sqm do (their stand-ins in
+// openwrt/test/sqm-scripts), with the package installed in the router root.
 type qosBackend struct{ script, backend string }
 
 func (b qosBackend) name() string { return qosPrefix + b.script }
@@ -95,10 +97,11 @@ func (b qosBackend) command(g *guest, sc *scenario, stop bool) (command, error) 
 	}
 	env := []string{"IPKG_INSTROOT=" + sc.root, "IFACE=" + sc.dev, "SCRIPT=" + b.script,
 		fmt.Sprintf("UPLINK=%d", sc.up), fmt.Sprintf("DOWNLINK=%d", sc.down)}
+	prog := "start-sqm"
 	if stop {
-		env = append(env, "STOP=1")
+		prog = "stop-sqm"
 	}
-	return command{env: env, args: []string{"busybox", "ash", filepath.Join(g.openwrt, "test", "start-sqm")}}, nil
+	return command{env: env, args: []string{"busybox", "ash", filepath.Join(g.openwrt, "sqm-scripts", "usr/lib/sqm", prog)}}, nil
 }
 
 // routerSqmkit is where a router root holds its sqmkit.
@@ -131,29 +134,19 @@ func installSqmkit(g *guest, root string) error {
 }
 
 // installPackage puts the OpenWrt package's files where the package
-// installs them (openwrt/sqmkit/Makefile) into a router root; its sqmkit
-// is installSqmkit's.
+// installs them (internal/openwrt, as openwrt/sqmkit/Makefile does) into a
+// router root; its sqmkit is installSqmkit's.
 func installPackage(g *guest, root string) error {
-	files := filepath.Join(g.openwrt, "sqmkit", "files")
-	dests := map[string]string{
-		"sqmkit.init":         "etc/init.d/sqmkit",
-		"sqmkit.hotplug":      "etc/hotplug.d/iface/12-sqmkit",
-		"functions.sh":        "usr/lib/sqmkit/functions.sh",
-		"qos.sh":              "usr/lib/sqmkit/qos.sh",
-		"sqmkit-nss.qos":      "usr/lib/sqm/sqmkit-nss.qos",
-		"sqmkit-cake.qos":     "usr/lib/sqm/sqmkit-cake.qos",
-		"sqmkit-fq_codel.qos": "usr/lib/sqm/sqmkit-fq_codel.qos",
-	}
-	for from, to := range dests {
-		b, err := os.ReadFile(filepath.Join(files, from))
+	for _, f := range openwrt.Files {
+		b, err := openwrt.Read(f)
 		if err != nil {
 			return err
 		}
-		dst := filepath.Join(root, to)
+		dst := filepath.Join(root, f.Dst)
 		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
+		if err := os.WriteFile(dst, b, f.Mode); err != nil {
 			return err
 		}
 	}

@@ -106,7 +106,11 @@ func (g *guest) hotplug(p *profile.Profile, name string, r *result) error {
 		env = append(env, "PATH="+shim+":"+os.Getenv("PATH"), "SQMKIT_REAL_TC=/usr/sbin/tc")
 	}
 	event := func(action string) (string, error) {
-		sh := &shell{log: logf, env: append(slices.Clone(env), "ACTION="+action, "INTERFACE=wan", "DEVICE="+pppIfname)}
+		ev := append(slices.Clone(env), "ACTION="+action, "INTERFACE=wan")
+		if action != "ifdown" { // netifd names the device on ifup and ifupdate only
+			ev = append(ev, "DEVICE="+pppIfname)
+		}
+		sh := &shell{log: logf, env: ev}
 		return sh.run(nsRouter, "busybox", "ash", "-c", `( . "$1" )`, "hotplug", filepath.Join(root, "etc/hotplug.d/iface/12-sqmkit"))
 	}
 	statusCmd := func() (string, error) {

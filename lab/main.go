@@ -80,8 +80,8 @@ var extExamples = []string{"wondershaper-style", "htb-fifo"}
 // labPlan is what the host hands the guest (plan.json in the run dir).
 type labPlan struct {
 	Bin string `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
-	// OpenWrt is the snapshot of openwrt/ (the package's shell files and
-	// their test stand-ins), for the .qos and hotplug scenarios.
+	// OpenWrt is the snapshot of openwrt/test's sqm-scripts stand-ins, for
+	// the .qos scenarios.
 	OpenWrt string    `json:"openwrt"`
 	Out     string    `json:"out"`
 	Commit  string    `json:"commit"`
@@ -472,20 +472,13 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
 		return nil, err
 	}
-	// The package's shell files and the start-sqm stand-in; no Go file, so
-	// `go test ./...` never finds a copy under lab/results.
+	// sqm-scripts' stand-ins (the package's own files travel inside the
+	// lab binary); no Go file, so `go test ./...` never finds a copy under
+	// lab/results.
 	openwrt := filepath.Join(out, "openwrt")
 	os.RemoveAll(openwrt)
-	if err := os.CopyFS(filepath.Join(openwrt, "sqmkit", "files"), os.DirFS(filepath.Join(repo, "openwrt", "sqmkit", "files"))); err != nil {
-		return nil, fmt.Errorf("snapshot of openwrt/: %w", err)
-	}
-	startSQM, err := os.ReadFile(filepath.Join(repo, "openwrt", "test", "start-sqm"))
-	if err == nil {
-		os.MkdirAll(filepath.Join(openwrt, "test"), 0o755)
-		err = os.WriteFile(filepath.Join(openwrt, "test", "start-sqm"), startSQM, 0o755)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("snapshot of openwrt/: %w", err)
+	if err := os.CopyFS(filepath.Join(openwrt, "sqm-scripts"), os.DirFS(filepath.Join(repo, "openwrt", "test", "sqm-scripts"))); err != nil {
+		return nil, fmt.Errorf("snapshot of openwrt/test/sqm-scripts: %w", err)
 	}
 	// Profiles travel with the run for the same reason as bin/.
 	plan = slices.Clone(plan)

@@ -346,9 +346,9 @@ func (g *guest) prepareAt(t *topo, b backend, r *result, down, up int) (*scenari
 	}
 	if b.kind() == "nss" {
 		if _, err := os.Stat(g.tools.tcshim); err != nil {
-			return nil, fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from lab/tcshim)", err)
+			return nil, fmt.Errorf("nss needs the lab's tc shim: %w (make build builds bin/tcshim from internal/tc/tcshim)", err)
 		}
-		// The lab's stand-in for the NSS-patched tc (lab/tcshim).
+		// The lab's stand-in for the NSS-patched tc (internal/tc/tcshim).
 		shim := filepath.Join(t.dir, "shim")
 		os.MkdirAll(shim, 0o755)
 		os.Remove(filepath.Join(shim, "tc"))

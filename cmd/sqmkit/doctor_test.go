@@ -67,7 +67,7 @@ func TestDoctorOffline(t *testing.T) {
 func buildSqmkit(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
-	for pkg, out := range map[string]string{".": "sqmkit", "../../lab/tcshim": "tc"} {
+	for pkg, out := range map[string]string{".": "sqmkit", "../../internal/tc/tcshim": "tc"} {
 		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}

@@ -20,7 +20,7 @@ import (
 func TestLifecycleCLI(t *testing.T) {
 	ns := tctest.NewNetns(t, "cli")
 	bin := t.TempDir()
-	for pkg, out := range map[string]string{".": "sqmkit", "../../lab/tcshim": "tc"} {
+	for pkg, out := range map[string]string{".": "sqmkit", "../../internal/tc/tcshim": "tc"} {
 		if b, err := exec.Command("go", "build", "-o", filepath.Join(bin, out), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}

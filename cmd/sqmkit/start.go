@@ -1,16 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/syslog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
@@ -34,6 +37,14 @@ func init() {
 	}
 }
 
+// lifecycle holds the flags the lifecycle commands share.
+type lifecycle struct {
+	name, root, file string
+	over             *config.Overrides
+	byIface          bool
+	opts             apply.Options
+}
+
 func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet(name, "[SECTION|IFACE]")
 	fs.SetOutput(stderr)
@@ -42,7 +53,7 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	cache := fs.String("probe-cache", tc.DefaultCacheDir, "`DIR` remembering the tc batches this boot accepted (\"\" probes every time)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	verbose := fs.Bool("v", false, "debug: log every tc/ip batch")
-	var dry, hotplug, all *bool
+	var dry, hotplug, all, byIface *bool
 	if name != "status" {
 		dry = fs.Bool("dry-run", false, "print the batches that would run and touch nothing")
 	}
@@ -50,8 +61,11 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	case "start", "restart":
 		hotplug = fs.Bool("hotplug", false, "started by an interface event (also when ACTION=ifup/ifupdate): compare with the live tree and change only what differs")
 	case "stop":
-		hotplug = fs.Bool("hotplug", false, "an ifdown event (also when ACTION=ifdown): stop only queues whose device is gone or down")
-		all = fs.Bool("all", false, "every queue section, enabled or not (the service's stop)")
+		hotplug = fs.Bool("hotplug", false, "an ifdown event (also when ACTION=ifdown): stop only what sqmkit applied on devices that are gone or down")
+		all = fs.Bool("all", false, "everything sqmkit applied, whatever the config says now (the service's stop; also what stop without an argument does)")
+	}
+	if name != "status" && name != "reload" {
+		byIface = fs.Bool("by-interface", false, "the argument is the queue's interface, never a section name (sqm-scripts' convention: its .qos scripts run `start --by-interface -- IFACE`)")
 	}
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {
@@ -61,83 +75,163 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit %s: one SECTION or IFACE at most, got %q\n", name, fs.Args())
 		return 2
 	}
-	var qs, retired []config.Queue
-	var err error
-	switch {
-	case all != nil && *all:
-		qs, err = config.All(*root, *file, o)
-	case name == "reload":
-		if qs, err = config.Resolve(*root, *file, o, ""); errors.Is(err, config.ErrNoneEnabled) {
-			qs, err = nil, nil
-		}
-		var every []config.Queue
-		if err == nil {
-			every, err = config.All(*root, *file, o)
-		}
-		retired = config.Retired(every, qs)
-	default:
-		qs, err = config.Resolve(*root, *file, o, fs.Arg(0))
+	l := lifecycle{name: name, root: *root, file: *file, over: o, byIface: byIface != nil && *byIface,
+		opts: systemOptions(*root, *cache, *lockWait, *verbose, stderr)}
+	if hotplug != nil {
+		action := os.Getenv("ACTION")
+		l.opts.Hotplug = *hotplug || name != "stop" && (action == "ifup" || action == "ifupdate") || name == "stop" && action == "ifdown"
+	}
+	if dry != nil && *dry {
+		l.opts.DryRun = stdout
+	}
+	switch name {
+	case "stop":
+		return l.stop(fs.Arg(0), all != nil && *all, stdout, stderr)
+	case "reload":
+		return l.reload(stdout, stderr)
+	}
+	qs, err := l.resolve(fs.Arg(0))
+	if errors.Is(err, config.ErrNoneEnabled) && l.opts.Hotplug {
+		// the service and interface events on a router with nothing enabled yet
+		fmt.Fprintln(stdout, "no enabled queue: nothing to shape")
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
 	}
-	opts := systemOptions(*root, *cache, *lockWait, *verbose, stderr)
-	if hotplug != nil {
-		action := os.Getenv("ACTION")
-		opts.Hotplug = *hotplug || name != "stop" && (action == "ifup" || action == "ifupdate") || name == "stop" && action == "ifdown"
-	}
-	if dry != nil && *dry {
-		opts.DryRun = stdout
-	}
 	// Rates set by sqmkit rate (tune, autorate) hold until a full start:
 	// status and the hotplug and reload paths plan with them.
 	kept := ""
-	if name == "status" || name == "reload" || opts.Hotplug && name != "stop" {
-		kept = opts.RateDir
+	if name == "status" || l.opts.Hotplug {
+		kept = l.opts.RateDir
 	}
 	ts, err := targets(*root, qs, kept)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
 	}
-
 	code := 0
-	switch name {
-	case "status":
-		for _, s := range apply.Inspect(ts, opts) {
+	if name == "status" {
+		for _, s := range apply.Inspect(ts, l.opts) {
 			if !printStatus(stdout, s) {
 				code = 1
 			}
 		}
 		return code
-	case "reload":
-		// reconcile what is enabled, remove what was disabled
-		opts.Hotplug = true
-		gone, err := targets(*root, retired, "")
-		if err != nil {
-			fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
-			return 1
-		}
-		stopOpts := opts
-		stopOpts.Hotplug = false
-		for _, res := range apply.Stop(gone, stopOpts) {
-			if printResult(stdout, res) {
-				code = 1
-			}
-		}
-	case "stop", "restart":
-		for _, res := range apply.Stop(ts, opts) {
-			if printResult(stdout, res) {
-				code = 1
-			}
-		}
-		if name == "stop" {
-			return code
-		}
 	}
-	for _, res := range apply.Start(ts, opts) {
-		if printResult(stdout, res) {
+	if name == "restart" {
+		code = printResults(stdout, apply.Stop(ts, l.opts))
+	}
+	return max(code, printResults(stdout, apply.Start(ts, l.opts)))
+}
+
+// resolve selects the queues arg names, as a section or interface, or
+// with --by-interface as the interface only (with the script sqm-scripts
+// exports in SCRIPT).
+func (l *lifecycle) resolve(arg string) ([]config.Queue, error) {
+	if l.byIface && arg != "" {
+		return config.ResolveInterface(l.root, l.file, l.over, arg, os.Getenv("SCRIPT"))
+	}
+	return config.Resolve(l.root, l.file, l.over, arg)
+}
+
+// stop removes what the records say sqmkit applied: all of it without an
+// argument (or with --all, or on an ifdown event), else what was applied
+// on the device (or section) arg names. A queue that names arg but has no
+// record is stopped from its configuration, which removes only qdiscs
+// sqmkit builds and deletes no device.
+func (l *lifecycle) stop(arg string, all bool, stdout, stderr io.Writer) int {
+	recs, err := l.opts.Records.All()
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit stop: %v\n", err)
+		return 1
+	}
+	name := cmp.Or(arg, l.over.Interface())
+	if l.byIface && l.opts.Hotplug && name != "" {
+		if l.keepForRestart(name, stdout) {
+			return 0
+		}
+		l.opts.Hotplug = false // no longer configured for sqmkit here: remove it, up or not
+	}
+	if !all && name != "" {
+		recs = slices.DeleteFunc(recs, func(r applied.Record) bool {
+			return r.Device != name && (l.byIface || r.Section != name)
+		})
+	}
+	if len(recs) > 0 || all || name == "" || l.opts.Hotplug {
+		if len(recs) == 0 {
+			fmt.Fprintf(stdout, "nothing sqmkit applied is recorded (%s): nothing to stop\n", l.opts.Records.Dir)
+		}
+		return printResults(stdout, apply.StopRecords(recs, l.opts))
+	}
+	qs, err := l.resolve(arg)
+	if err != nil {
+		fmt.Fprintf(stdout, "%s: nothing sqmkit applied is recorded, and the config names no queue for it (%v): nothing to stop\n", name, err)
+		return 0
+	}
+	ts, err := targets(l.root, qs, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit stop: %v\n", err)
+		return 1
+	}
+	return printResults(stdout, apply.Stop(ts, l.opts))
+}
+
+// keepForRestart: sqm-scripts' hotplug stops and starts every queue on
+// each ifup (its run.sh hides that ACTION; netifd's INTERFACE shows it).
+// A device that is up and still configured for the same sqmkit script keeps
+// its tree, which the start that follows finds as planned.
+// TestSQMScriptsHotplugKeepsTree replays it.
+func (l *lifecycle) keepForRestart(dev string, stdout io.Writer) bool {
+	if lk := l.opts.Kernel.Link(dev); !lk.Exists || !lk.Up {
+		return false
+	}
+	qs, err := l.resolve(dev)
+	if err != nil || !strings.HasPrefix(qs[0].Script, "sqmkit-") {
+		return false
+	}
+	fmt.Fprintf(stdout, "%s (section %s): left shaped for the start that follows this interface event\n", dev, qs[0].Section)
+	return true
+}
+
+// reload applies a changed config: what sqmkit applied for a queue that is
+// no longer enabled on that device (disabled, deleted, or moved) is
+// removed as its record says, then the enabled queues are shaped as
+// configured, changing only what differs.
+func (l *lifecycle) reload(stdout, stderr io.Writer) int {
+	qs, err := l.resolve("")
+	if errors.Is(err, config.ErrNoneEnabled) {
+		qs, err = nil, nil
+	}
+	var recs []applied.Record
+	if err == nil {
+		recs, err = l.opts.Records.All()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
+		return 1
+	}
+	stale := slices.DeleteFunc(recs, func(r applied.Record) bool {
+		return slices.ContainsFunc(qs, func(q config.Queue) bool { return q.Interface == r.Device && q.Section == r.Section })
+	})
+	stopOpts := l.opts
+	stopOpts.Hotplug = false
+	code := printResults(stdout, apply.StopRecords(stale, stopOpts))
+	ts, err := targets(l.root, qs, l.opts.RateDir)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
+		return 1
+	}
+	l.opts.Hotplug = true
+	return max(code, printResults(stdout, apply.Start(ts, l.opts)))
+}
+
+// printResults prints each outcome; 1 when any failed.
+func printResults(w io.Writer, rs []apply.Result) int {
+	code := 0
+	for _, r := range rs {
+		if printResult(w, r) {
 			code = 1
 		}
 	}
@@ -152,7 +246,8 @@ func systemOptions(root, cache string, lockWait time.Duration, verbose bool, std
 		r.Debug = logf
 	}
 	return apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache, Log: logf}, Log: logf,
-		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: ratestate.DefaultDir}
+		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: ratestate.DefaultDir,
+		Records: applied.Store{Dir: applied.Dir(root)}}
 }
 
 // targets reads the device facts of each queue and, from keptDir (""

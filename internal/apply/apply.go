@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
@@ -44,6 +45,10 @@ type Options struct {
 	// RateDir keeps the rates a Rate call set (ratestate.DefaultDir on a
 	// router); a full start and a stop forget them. "": nothing is kept.
 	RateDir string
+	// Records keeps what each start applied (applied.Dir under the root on
+	// a router); stop, reload and hotplug act on it. The zero Store keeps
+	// nothing, and a stop then removes only qdiscs sqmkit builds.
+	Records applied.Store
 }
 
 // State is the outcome for one queue.
@@ -69,6 +74,8 @@ type Result struct {
 	Dirs    []DirResult // one per shaped direction, egress first
 	// Done lists, for a stop, what was removed ("" entries never appear).
 	Done []string
+
+	createdIFB int // ifindex of the IFB this start created, 0 if none
 }
 
 // DirResult reports one direction.

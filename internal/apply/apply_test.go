@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
@@ -30,7 +31,7 @@ func TestMain(m *testing.M) {
 				panic(err)
 			}
 			defer os.RemoveAll(dir)
-			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "tc"), "github.com/sqmkit/sqmkit/lab/tcshim").CombinedOutput()
+			out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "tc"), "github.com/sqmkit/sqmkit/internal/tc/tcshim").CombinedOutput()
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "building tcshim: %v\n%s", err, out)
 				return 1
@@ -71,7 +72,8 @@ func target(b config.Backend) Target {
 }
 
 func options(t testing.TB, r *tc.Runner, cache string) Options {
-	return Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache}, Log: func(s string) { t.Log(s) }}
+	return Options{Kernel: System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache}, Log: func(s string) { t.Log(s) },
+		Records: applied.Store{Dir: t.TempDir()}}
 }
 
 // norm maps a plan's kinds to what the host kernel shows behind the shim

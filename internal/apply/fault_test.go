@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/plan"
@@ -17,8 +18,8 @@ import (
 type fake struct{ *tcfake.Kernel }
 
 func (f fake) Link(name string) Link {
-	e, u, r := f.Kernel.Link(name)
-	return Link{Exists: e, Up: u, Routable: r}
+	l := f.Kernel.Link(name)
+	return Link{Exists: l.Exists, Up: l.Up, Routable: l.Routable, Kind: l.Kind, Index: l.Index}
 }
 
 func newFake() fake {
@@ -28,7 +29,7 @@ func newFake() fake {
 }
 
 func fakeOptions(t testing.TB, k fake) Options {
-	return Options{Kernel: k, Log: func(s string) { t.Log(s) }}
+	return Options{Kernel: k, Log: func(s string) { t.Log(s) }, Records: applied.Store{Dir: t.TempDir()}}
 }
 
 var backends = []config.Backend{config.NSS, config.Cake, config.FQCodel}

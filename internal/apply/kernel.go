@@ -1,7 +1,10 @@
 package apply
 
 import (
+	"encoding/binary"
 	"net"
+	"strings"
+	"syscall"
 
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
@@ -24,6 +27,12 @@ type Link struct {
 	// Routable: an address other than link-local, which a PPP or tunnel
 	// device only has once its session is usable.
 	Routable bool
+	// Kind is the rtnetlink link kind ("ifb", "veth", "bridge", ...; ""
+	// for a physical port) and Index its ifindex: a stop deletes only an
+	// IFB it created, and the index tells a re-created device of the same
+	// name from the one it created.
+	Kind  string
+	Index int
 }
 
 // Prober validates batches before they touch a real device (tc.Prober).
@@ -41,7 +50,7 @@ func (System) Link(name string) Link {
 	if err != nil {
 		return Link{}
 	}
-	l := Link{Exists: true, Up: ifi.Flags&net.FlagUp != 0}
+	l := Link{Exists: true, Up: ifi.Flags&net.FlagUp != 0, Index: ifi.Index, Kind: linkKind(ifi.Index)}
 	addrs, _ := ifi.Addrs()
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
@@ -49,4 +58,57 @@ func (System) Link(name string) Link {
 		}
 	}
 	return l
+}
+
+// linkKind reads a device's IFLA_INFO_KIND from one rtnetlink dump; ""
+// when it has none (a physical port) or the dump fails.
+func linkKind(index int) string {
+	b, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_UNSPEC)
+	if err != nil {
+		return ""
+	}
+	msgs, err := syscall.ParseNetlinkMessage(b)
+	if err != nil {
+		return ""
+	}
+	for _, m := range msgs {
+		if m.Header.Type != syscall.RTM_NEWLINK || len(m.Data) < syscall.SizeofIfInfomsg {
+			continue
+		}
+		// struct ifinfomsg: family, pad, type (2), index (4) at offset 4
+		if int(int32(binary.NativeEndian.Uint32(m.Data[4:8]))) != index {
+			continue
+		}
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			return ""
+		}
+		for _, a := range attrs {
+			if a.Attr.Type == syscall.IFLA_LINKINFO {
+				return infoKind(a.Value)
+			}
+		}
+		return ""
+	}
+	return ""
+}
+
+// infoKind finds IFLA_INFO_KIND (1) among IFLA_LINKINFO's nested attributes.
+func infoKind(b []byte) string {
+	for len(b) >= 4 {
+		l := int(binary.NativeEndian.Uint16(b[0:2]))
+		typ := binary.NativeEndian.Uint16(b[2:4])
+		if l < 4 || l > len(b) {
+			return ""
+		}
+		if typ == 1 {
+			return strings.TrimRight(string(b[4:l]), "\x00")
+		}
+		next := (l + 3) &^ 3
+		if next >= len(b) {
+			return ""
+		}
+		b = b[next:]
+	}
+	return ""
 }

@@ -59,7 +59,13 @@ func Start(ts []Target, o Options) []Result {
 			o.log("%s: %v", rs[i].Device, err)
 			continue
 		}
+		prev, hadPrev, err := o.Records.Get(rs[i].Device)
+		if err != nil {
+			o.log("%s: %v", rs[i].Device, err)
+		}
+		o.retire(ts[i].Queue, rs[i].Plan)
 		o.start(ts[i], &rs[i])
+		o.keep(ts[i].Queue, &rs[i], prev, hadPrev)
 		if !o.Hotplug {
 			// the config is the truth again: forget rates set since
 			o.forgetRates(rs[i].Device)
@@ -91,6 +97,11 @@ func (o *Options) validate(t Target, r *Result) bool {
 	} else if !dev.Exists {
 		r.State, r.Err = Failed, fmt.Errorf("interface: device %s does not exist; check the interface option or bring the device up", q.Interface)
 		o.log("%s: not started: %v", q.Interface, r.Err)
+		return false
+	}
+	if err := o.checkIFB(q, p); err != nil {
+		r.State, r.Err = Failed, err
+		o.log("%s: not started: %v", q.Interface, err)
 		return false
 	}
 	r.Plan = p
@@ -162,7 +173,9 @@ func (o *Options) start(t Target, r *Result) {
 		if todo[j] == redirectOnly {
 			lines = d.Redirect
 		} else if d.Direction == plan.Ingress {
-			if err := o.raiseIFB(p.IFB, d); err != nil {
+			created, err := o.raiseIFB(p.IFB, d)
+			r.createdIFB = created
+			if err != nil {
 				dr.Err = err
 				o.log("%s ingress: not applied: %v", p.Device, err)
 				continue
@@ -253,12 +266,13 @@ func isRefusal(err error) bool {
 }
 
 // raiseIFB creates and raises the IFB only when it is missing or down, so a
-// warm restart spends no process on it. An IFB this call created but could
-// not raise is deleted again.
-func (o *Options) raiseIFB(ifb string, d *plan.Dir) error {
+// warm restart spends no process on it, and returns the ifindex of an IFB
+// it created (0 when it was there). An IFB this call created but could not
+// raise is deleted again.
+func (o *Options) raiseIFB(ifb string, d *plan.Dir) (created int, err error) {
 	before := o.Kernel.Link(ifb)
 	if before.Exists && before.Up {
-		return nil
+		return 0, nil
 	}
 	setup := d.Setup
 	if before.Exists {
@@ -272,14 +286,17 @@ func (o *Options) raiseIFB(ifb string, d *plan.Dir) error {
 	if _, err := o.Kernel.Batch("ip", false, setup); err != nil {
 		if !before.Exists && o.Kernel.Link(ifb).Exists {
 			if _, derr := o.Kernel.Batch("ip", false, plan.RemoveIFB(ifb)); derr != nil {
-				return fmt.Errorf("IFB %s: %w (and removing it again failed: %v)", ifb, err, derr)
+				return o.Kernel.Link(ifb).Index, fmt.Errorf("IFB %s: %w (and removing it again failed: %v)", ifb, err, derr)
 			}
-			return fmt.Errorf("IFB %s: %w (created, then removed again)", ifb, err)
+			return 0, fmt.Errorf("IFB %s: %w (created, then removed again)", ifb, err)
 		}
-		return fmt.Errorf("IFB %s: %w", ifb, err)
+		return 0, fmt.Errorf("IFB %s: %w", ifb, err)
 	}
 	o.log("%s: IFB created and up", ifb)
-	return nil
+	if before.Exists {
+		return 0, nil
+	}
+	return o.Kernel.Link(ifb).Index, nil
 }
 
 // applyDir runs one direction's lines, after the teardown lines front

@@ -39,6 +39,9 @@ func RegisterFlags(fs *flag.FlagSet) *Overrides {
 	return o
 }
 
+// Interface is --interface as given, "" when it was not.
+func (o *Overrides) Interface() string { return o.value("interface") }
+
 func (o *Overrides) value(flag string) string {
 	if o == nil {
 		return ""

@@ -189,6 +189,33 @@ func available(qs []Queue) string {
 // built from the flags alone, on --interface or else the device named by
 // arg.
 func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
+	return resolve(root, file, o, arg, Select)
+}
+
+// ResolveInterface is Resolve for sqm-scripts' calling convention (the
+// .qos scripts): iface is the queue's interface, never a section name, and
+// it selects the enabled queue on iface whose script is script (any script
+// when ""). Two such queues are ambiguous and refused: sqm-scripts itself
+// would run the first and record it under the interface alone.
+func ResolveInterface(root, file string, o *Overrides, iface, script string) ([]Queue, error) {
+	return resolve(root, file, o, iface, func(qs []Queue, iface string) ([]Queue, error) {
+		var out []Queue
+		for _, q := range qs {
+			if q.Enabled && q.Interface == iface && (script == "" || q.Script == script) {
+				out = append(out, q)
+			}
+		}
+		switch len(out) {
+		case 0:
+			return nil, fmt.Errorf("no enabled queue on interface %q with script %q (fix: name one of: %s)", iface, script, available(qs))
+		case 1:
+			return out, nil
+		}
+		return nil, onePerInterface(out)
+	})
+}
+
+func resolve(root, file string, o *Overrides, arg string, sel func([]Queue, string) ([]Queue, error)) ([]Queue, error) {
 	qs, err := Load(root, file)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && file == "":
@@ -210,7 +237,7 @@ func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
 	case err != nil:
 		return nil, err
 	default:
-		if qs, err = Select(qs, arg); err != nil {
+		if qs, err = sel(qs, arg); err != nil {
 			return nil, fmt.Errorf("%s: %w", Path(root, file), err)
 		}
 	}
@@ -221,41 +248,6 @@ func Resolve(root, file string, o *Overrides, arg string) ([]Queue, error) {
 		}
 	}
 	return qs, nil
-}
-
-// All returns every queue section, enabled or not, with the flags applied,
-// for removing whatever sqmkit may have shaped (stop --all, reload):
-// removal needs only the interface, so other values are not validated and
-// sections without a usable interface are left out.
-func All(root, file string, o *Overrides) ([]Queue, error) {
-	qs, err := Load(root, file)
-	if errors.Is(err, fs.ErrNotExist) && file == "" {
-		return Resolve(root, "", o, "")
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Queue
-	for _, q := range qs {
-		o.Apply(&q)
-		if q.Interface != "" && devName(q.Interface) == nil {
-			out = append(out, q)
-		}
-	}
-	return out, nil
-}
-
-// Retired returns the queues of all that are disabled and whose interface
-// no queue of enabled uses: what a reload removes.
-func Retired(all, enabled []Queue) []Queue {
-	var out []Queue
-	for _, q := range all {
-		used := slices.ContainsFunc(enabled, func(e Queue) bool { return e.Interface == q.Interface })
-		if !q.Enabled && !used {
-			out = append(out, q)
-		}
-	}
-	return out
 }
 
 // Expected returns the queues that say what the devices in args should

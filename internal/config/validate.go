@@ -117,6 +117,9 @@ func (q Queue) Validate() error {
 		if err := devName(q.IFB); err != nil {
 			return q.Bad("ifb", q.IFB, "%v", err)
 		}
+		if q.IFB == q.Interface {
+			return q.Bad("ifb", q.IFB, "is the interface itself; the download is shaped on a separate IFB device that sqmkit creates (fix: remove option ifb, or name a device that does not exist yet, e.g. ifb4%s)", q.Interface)
+		}
 	}
 	if err := q.checkAutorate(); err != nil {
 		return err

@@ -28,8 +28,8 @@ import (
 type fakeKernel struct{ *tcfake.Kernel }
 
 func (f fakeKernel) Link(name string) apply.Link {
-	e, u, r := f.Kernel.Link(name)
-	return apply.Link{Exists: e, Up: u, Routable: r}
+	l := f.Kernel.Link(name)
+	return apply.Link{Exists: l.Exists, Up: l.Up, Routable: l.Routable, Kind: l.Kind, Index: l.Index}
 }
 
 const sqmFile = `# tuned by hand before

@@ -26,7 +26,7 @@ func Parse(name string, data []byte) (*File, error) {
 		return nil, err
 	}
 	for _, s := range p.file.Sections {
-		s.compact()
+		s.byName = nil
 	}
 	return p.file, nil
 }

@@ -5,7 +5,6 @@ package uci
 
 import (
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,11 +25,9 @@ type Section struct {
 	Line      int
 	Options   []*Option // in the order libuci keeps them
 
-	// byName indexes Options while parsing; a replaced option leaves a nil
-	// in Options until compact, so every statement costs O(1) and a file
-	// with many options parses in linear time.
+	// byName indexes Options while parsing, so every statement costs O(1)
+	// and a file with many options parses in linear time.
 	byName map[string]int
-	holes  int
 }
 
 // Option is an `option` (one value) or a `list` (any number of values).
@@ -127,14 +124,19 @@ func (s *Section) Get(name string) (string, bool) {
 	return o.Value(), true
 }
 
-// set replaces an option, moving it to the end as libuci does. An empty
-// value deletes the option: that is how `option x ”` behaves in libuci.
+// set replaces an option where it stands, as libuci does. An empty value
+// changes nothing: libuci ignores `option x ”` and a bare `option x` while
+// it loads a file, so an earlier value stays (TestOptionSemantics).
 func (s *Section) set(name, value string, line int) {
-	s.remove(name)
 	if value == "" {
 		return
 	}
-	s.push(&Option{Name: name, Values: []string{value}, Line: line})
+	o := &Option{Name: name, Values: []string{value}, Line: line}
+	if i, ok := s.byName[name]; ok {
+		s.Options[i] = o
+		return
+	}
+	s.push(o)
 }
 
 func (s *Section) push(o *Option) {
@@ -146,36 +148,15 @@ func (s *Section) push(o *Option) {
 }
 
 // add appends to a list; an existing single value becomes the list's first
-// item and the list moves to the end, as in libuci.
+// item, where it stands, as in libuci.
 func (s *Section) add(name, value string, line int) {
-	if o := s.Option(name); o != nil && o.List {
-		o.Values = append(o.Values, value)
-		o.Line = line
+	o := s.Option(name)
+	if o == nil {
+		s.push(&Option{Name: name, Values: []string{value}, List: true, Line: line})
 		return
 	}
-	var vals []string
-	if o := s.Option(name); o != nil {
-		vals = append(vals, o.Values...)
-		s.remove(name)
-	}
-	vals = append(vals, value)
-	s.push(&Option{Name: name, Values: vals, List: true, Line: line})
-}
-
-func (s *Section) remove(name string) {
-	if i, ok := s.byName[name]; ok {
-		s.Options[i] = nil
-		s.holes++
-		delete(s.byName, name)
-	}
-}
-
-// compact drops the holes remove left, once the file is parsed.
-func (s *Section) compact() {
-	if s.holes > 0 {
-		s.Options = slices.DeleteFunc(s.Options, func(o *Option) bool { return o == nil })
-	}
-	s.byName, s.holes = nil, 0
+	o.Values = append(o.Values, value)
+	o.List, o.Line = true, line
 }
 
 // anonymousName is the name libuci gives an unnamed section when it loads a

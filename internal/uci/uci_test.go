@@ -85,6 +85,7 @@ func TestFixtures(t *testing.T) {
 		}},
 		{"quirks", "test", []secWant{
 			{"t", "n1", false, 4, []string{
+				"a=1@4", // option a '' later leaves it, as libuci does
 				"b=2@4",
 				"c=it's@6",
 				`d=say "hi" \ n@7`,
@@ -209,9 +210,12 @@ func TestOptionSemantics(t *testing.T) {
 		want []string
 	}{
 		{"config q\n option a 1\n option a 2\n", []string{"a=2@3"}},
-		{"config q\n option a 1\n option b 2\n option a 3\n", []string{"b=2@3", "a=3@4"}},
-		{"config q\n option a 1\n option a ''\n", nil},
-		{"config q\n option a 1\n option a\n", nil},
+		{"config q\n option a 1\n option b 2\n option a 3\n", []string{"a=3@4", "b=2@3"}},
+		{"config q\n option a 1\n option a ''\n", []string{"a=1@2"}},
+		{"config q\n option a 1\n option a\n", []string{"a=1@2"}},
+		{"config q\n option a ''\n", nil},
+		{"config q\n list a 1\n option a ''\n", []string{"a=[1]@2"}},
+		{"config q\n option a 1\n option b 2\n list a 3\n", []string{"a=[1|3]@4", "b=2@3"}},
 		{"config q\n list a ''\n list a x\n", []string{"a=[|x]@3"}},
 		{"config q\n list a 1\n option a 2\n", []string{"a=2@3"}},
 		{"config q\n option a 'x' # comment\n", []string{"a=x@2"}},
@@ -271,7 +275,7 @@ func BenchmarkParse(b *testing.B) {
 }
 
 // BenchmarkParseScaling parses one section of n options, each set twice
-// (libuci moves a re-set option to the end): ns/op per option must stay
+// (libuci replaces a re-set option where it stands): ns/op per option must stay
 // flat as n grows tenfold (it grew with n before options were indexed).
 func BenchmarkParseScaling(b *testing.B) {
 	for _, n := range []int{1000, 10000, 100000} {

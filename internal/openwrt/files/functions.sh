@@ -10,10 +10,17 @@ sqmkit_run() {
 	"$IPKG_INSTROOT/usr/bin/sqmkit" "$cmd" --root "${IPKG_INSTROOT:-/}" "$@"
 }
 
+# sqmkit_applied DEVICE says whether sqmkit's record holds something it
+# applied on DEVICE.
+sqmkit_applied() {
+	[ -f "$IPKG_INSTROOT/var/run/sqmkit/applied/$1.json" ]
+}
+
 # sqmkit_defers says whether sqm-scripts' service is installed and enabled.
-# Then it runs every queue of /etc/config/sqm (sqmkit's own through
-# /usr/lib/sqm/sqmkit-*.qos) and sqmkit's service and hotplug stay out, so
-# no queue is applied by both or torn down by the other.
+# Then it applies every queue of /etc/config/sqm (sqmkit's own through
+# /usr/lib/sqm/sqmkit-*.qos), and sqmkit's service and hotplug leave the
+# trees to it, so no queue is applied by both or torn down by the other;
+# sqmkit's service still runs autorate.
 sqmkit_defers() {
 	local link
 	[ -x "$IPKG_INSTROOT/etc/init.d/sqm" ] || return 1

@@ -23,10 +23,11 @@ import (
 
 // Kernel is the simulated system. The zero value has no devices.
 type Kernel struct {
-	mu    sync.Mutex
-	devs  []*Dev
-	Calls []Call // every batch, in order
-	Reads int    // Read calls
+	mu        sync.Mutex
+	devs      []*Dev
+	lastIndex int
+	Calls     []Call // every batch, in order
+	Reads     int    // Read calls
 	// Fault, when set, is asked before each line runs.
 	Fault func(Line) Fault
 	// Before, when set, runs before batch number n (0-based) executes.
@@ -64,6 +65,8 @@ type Dev struct {
 	Name     string
 	Up       bool
 	Routable bool
+	Kind     string // "ifb" for what `ip link add ... type ifb` made; "" otherwise
+	Index    int
 	qdiscs   []*qdisc
 	classes  []*class
 	filters  []*filter
@@ -88,7 +91,7 @@ type filter struct {
 func (k *Kernel) AddDevice(name string, routable bool) *Dev {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	d := &Dev{Name: name, Up: true, Routable: routable}
+	d := &Dev{Name: name, Up: true, Routable: routable, Index: k.nextIndex()}
 	k.devs = append(k.devs, d)
 	return d
 }
@@ -204,7 +207,7 @@ func (k *Kernel) ip(argv []string) error {
 		if k.dev(argv[3]) != nil {
 			return errors.New("RTNETLINK answers: File exists")
 		}
-		k.devs = append(k.devs, &Dev{Name: argv[3]})
+		k.devs = append(k.devs, &Dev{Name: argv[3], Kind: "ifb", Index: k.nextIndex()})
 	case len(argv) == 5 && argv[0] == "link" && argv[1] == "set" && argv[4] == "up":
 		d := k.dev(argv[3])
 		if d == nil {
@@ -415,14 +418,27 @@ func mergeOpts(cur, change []string) []string {
 	return out
 }
 
+// LinkState is a device's state as Link reports it.
+type LinkState struct {
+	Exists, Up, Routable bool
+	Kind                 string
+	Index                int
+}
+
 // Link reports a device's state.
-func (k *Kernel) Link(name string) (exists, up, routable bool) {
+func (k *Kernel) Link(name string) LinkState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if d := k.dev(name); d != nil {
-		return true, d.Up, d.Routable
+		return LinkState{Exists: true, Up: d.Up, Routable: d.Routable, Kind: d.Kind, Index: d.Index}
 	}
-	return false, false, false
+	return LinkState{}
+}
+
+// nextIndex numbers devices as the kernel's ifindex does: never reused.
+func (k *Kernel) nextIndex() int {
+	k.lastIndex++
+	return k.lastIndex
 }
 
 // Read renders the qdiscs of every device, and the classes and filters of

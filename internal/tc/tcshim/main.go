@@ -1,4 +1,4 @@
-// Command tcshim is a LAB-ONLY stand-in for tc. It lets sqmkit's NSS plans run
+// Command tcshim is a TEST- AND LAB-ONLY stand-in for tc. It lets sqmkit's NSS plans run
 // on kernels without the Qualcomm NSS qdiscs: it rewrites nsstbl to tbf,
 // nssfq_codel to fq_codel and nssmirred to mirred, runs the real tc, and maps
 // `qdisc show` output back to the NSS names. With SQMKIT_SHIM_FQ_CODEL=pfifo

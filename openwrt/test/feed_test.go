@@ -1,0 +1,130 @@
+package openwrttest
+
+import (
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/openwrt"
+)
+
+// oldestGo is the Go of the oldest OpenWrt release the feed supports:
+// 24.10's packages feed ships 1.23.12 (25.12: 1.26.6, master: 1.26.7), and
+// golang-package.mk builds with GOTOOLCHAIN=local, so go.mod may not ask
+// for more.
+const oldestGo = "1.23.12"
+
+// The package builds with oldestGo: go.mod's go line asks for no more,
+// `go mod tidy` keeps it there (no module needs a newer Go), and go vet's
+// stdversion analyzer finds no newer standard library in the router build
+// or anywhere else. No second toolchain is needed to tell.
+func TestFeedBuildsWithOldestGo(t *testing.T) {
+	mod, err := os.ReadFile("../../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\S+)$`).FindSubmatch(mod)
+	if m == nil || versionLess(oldestGo, string(m[1])) {
+		t.Errorf("go.mod's go line is %q; OpenWrt 24.10 builds with Go %s", m, oldestGo)
+	}
+	if regexp.MustCompile(`(?m)^toolchain `).Match(mod) {
+		t.Error("go.mod names a toolchain; GOTOOLCHAIN=local would refuse it")
+	}
+	for _, c := range [][]string{{"go", "mod", "tidy", "-diff"}, {"go", "vet", "-tags", "router", "./..."}, {"go", "vet", "./..."}} {
+		cmd := exec.Command(c[0], c[1:]...)
+		cmd.Dir = "../.."
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("%s: %v\n%s", strings.Join(c, " "), err, out)
+		}
+	}
+}
+
+// versionLess compares Go versions like 1.23.12 numerically.
+func versionLess(a, b string) bool {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < max(len(pa), len(pb)); i++ {
+		var x, y int
+		if i < len(pa) {
+			x = atoi(pa[i])
+		}
+		if i < len(pb) {
+			y = atoi(pb[i])
+		}
+		if x != y {
+			return x < y
+		}
+	}
+	return false
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// OpenWrt's prepared stamp hashes the package directory and
+// PKG_FILE_DEPENDS only: every path Build/Prepare copies must be in it, or
+// a change to the code alone reuses the stale build. The CAKE option must
+// be in PKG_CONFIG_DEPENDS, or toggling it does not rebuild.
+func TestFeedRebuildsOnChange(t *testing.T) {
+	mk, err := os.ReadFile("../sqmkit/Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(name string) []string {
+		m := regexp.MustCompile(`(?m)^` + name + `:=(.*)$`).FindSubmatch(mk)
+		if m == nil {
+			t.Fatalf("the Makefile sets no %s", name)
+		}
+		return strings.Fields(string(m[1]))
+	}
+	deps := get("PKG_FILE_DEPENDS")
+	prep := string(mk)[strings.Index(string(mk), "define Build/Prepare"):]
+	prep = prep[:strings.Index(prep, "endef")]
+	cp := regexp.MustCompile(`(?m)^\s*\$\(CP\)\s+(.*)$`).FindStringSubmatch(prep)
+	if cp == nil {
+		t.Fatal("Build/Prepare copies nothing")
+	}
+	srcs := strings.Fields(cp[1])
+	for _, src := range srcs[:len(srcs)-1] {
+		if !slices.Contains(deps, src) {
+			t.Errorf("Build/Prepare copies %s, which PKG_FILE_DEPENDS %q does not hash", src, deps)
+		}
+	}
+	if !slices.Contains(get("PKG_CONFIG_DEPENDS"), "CONFIG_SQMKIT_CAKE") {
+		t.Error("PKG_CONFIG_DEPENDS lacks CONFIG_SQMKIT_CAKE")
+	}
+}
+
+// The feed package and sqmkit install put the same files in the same
+// places with the same modes.
+func TestFeedInstallsTheseFiles(t *testing.T) {
+	mk := makefileInstalls(t)
+	if len(mk) != len(openwrt.Files) {
+		t.Errorf("the Makefile installs %d files, sqmkit install %d", len(mk), len(openwrt.Files))
+	}
+	for _, f := range openwrt.Files {
+		i := slices.IndexFunc(mk, func(m installed) bool { return m.dst == f.Dst })
+		if i < 0 {
+			t.Errorf("the Makefile does not install %s", f.Dst)
+			continue
+		}
+		want, err := openwrt.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(mk[i].src)
+		if err != nil || string(got) != string(want) || mk[i].mode != f.Mode {
+			t.Errorf("%s: the Makefile installs %s (mode %v), sqmkit install %s (mode %v)", f.Dst, mk[i].src, mk[i].mode, f.Src, f.Mode)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package openwrttest
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/openwrt"
+)
+
+// A router owner without a buildroot: the static binary installs itself,
+// its files and what it needs with the release's package manager, and
+// removes all of it again, on an OpenWrt 24.10 (opkg) and a 25.12 (apk)
+// root.
+func TestInstallWithoutBuildroot(t *testing.T) {
+	for _, pm := range []string{"opkg", "apk"} {
+		t.Run(pm, func(t *testing.T) {
+			r := newBareRouter(t)
+			// the package manager records what it is asked; tc and the core
+			// qdisc kmod are installed, ip, the IFB and CAKE kmods are not
+			log := filepath.Join(r.bin, pm+".log")
+			switch pm {
+			case "opkg":
+				r.write("bin/opkg", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
+				r.write("usr/lib/opkg/info/kmod-sched-core.control", "Package: kmod-sched-core\n")
+			case "apk":
+				r.write("usr/bin/apk", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
+				r.write("lib/apk/db/installed", "P:busybox\nV:1\n\nP:kmod-sched-core\nV:6.12\n\n")
+			}
+			os.Chmod(filepath.Join(r.root, "bin/opkg"), 0o755)
+			os.Chmod(filepath.Join(r.root, "usr/bin/apk"), 0o755)
+			r.write("usr/sbin/tc", "")
+			r.write("etc/config/network", "config interface 'wan'\n\toption device 'wan'\n\toption proto 'dhcp'\n")
+			before := tree(t, r.root)
+
+			// the binary runs from /tmp, as the README's commands leave it
+			tmp := filepath.Join(r.root, "tmp/sqmkit")
+			copyFile(t, filepath.Join(build(t), "sqmkit"), tmp, 0o755)
+			code, out := r.sh(nil, "-c", `exec "$IPKG_INSTROOT/tmp/sqmkit" install --root "$IPKG_INSTROOT"`)
+			if code != 0 {
+				t.Fatalf("install: exit %d\n%s", code, out)
+			}
+			root := "--offline-root " + r.root
+			if pm == "apk" {
+				root = "--root " + r.root
+			}
+			wantPM := []string{root + " update", root + " " + map[string]string{"opkg": "install", "apk": "add"}[pm] + " ip-tiny kmod-ifb kmod-sched-cake"}
+			if got := lines(t, log); !slices.Equal(got, wantPM) {
+				t.Errorf("%s was asked %q, want %q", pm, got, wantPM)
+			}
+			// every file where the feed package puts it, the defaults run
+			for _, f := range openwrt.Files {
+				info, err := os.Stat(filepath.Join(r.root, f.Dst))
+				switch {
+				case f.Dst == "etc/uci-defaults/90-sqmkit":
+					if err == nil {
+						t.Errorf("%s is still there: the defaults did not run", f.Dst)
+					}
+				case err != nil:
+					t.Errorf("%s: %v", f.Dst, err)
+				case info.Mode().Perm() != f.Mode:
+					t.Errorf("%s: mode %v, want %v", f.Dst, info.Mode().Perm(), f.Mode)
+				}
+			}
+			if b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm")); !strings.Contains(string(b), "option script 'sqmkit-cake.qos'") {
+				t.Errorf("the first-install defaults wrote %q", b)
+			}
+			if l, err := os.Readlink(filepath.Join(r.root, "etc/rc.d/S50sqmkit")); err != nil || l != "../init.d/sqmkit" {
+				t.Errorf("the service is not enabled: %q %v", l, err)
+			}
+			if code, _ := r.initd("enabled"); code != 0 {
+				t.Error("rc.common says the service is not enabled")
+			}
+			if scripts := luciScripts(t, r.root); !slices.Equal(scripts, []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
+				t.Errorf("LuCI's SQM page would list %q", scripts)
+			}
+			// a second install is an update of the files
+			if code, out := r.sqmkit("install", "--no-deps"); code != 0 {
+				t.Errorf("install again: exit %d\n%s", code, out)
+			}
+
+			// it shapes, then the one command removes it all
+			r.queue(true, "sqmkit-nss.qos", 20000, 10000)
+			if code, out := r.initd("start"); code != 0 || !r.shaped("wan") {
+				t.Fatalf("start after install: exit %d\n%s", code, out)
+			}
+			if code, out := r.sqmkit("uninstall"); code != 0 || !strings.Contains(out, "kept") {
+				t.Fatalf("uninstall: exit %d\n%s", code, out)
+			}
+			if r.shaped("wan") || r.ingress("wan") {
+				t.Errorf("uninstall left the shaper:\n%s", r.qdiscs())
+			}
+			os.Remove(tmp)
+			after := tree(t, r.root)
+			if extra := diff(after, before); !slices.Equal(extra, []string{"etc/config/sqm"}) {
+				t.Errorf("after uninstall, besides the kept config, the root has %q", extra)
+			}
+			if gone := diff(before, after); len(gone) > 0 {
+				t.Errorf("uninstall removed what it did not install: %q", gone)
+			}
+		})
+	}
+}
+
+// Uninstalling while sqm-scripts runs a queue with a sqmkit script stops
+// it through sqm-scripts' own run.sh, so its state file goes with the
+// tree, and says which sections still name the removed script.
+func TestUninstallUnderSQMScripts(t *testing.T) {
+	r := newBareRouter(t)
+	copyFile(t, filepath.Join(build(t), "sqmkit"), filepath.Join(r.root, "tmp/sqmkit"), 0o755)
+	if code, out := r.sh(nil, "-c", `exec "$IPKG_INSTROOT/tmp/sqmkit" install --no-deps --root "$IPKG_INSTROOT"`); code != 0 {
+		t.Fatalf("install: exit %d\n%s", code, out)
+	}
+	r.withSQMScripts()
+	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
+	if code, out := r.rc("sqm", "start"); code != 0 || !r.state("wan") {
+		t.Fatalf("sqm start: exit %d\n%s", code, out)
+	}
+	code, out := r.sqmkit("uninstall")
+	if code != 0 || r.shaped("wan") || r.state("wan") || !strings.Contains(out, "sections wan") {
+		t.Errorf("uninstall: exit %d, shaped %v, state %v\n%s", code, r.shaped("wan"), r.state("wan"), out)
+	}
+}
+
+// luciScripts lists the scripts luci-app-sqm's page offers: the entries of
+// /usr/lib/sqm whose name ends in .qos (its view's filter).
+func luciScripts(t *testing.T, root string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(filepath.Join(root, "usr/lib/sqm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if regexp.MustCompile(`\.qos$`).MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	return out
+}
+
+// tree lists the files and links under root, relative, skipping what the
+// kernel and the harness own.
+func tree(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if rel == "sys" || rel == "tmp" {
+			return fs.SkipDir
+		}
+		if !d.IsDir() {
+			out = append(out, rel)
+		}
+		return nil
+	})
+	return out
+}
+
+// diff is what a has and b lacks.
+func diff(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if !slices.Contains(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// The README's install commands fetch, for each router architecture, a
+// file that `make router` builds (scripts/size.sh), and are at most three.
+func TestReadmeInstallCommands(t *testing.T) {
+	bb := busybox(t)
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := string(readme)[strings.Index(string(readme), "## Install"):]
+	block := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(sec)
+	if block == nil {
+		t.Fatal("the Install section has no sh block")
+	}
+	cmds := strings.Split(strings.TrimSpace(block[1]), "\n")
+	if len(cmds) > 3 || !strings.HasPrefix(cmds[0], "wget ") || !strings.Contains(cmds[len(cmds)-1], "sqmkit install") {
+		t.Fatalf("install commands %q: want at most three, fetch first, sqmkit install last", cmds)
+	}
+	url := regexp.MustCompile(`"(https://[^"]*\$\(.*\))"`).FindStringSubmatch(cmds[0])
+	if url == nil {
+		t.Fatalf("no release URL in %q", cmds[0])
+	}
+	size, err := os.ReadFile("../../scripts/size.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var built []string
+	for _, m := range regexp.MustCompile(`(\w+):\w+:\w*`).FindAllStringSubmatch(regexp.MustCompile(`(?m)^for target in (.*); do`).FindStringSubmatch(string(size))[1], -1) {
+		built = append(built, "sqmkit-"+m[1])
+	}
+	for _, arch := range []string{"aarch64_cortex-a53", "arm_cortex-a7_neon-vfpv4", "mipsel_24kc", "mips_24kc", "x86_64"} {
+		release := filepath.Join(t.TempDir(), "openwrt_release")
+		os.WriteFile(release, []byte("DISTRIB_ARCH='"+arch+"'\n"), 0o644)
+		expr := strings.ReplaceAll(url[1], "/etc/openwrt_release", release)
+		out, err := exec.Command(bb, "ash", "-c", `echo "`+expr+`"`).Output()
+		if err != nil {
+			t.Fatalf("%s: %v", expr, err)
+		}
+		name := filepath.Base(strings.TrimSpace(string(out)))
+		if !slices.Contains(built, name) {
+			t.Errorf("DISTRIB_ARCH %s fetches %s; make router builds %q", arch, name, built)
+		}
+	}
+}
