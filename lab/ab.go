@@ -272,7 +272,7 @@ func (g *guest) abScenario(t *topo, name string, r *result, sp abSpec) error {
 			at.Phase, at.Queues = ph, bl
 			res.Tests = append(res.Tests, at)
 			if err == nil {
-				g.say("ab: round %d, %s: bidirectional %+.1f/%+.1f ms (one-way up %+.1f, down %+.1f)", round, arm, ph.AddedMedian, ph.AddedP95, ph.AddedUp, ph.AddedDown)
+				g.say("ab: round %d, %s: bidirectional %s/%s ms (one-way up %s, down %s)", round, arm, bbresult.Signed(ph.AddedMedian, 1), bbresult.Signed(ph.AddedP95, 1), bbresult.Signed(ph.AddedUp, 1), bbresult.Signed(ph.AddedDown, 1))
 			}
 		}
 	}

@@ -421,7 +421,7 @@ func (a *autorateRun) checkFollowing(when string, check func(string, float64, st
 	}) == nil
 	check("autorate's delay samples "+when, m["sqmkit_autorate_samples_total"], fmt.Sprintf(">= %.0f (5 more in 20 s)", from+5), more)
 	for i, dir := range []string{"download", "upload"} {
-		v := m[fmt.Sprintf("sqmkit_autorate_rate_kbps{direction=%q}", dir)]
+		v := m[fmt.Sprintf("sqmkit_autorate_rate_bits_per_second{direction=%q}", dir)] / 1000
 		check(fmt.Sprintf("autorate's %s rate %s, kbit/s", dir, when), v, fmt.Sprintf("%d..%d", a.min[i], a.max[i]), v >= float64(a.min[i]) && v <= float64(a.max[i]))
 	}
 }

@@ -321,7 +321,7 @@ func flowList(v []float64, skip int) string {
 	var out []string
 	for i, x := range v {
 		if i != skip {
-			out = append(out, fmt.Sprintf("%+.1f", x))
+			out = append(out, bbresult.Signed(x, 1))
 		}
 	}
 	return strings.Join(out, "/")

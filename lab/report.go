@@ -8,6 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
 
@@ -196,7 +197,7 @@ func printDemo(rs []result) {
 		fmt.Printf("  %-9s grade %-3s", r.Backend, r.Test.Grade)
 		for _, name := range accept.LoadPhases {
 			if p := r.Test.Phase(name); p != nil {
-				fmt.Printf("  %s +%.0f ms", name, p.AddedMedian)
+				fmt.Printf("  %s %s ms", name, bbresult.Signed(p.AddedMedian, 0))
 			}
 		}
 		if r.Test.Plot != "" {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
@@ -492,9 +493,9 @@ func summaryLine(r *result) string {
 	if r.Test != nil {
 		fmt.Fprintf(&b, " grade %s (%s)", r.Test.Grade, r.Test.Tool)
 		for _, p := range r.Test.Phases {
-			fmt.Fprintf(&b, " | %s +%.1f/+%.1f ms", p.Name, p.AddedMedian, p.AddedP95)
+			fmt.Fprintf(&b, " | %s %s/%s ms", p.Name, bbresult.Signed(p.AddedMedian, 1), bbresult.Signed(p.AddedP95, 1))
 			if p.AddedP95First != nil {
-				fmt.Fprintf(&b, " (first 10 s p95 +%.1f)", *p.AddedP95First)
+				fmt.Fprintf(&b, " (first 10 s p95 %s)", bbresult.Signed(*p.AddedP95First, 1))
 			}
 			fmt.Fprintf(&b, " %.1f/%.1f Mbit/s", p.DownMbps, p.UpMbps)
 			if p.Collision != "" {

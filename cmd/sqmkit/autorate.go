@@ -1,21 +1,19 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
 	"os"
-	"os/signal"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/autorate"
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
@@ -58,6 +56,12 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	if fs.NArg() > 1 {
 		fmt.Fprintf(stderr, "sqmkit autorate: one SECTION or IFACE at most, got %q\n", fs.Args())
 		return 2
+	}
+	if *server != "" {
+		if err := bbproto.CheckServer(*server); err != nil {
+			fmt.Fprintf(stderr, "sqmkit autorate: --server: %v\n", err)
+			return 2
+		}
 	}
 	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
 	if err == nil && len(qs) > 1 {
@@ -125,7 +129,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	// Ps spinning for work on every wakeup cost more than the work itself
 	// (on a router, and in the lab's emulated guest).
 	runtime.GOMAXPROCS(1)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopSignals()
 	defer stop()
 	if err := d.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)

@@ -4,9 +4,14 @@ import (
 	"bufio"
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 func TestAutorateCLI(t *testing.T) {
@@ -79,5 +84,45 @@ func TestSystemdUnit(t *testing.T) {
 		if name, ok := strings.CutPrefix(a, "-"); ok && !strings.Contains(errb.String(), "-"+strings.TrimLeft(name, "-")) {
 			t.Errorf("flag %s is not one of sqmkit autorate's (exit %d):\n%s", a, code, errb.String())
 		}
+	}
+}
+
+// TestAutorateSIGHUPRestores: autorate started from an SSH session that
+// drops gets SIGHUP. It ends as on SIGTERM, with the base rates restored,
+// and exits 0; it used to die of the signal (129), leaving whatever rate it
+// had cut to in the kernel and in the rate state that hotplug and reload
+// plan with.
+func TestAutorateSIGHUPRestores(t *testing.T) {
+	ns := tctest.NewNetns(t, "hup")
+	ns.Exec(t, "ip", "link", "set", "lo", "up")
+	bin := buildSqmkit(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\toption script 'sqmkit-nss.qos'\n\toption autorate '1'\n"), 0o644)
+	env := shimEnv(bin)
+	if code, out := sqmkitEnv(t, ns, bin, env, "start", "--root", root, "--probe-cache", ""); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	t.Cleanup(func() { sqmkitEnv(t, ns, bin, env, "stop", "--root", root) })
+	if code, out := sqmkitEnv(t, ns, bin, env, "rate", "--root", root, "--download", "15000", "--upload", "8000", "wan"); code != 0 {
+		t.Fatalf("rate: exit %d\n%s", code, out)
+	}
+	cmd := exec.Command("ip", append(append([]string{"netns", "exec", ns.Name, "env"}, env...), bin, "autorate", "--root", root, "--reflectors", "127.0.0.1", "wan")...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGHUP)
+	err := cmd.Wait()
+	if err != nil || !strings.Contains(stderr.String(), "stopped; shaper back at 20000/10000 kbit/s") {
+		t.Errorf("autorate after SIGHUP: %v\n%s", err, stderr.String())
+	}
+	if q := ns.Exec(t, "tc", "qdisc", "show", "dev", "wan"); !strings.Contains(q, "rate 10Mbit") {
+		t.Errorf("the upload is not back at its base rate:\n%s", q)
+	}
+	if code, out := sqmkitEnv(t, ns, bin, env, "status", "--root", root); code != 0 {
+		t.Errorf("status plans with a rate autorate left: exit %d\n%s", code, out)
 	}
 }

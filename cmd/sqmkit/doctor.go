@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -11,6 +13,10 @@ import (
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
+
+// maxWatch bounds doctor --watch: a day of counters is already more than a
+// judgement needs.
+const maxWatch = 24 * time.Hour
 
 func init() {
 	register(command{
@@ -34,6 +40,12 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.Filters, "tc-filter", "", "with --tc-stats: pasted `tc -s filter show dev IFACE parent ffff:` output `FILE`")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
+	}
+	// a window the counters can be read over: longer overflows a
+	// time.Duration and read as "-9.22e+09" (TestDoctorWatchRange)
+	if *watch < 0 || *watch > maxWatch.Seconds() || math.IsNaN(*watch) {
+		fmt.Fprintf(stderr, "sqmkit doctor: --watch %s: want 0 (one reading) to %.0f seconds\n", strconv.FormatFloat(*watch, 'f', -1, 64), maxWatch.Seconds())
+		return 2
 	}
 	o.Args, o.Watch = fs.Args(), time.Duration(*watch*float64(time.Second))
 	o.Read, o.RateDir = (&tc.Runner{}).Read, ratestate.DefaultDir

@@ -248,3 +248,28 @@ func TestDoctorLive(t *testing.T) {
 		}
 	})
 }
+
+// TestDoctorWatchRange: a --watch window beyond a day, negative or not a
+// number is refused with the range, never turned into an overflowed
+// duration.
+func TestDoctorWatchRange(t *testing.T) {
+	for _, v := range []string{"99999999999", "-1", "NaN"} {
+		var out, errb bytes.Buffer
+		code := run([]string{"doctor", "--watch", v}, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "want 0 (one reading) to 86400 seconds") || strings.Contains(errb.String()+out.String(), "e+") {
+			t.Errorf("--watch %s: exit %d\n%s%s", v, code, out.String(), errb.String())
+		}
+	}
+}
+
+// TestServerPortRange: a server address whose port is out of range is
+// refused at once, not dialled and retried for ever.
+func TestServerPortRange(t *testing.T) {
+	for _, args := range [][]string{{"test", "192.0.2.1:99999"}, {"autorate", "--server", "192.0.2.1:99999", "--interface", "wan", "--download", "20000", "--upload", "10000", "--root", t.TempDir()}} {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb)
+		if code != 2 || !strings.Contains(errb.String(), "not a port from 1 to 65535") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out.String(), errb.String())
+		}
+	}
+}

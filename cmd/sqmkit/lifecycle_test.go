@@ -266,7 +266,8 @@ func TestConcurrentStarts(t *testing.T) {
 	}
 }
 
-// Without tc, stop cannot remove anything: it says so and exits 1.
+// Without tc, stop cannot remove anything and start cannot change
+// anything: each says so and exits 1, and what was there stays.
 func TestStopWithoutTC(t *testing.T) {
 	ns := tctest.NewNetns(t, "stopnotc")
 	bin := buildSqmkit(t)
@@ -281,6 +282,18 @@ func TestStopWithoutTC(t *testing.T) {
 	}
 	if q := ns.Exec(t, "tc", "qdisc", "show", "dev", "wan"); !strings.Contains(q, "tbf") {
 		t.Errorf("the shaper is gone, yet stop failed: %s", q)
+	}
+	// a start without tc says the tree is as it was, not "no qdisc left"
+	code, out = sqmkitEnv(t, ns, bin, []string{"PATH=" + empty}, append([]string{"start", "--probe-cache", ""}, flags...)...)
+	if code != 1 || strings.Contains(out, "no qdisc left") || !strings.Contains(out, "nothing changed") {
+		t.Errorf("start without tc: exit %d\n%s", code, out)
+	}
+	if q := ns.Exec(t, "tc", "qdisc", "show", "dev", "wan"); !strings.Contains(q, "tbf") {
+		t.Errorf("the shaper is gone after a start without tc: %s", q)
+	}
+	// and its record still says what is there, so a stop with tc removes it
+	if code, out := sqmkitEnv(t, ns, bin, shimEnv(bin), append([]string{"stop"}, flags...)...); code != 0 || strings.Contains(ns.Exec(t, "tc", "qdisc", "show", "dev", "wan"), "tbf") {
+		t.Errorf("stop after the failed start: exit %d\n%s", code, out)
 	}
 }
 

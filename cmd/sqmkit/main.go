@@ -4,12 +4,15 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sort"
+	"syscall"
 )
 
 // version is set by the Makefile with -ldflags "-X main.version=...".
@@ -93,4 +96,11 @@ func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	}
 	fmt.Fprintf(fs.Output(), "run '%s -h' for the flags\n", fs.Name())
 	return false, 2
+}
+
+// stopSignals is cancelled by ^C, SIGTERM (procd, systemd) and SIGHUP (the
+// SSH session that started the command dropped): each ends a long command
+// the same way, with its rates restored (TestAutorateSIGHUPRestores).
+func stopSignals() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"log"
+	"math"
 	"net"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
@@ -15,12 +16,14 @@ import (
 // measureRPM runs the responsiveness test (HTTPS, HTTP/2). The router
 // build leaves it out: TLS and HTTP/2 are a third of the binary, and a
 // router's CPU would measure itself as much as the network.
+// A test cut short returns what it measured (nil when nothing) with the
+// error.
 func measureRPM(ctx context.Context, url string, insecure bool) (*bbresult.RPM, []string, error) {
 	r, err := rpm.Measure(ctx, url, rpm.Options{Insecure: insecure})
-	if err != nil {
-		return nil, nil, err
+	if err != nil && (r.Download.Probes == 0 || math.IsNaN(r.RPM)) {
+		return nil, r.Notes, err
 	}
-	return r.BBResult(), r.Notes, nil
+	return r.BBResult(), r.Notes, err
 }
 
 // startRPM listens for the responsiveness test on addr and returns the
@@ -36,7 +39,12 @@ func startRPM(ctx context.Context, addr, cert, key string, logger *log.Logger) (
 	if err != nil {
 		return nil, err
 	}
-	logger.Printf("rpm: config https://%s/config, certificate sha256 %s; test from a Mac: networkQuality -k -C https://%s/config (-k: the certificate is self-signed unless --rpm-cert)",
-		ln.Addr(), rs.Fingerprint(), ln.Addr())
+	if cert != "" {
+		logger.Printf("rpm: config https://%s/config, certificate %s (sha256 %s); test from a Mac: networkQuality -C https://%s/config",
+			ln.Addr(), cert, rs.Fingerprint(), ln.Addr())
+	} else {
+		logger.Printf("rpm: config https://%s/config, self-signed certificate sha256 %s; test from a Mac: networkQuality -k -C https://%s/config (-k accepts it; --rpm-cert serves a real one)",
+			ln.Addr(), rs.Fingerprint(), ln.Addr())
+	}
 	return func() error { return rs.Serve(ctx, ln) }, nil
 }

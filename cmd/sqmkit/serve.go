@@ -1,17 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
@@ -86,7 +83,7 @@ func runServe(args []string, stdout, stderr io.Writer) int {
 	}
 	srv := bbserver.New(cfg)
 	cfg.Log.Print(srv.Sizing)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopSignals()
 	defer stop()
 
 	var wg sync.WaitGroup

@@ -300,6 +300,8 @@ func printResult(w io.Writer, r apply.Result) bool {
 			status = "already as planned, left alone"
 		case d.NotStarted:
 			status = "not started (left as it was): " + d.Err.Error()
+		case d.Unchanged:
+			status = "FAILED, nothing changed (tc did not run; the device holds what it held before): " + d.Err.Error()
 		case d.Err != nil && len(d.Left) == 0:
 			status = "FAILED, no qdisc left: " + d.Err.Error()
 		case d.Err != nil:

@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
-	"os/signal"
 	"strconv"
-	"syscall"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -58,6 +55,10 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg.Server = pos[0]
+	if err := bbproto.CheckServer(cfg.Server); err != nil {
+		fmt.Fprintln(stderr, "sqmkit test: SERVER", err)
+		return 2
+	}
 	switch {
 	case *v4 && *v6:
 		fmt.Fprintln(stderr, "sqmkit test: -4 and -6 exclude each other")
@@ -87,7 +88,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopSignals()
 	defer stop()
 	res, err := bbtest.Run(ctx, cfg)
 	if pr != nil {
@@ -100,13 +101,12 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
 		r, notes, err := measureRPM(ctx, *rpmURL, *rpmInsecure)
+		res.RPM = r // what was measured, also when cut short
+		for _, n := range notes {
+			res.Notes = append(res.Notes, "rpm: "+n)
+		}
 		if err != nil {
 			res.Notes = append(res.Notes, "rpm: "+err.Error())
-		} else {
-			res.RPM = r
-			for _, n := range notes {
-				res.Notes = append(res.Notes, "rpm: "+n)
-			}
 		}
 	}
 	return writeOutputs(res, *jsonFile, *plotFile, *flentFile, stdout, stderr)
@@ -115,16 +115,22 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 // runRPMOnly runs just the responsiveness test, for servers that speak
 // only that protocol (Apple's, goresponsiveness').
 func runRPMOnly(url string, insecure bool, stdout, stderr io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopSignals()
 	defer stop()
 	r, notes, err := measureRPM(ctx, url, insecure)
+	if r != nil {
+		cut := ""
+		if err != nil {
+			cut = ", cut short: what was measured until then"
+		}
+		fmt.Fprintf(stdout, "%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s%s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps, cut)
+	}
+	for _, n := range notes {
+		fmt.Fprintln(stdout, "Note:", n)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test --rpm:", err)
 		return 1
-	}
-	fmt.Fprintf(stdout, "%s: %.0f RPM (download %.1f Mbit/s, upload %.1f Mbit/s)\n", r.URL, r.RPM, r.DownloadMbps, r.UploadMbps)
-	for _, n := range notes {
-		fmt.Fprintln(stdout, "Note:", n)
 	}
 	return 0
 }

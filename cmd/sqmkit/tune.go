@@ -7,11 +7,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc"
@@ -106,7 +105,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp},
 		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := stopSignals()
 	defer stop()
 	if *sweep != "" {
 		c, err := sweepConfig(*sweep, *line, *sweepStop, *sweepPhase)
@@ -157,7 +156,8 @@ func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 		if st.Kind == tune.Bidir {
 			rate, share = fmt.Sprintf("%d/%d", st.RateKbit, st.Other), "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t+%.1f / +%.1f\t%.1f / %.1f\t%d\t%s\t\n", st.Kind, rate, share, st.AddedMedian, st.AddedP95, st.AddedDown, st.AddedUp, st.GoodputKbit, v)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\t%d\t%s\t\n", st.Kind, rate, share, bbresult.Signed(st.AddedMedian, 1), bbresult.Signed(st.AddedP95, 1),
+			bbresult.Fixed(st.AddedDown, 1), bbresult.Fixed(st.AddedUp, 1), st.GoodputKbit, v)
 	}
 	tw.Flush()
 }
@@ -199,7 +199,7 @@ func printTune(w io.Writer, o *tune.Outcome) {
 		sep := " "
 		for _, ph := range o.Confirm.Phases {
 			if p, err := tune.PhaseOf(o.Confirm, tune.Kind(ph.Name)); err == nil && ph.Grade != "" {
-				fmt.Fprintf(w, "%s%s +%.1f/+%.1f ms", sep, ph.Name, p.AddedMedian, p.AddedP95)
+				fmt.Fprintf(w, "%s%s %s/%s ms", sep, ph.Name, bbresult.Signed(p.AddedMedian, 1), bbresult.Signed(p.AddedP95, 1))
 				sep = ", "
 			}
 		}
@@ -208,7 +208,7 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	if o.Again != nil {
 		for _, ph := range o.Again.Phases {
 			if p, err := tune.PhaseOf(o.Again, tune.Kind(ph.Name)); err == nil && ph.Grade != "" {
-				fmt.Fprintf(w, "  its %s phase measured again: +%.1f/+%.1f ms (judged on the mean of the two)\n", ph.Name, p.AddedMedian, p.AddedP95)
+				fmt.Fprintf(w, "  its %s phase measured again: %s/%s ms (judged on the mean of the two)\n", ph.Name, bbresult.Signed(p.AddedMedian, 1), bbresult.Signed(p.AddedP95, 1))
 			}
 		}
 	}

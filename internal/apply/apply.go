@@ -88,6 +88,9 @@ type DirResult struct {
 	NotStarted bool
 	// Kept: a hotplug start found the direction as planned and left it.
 	Kept bool
+	// Unchanged: tc did not run at all (not installed, a batch it cannot
+	// carry), so the direction holds what it held before the start.
+	Unchanged bool
 	// Left is what the kernel still holds of a failed direction after its
 	// rollback, read back from the kernel; empty means no qdisc is left.
 	Left     []string

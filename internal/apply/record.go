@@ -77,7 +77,7 @@ func (o *Options) keep(q config.Queue, r *Result, prev applied.Record, hadPrev b
 		dr := r.Dirs[j]
 		held := false
 		switch {
-		case dr.NotStarted: // refused by validation: it keeps what it had
+		case dr.NotStarted, dr.Unchanged: // refused, or tc never ran: it keeps what it had
 			held = hadPrev && (d.Direction == plan.Egress && prev.Egress || d.Direction == plan.Ingress && prev.Ingress)
 		case dr.Err == nil, len(dr.Left) > 0:
 			held = true

@@ -228,7 +228,7 @@ func outcome(ds []DirResult) State {
 func (o *Options) failAll(r *Result, err error) {
 	for j := range r.Dirs {
 		if !r.Dirs[j].NotStarted && !r.Dirs[j].Kept {
-			r.Dirs[j].Err = err
+			r.Dirs[j].Err, r.Dirs[j].Unchanged = err, true
 		}
 	}
 	r.State = Failed

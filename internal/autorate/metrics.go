@@ -52,13 +52,15 @@ func (m *Metrics) Write(w io.Writer) {
 	defer m.mu.Unlock()
 	var b strings.Builder
 	gauge := func(name, help string) { fmt.Fprintf(&b, "# HELP %s %s\n# TYPE %s gauge\n", name, help, name) }
-	gauge("sqmkit_autorate_rate_kbps", "shaper rate set by autorate")
+	// base units, as Prometheus' naming rules ask (promtool check
+	// metrics): bits per second and seconds (TestMetricsBaseUnits)
+	gauge("sqmkit_autorate_rate_bits_per_second", "shaper rate set by autorate")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_rate_kbps{direction=%q} %d\n", Dir(d), m.rate[d])
+		fmt.Fprintf(&b, "sqmkit_autorate_rate_bits_per_second{direction=%q} %d\n", Dir(d), m.rate[d]*1000)
 	}
-	gauge("sqmkit_autorate_load_kbps", "traffic the shaper carried in the last interval")
+	gauge("sqmkit_autorate_load_bits_per_second", "traffic the shaper carried in the last interval")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_load_kbps{direction=%q} %d\n", Dir(d), m.load[d])
+		fmt.Fprintf(&b, "sqmkit_autorate_load_bits_per_second{direction=%q} %d\n", Dir(d), m.load[d]*1000)
 	}
 	gauge("sqmkit_autorate_state", "1 for the state each direction is in")
 	for d := range 2 {
@@ -70,13 +72,13 @@ func (m *Metrics) Write(w io.Writer) {
 			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%q,state=%q} %d\n", Dir(d), s, v)
 		}
 	}
-	gauge("sqmkit_autorate_added_delay_ms", "latest probe's delay above its path's baseline")
+	gauge("sqmkit_autorate_added_delay_seconds", "latest probe's delay above its path's baseline")
 	for p, v := range m.added {
-		fmt.Fprintf(&b, "sqmkit_autorate_added_delay_ms{path=%q} %.2f\n", p, v)
+		fmt.Fprintf(&b, "sqmkit_autorate_added_delay_seconds{path=%q} %.5f\n", p, v/1000)
 	}
-	gauge("sqmkit_autorate_baseline_ms", "each probe path's delay without a queue")
+	gauge("sqmkit_autorate_baseline_seconds", "each probe path's delay without a queue")
 	for p, v := range m.base {
-		fmt.Fprintf(&b, "sqmkit_autorate_baseline_ms{path=%q} %.2f\n", p, v)
+		fmt.Fprintf(&b, "sqmkit_autorate_baseline_seconds{path=%q} %.5f\n", p, v/1000)
 	}
 	fmt.Fprintf(&b, "# HELP sqmkit_autorate_changes_total rate changes made\n# TYPE sqmkit_autorate_changes_total counter\nsqmkit_autorate_changes_total %d\n", m.changes)
 	fmt.Fprintf(&b, "# HELP sqmkit_autorate_change_failures_total rate changes the kernel refused\n# TYPE sqmkit_autorate_change_failures_total counter\nsqmkit_autorate_change_failures_total %d\n", m.failed.Load())

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+
+	"github.com/sqmkit/sqmkit/internal/connlimit"
 )
 
 // Reflectors measures round-trip time to several ICMP echo reflectors
@@ -29,6 +31,8 @@ type Reflectors struct {
 	Active    int
 	DeadAfter int
 	Log       func(string)
+
+	replaced connlimit.Throttle // the log of replacements
 
 	mu     sync.Mutex // Run opens and closes the socket, Probe uses it
 	rx     *stamped
@@ -95,6 +99,7 @@ func (r *Reflectors) Run(ctx context.Context) error {
 	if r.DeadAfter <= 0 {
 		r.DeadAfter = 10
 	}
+	r.replaced.Every = time.Minute
 	r.active, r.spare = append([]netip.Addr{}, r.Addrs[:r.Active]...), append([]netip.Addr{}, r.Addrs[r.Active:]...)
 	r.missed = map[netip.Addr]int{}
 	r.id = os.Getpid() & 0xffff
@@ -188,7 +193,12 @@ func (r *Reflectors) replace(dead netip.Addr) {
 	for i, a := range r.active {
 		if a == dead {
 			r.active[i], r.spare = r.spare[0], append(r.spare[1:], dead)
-			r.log("reflector %v answered none of its last %d probes: replaced by %v", dead, r.DeadAfter, r.active[i])
+			// With the WAN down every reflector rotates through: one line
+			// a minute on a router's syslog, not two a second
+			// (TestReflectorOutageLogsRarely).
+			if l := r.replaced.Line(fmt.Sprintf("reflector %v answered none of its last %d probes: replaced by %v", dead, r.DeadAfter, r.active[i])); l != "" {
+				r.log("%s", l)
+			}
 			return
 		}
 	}

@@ -50,3 +50,23 @@ func TestReflectorsMixedFamilies(t *testing.T) {
 		t.Errorf("got %v", err)
 	}
 }
+
+// TestReflectorOutageLogsRarely: with every reflector silent (the WAN
+// down), the active ones rotate through the spares for the whole outage;
+// the log gets the first replacement and then at most one line a minute,
+// which counts the rest.
+func TestReflectorOutageLogsRarely(t *testing.T) {
+	ns := tctest.NewNetns(t, "reflout")
+	ns.Do(t, func() {
+		var mu sync.Mutex
+		var logs []string
+		addrs := []netip.Addr{netip.MustParseAddr("10.9.9.1"), netip.MustParseAddr("10.9.9.2"), netip.MustParseAddr("10.9.9.3")}
+		r := &Reflectors{Addrs: addrs, Active: 1, DeadAfter: 2, Log: func(s string) { mu.Lock(); logs = append(logs, s); mu.Unlock() }}
+		ticked(t, r, 2*time.Second) // 100 probes, a replacement every 2
+		mu.Lock()
+		defer mu.Unlock()
+		if len(logs) != 1 || !strings.Contains(logs[0], "replaced by") {
+			t.Errorf("%d log lines in 2 s of outage, want 1: %q", len(logs), logs)
+		}
+	})
+}

@@ -175,7 +175,7 @@ func TestDaemon(t *testing.T) {
 	}
 	m := &strings.Builder{}
 	d.Metrics.Write(m)
-	if !strings.Contains(m.String(), `sqmkit_autorate_rate_kbps{direction="download"}`) || !strings.Contains(m.String(), "sqmkit_autorate_changes_total") {
+	if !strings.Contains(m.String(), `sqmkit_autorate_rate_bits_per_second{direction="download"}`) || !strings.Contains(m.String(), "sqmkit_autorate_changes_total") {
 		t.Errorf("metrics:\n%s", m)
 	}
 	cancel()
@@ -202,5 +202,35 @@ func TestDaemonSourceStops(t *testing.T) {
 	err := d.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "no ICMP socket") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestMetricsBaseUnits: every metric is named in Prometheus' base units
+// (bits per second, seconds; promtool check metrics flags _kbps and _ms),
+// with the value converted to match.
+func TestMetricsBaseUnits(t *testing.T) {
+	m := &Metrics{}
+	m.rate, m.load = [2]int{40000, 8000}, [2]int{1000, 0}
+	m.sample(Raw{Path: "192.0.2.1", Ms: 25}, 5)
+	var b strings.Builder
+	m.Write(&b)
+	out := b.String()
+	for _, want := range []string{
+		`sqmkit_autorate_rate_bits_per_second{direction="download"} 40000000`,
+		`sqmkit_autorate_load_bits_per_second{direction="download"} 1000000`,
+		`sqmkit_autorate_added_delay_seconds{path="192.0.2.1"} 0.00500`,
+		`sqmkit_autorate_baseline_seconds{path="192.0.2.1"} 0.02000`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("metrics lack %q:\n%s", want, out)
+		}
+	}
+	for _, l := range strings.Split(out, "\n") {
+		name := strings.TrimPrefix(strings.TrimPrefix(l, "# HELP "), "# TYPE ")
+		name, _, _ = strings.Cut(name, " ")
+		name, _, _ = strings.Cut(name, "{")
+		if strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_kbps") {
+			t.Errorf("not a base unit: %s", l)
+		}
 	}
 }

@@ -88,3 +88,18 @@ func SplitHostPort(s string) (host, port string) {
 	}
 	return strings.Trim(s, "[]"), strconv.Itoa(DefaultPort)
 }
+
+// CheckServer says what is wrong with a server address as a user wrote
+// it: a host, and a port from 1 to 65535 when one is given. A port out of
+// range would otherwise be dialled, and retried, for ever
+// (TestCheckServer).
+func CheckServer(s string) error {
+	host, port := SplitHostPort(s)
+	if host == "" {
+		return fmt.Errorf("%q names no host (write HOST or HOST:PORT, e.g. 192.0.2.1:%d)", s, DefaultPort)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q is not a port from 1 to 65535 (write HOST or HOST:PORT, e.g. %s:%d)", s, port, host, DefaultPort)
+	}
+	return nil
+}

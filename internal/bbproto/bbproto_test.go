@@ -233,3 +233,14 @@ func TestLargestReport(t *testing.T) {
 		t.Errorf("oversize length: %v", err)
 	}
 }
+
+func TestCheckServer(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"192.0.2.1": true, "192.0.2.1:5201": true, "[2001:db8::1]:1": true, "2001:db8::1": true, "host.example:65535": true,
+		"192.0.2.1:99999": false, "192.0.2.1:0": false, "192.0.2.1:http": false, ":5201": false, "": false,
+	} {
+		if err := CheckServer(s); (err == nil) != ok {
+			t.Errorf("CheckServer(%q) = %v", s, err)
+		}
+	}
+}

@@ -3,7 +3,11 @@
 // docs/json-schema.md) and read back by --compare, plots and flent export.
 package bbresult
 
-import "time"
+import (
+	"strconv"
+	"strings"
+	"time"
+)
 
 // SchemaVersion changes whenever a field changes meaning or is removed.
 const SchemaVersion = 1
@@ -209,4 +213,25 @@ func FamilyName(family string) string {
 		return "family -"
 	}
 	return "family " + family
+}
+
+// Fixed writes v with d decimals, never as "-0" or "-0.0": a delay that
+// rounds to zero is zero in every table, grade line and plot title
+// (TestFixedNoNegativeZero).
+func Fixed(v float64, d int) string {
+	s := strconv.FormatFloat(v, 'f', d, 64)
+	if strings.Trim(s, "-0.") == "" {
+		return strings.TrimPrefix(s, "-")
+	}
+	return s
+}
+
+// Signed is Fixed with a sign always shown: "+0.0", never "-0.0" nor
+// "+-0.3".
+func Signed(v float64, d int) string {
+	s := Fixed(v, d)
+	if !strings.HasPrefix(s, "-") {
+		s = "+" + s
+	}
+	return s
 }

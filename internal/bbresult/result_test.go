@@ -1,6 +1,9 @@
 package bbresult
 
-import "testing"
+import (
+	"math"
+	"testing"
+)
 
 func TestGradeBoundaries(t *testing.T) {
 	for _, c := range []struct {
@@ -46,6 +49,25 @@ func TestCollidedFlow(t *testing.T) {
 		f, ok := Phase{FlowsAdded: c.flows}.CollidedFlow()
 		if (c.want < 0) == ok || ok && f != c.want {
 			t.Errorf("%s: flow %d %v, want %d", c.name, f, ok, c.want)
+		}
+	}
+}
+
+func TestFixedNoNegativeZero(t *testing.T) {
+	for _, c := range []struct {
+		v      float64
+		d      int
+		fixed  string
+		signed string
+	}{
+		{-0.04, 1, "0.0", "+0.0"}, {-0.4, 0, "0", "+0"}, {math.Copysign(0, -1), 2, "0.00", "+0.00"},
+		{-0.06, 1, "-0.1", "-0.1"}, {2.25, 1, "2.2", "+2.2"}, {-12.69, 0, "-13", "-13"},
+	} {
+		if got := Fixed(c.v, c.d); got != c.fixed {
+			t.Errorf("Fixed(%v, %d) = %q, want %q", c.v, c.d, got, c.fixed)
+		}
+		if got := Signed(c.v, c.d); got != c.signed {
+			t.Errorf("Signed(%v, %d) = %q, want %q", c.v, c.d, got, c.signed)
 		}
 	}
 }

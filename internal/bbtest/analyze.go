@@ -1,6 +1,7 @@
 package bbtest
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -23,8 +24,32 @@ type record struct {
 func (r record) replied() bool { return r.recv != 0 }
 
 // rtt excludes the server's own processing time, as irtt does, so that the
-// two one-way delays add up to it exactly.
-func (r record) rtt() float64 { return ms(r.recv - r.sent - (r.srvSend - r.srvRecv)) }
+// two one-way delays add up to it exactly. It is never below zero: the
+// send is a monotonic reading and the arrival a realtime kernel stamp, and
+// a step of the realtime clock must not make a delay negative.
+func (r record) rtt() float64 { return ms(max(0, r.recv-r.sent-(r.srvSend-r.srvRecv))) }
+
+// markReordered marks each replied probe that arrived after a later probe
+// of its own flow, in the order the kernel stamped the arrivals: probes of
+// different flows may pass each other in a flow-queueing qdisc, and the
+// order receiver goroutines happen to run in says nothing
+// (TestReorderedByArrival).
+func markReordered(rs []record) {
+	byFlow := map[int][]int{}
+	for i, r := range rs {
+		if r.replied() {
+			byFlow[r.flow] = append(byFlow[r.flow], i)
+		}
+	}
+	for _, idx := range byFlow {
+		slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(rs[a].recv, rs[b].recv) })
+		maxSeq := int64(-1)
+		for _, i := range idx {
+			rs[i].reordered = int64(rs[i].seq) < maxSeq
+			maxSeq = max(maxSeq, int64(rs[i].seq))
+		}
+	}
+}
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
@@ -115,9 +140,19 @@ func fitOffset(wall0 int64, before, after, all []record) offsetModel {
 // oneWay returns the up and down delays of a replied probe in ms. The
 // clock terms are subtracted as integers first: wall-clock nanoseconds do
 // not fit a float64 at nanosecond precision.
+//
+// An error of the offset model can put one of them below zero; that one is
+// then zero and the other the whole round trip, so neither is impossible
+// and they still add up to it.
 func (m offsetModel) oneWay(wall0 int64, r record) (up, down float64) {
 	up = (float64(r.srvRecv-(wall0+r.sent)) - m.at(r.sent)) / 1e6
 	down = (float64(wall0+r.recv-r.srvSend) + m.at(r.recv)) / 1e6
+	switch rtt := r.rtt(); {
+	case up < 0:
+		return 0, rtt
+	case down < 0:
+		return rtt, 0
+	}
 	return up, down
 }
 
@@ -128,6 +163,7 @@ func isIdle(name string) bool {
 // analyze turns raw data into the result's phases, grades, samples and notes.
 func analyze(rw *raw, res *bbresult.Result) {
 	inSpan := func(t float64, s span) bool { return t >= s.start && t < s.end }
+	markReordered(rw.probes)
 	byPhase := map[string][]record{}
 	for _, r := range rw.probes {
 		t := float64(r.sent) / 1e9

@@ -2,8 +2,10 @@ package bbtest
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
@@ -100,7 +102,7 @@ func synth() *raw {
 			case 9:
 				r = record{seq: seq, sent: sent}
 			case 11:
-				r.reordered = true
+				r.recv += 11 * ms // arrives after the next probe of its flow: reordered
 			}
 		}
 		rw.probes = append(rw.probes, r)
@@ -125,8 +127,11 @@ func TestAnalyze(t *testing.T) {
 		grade                           string
 	}{
 		{0, 0, 0, 0, 0, 0, 200, 0, 0, 0, ""},
-		{1, 40, 0, 40, 10, 0, 200, 4, 4, 4, "B"},
-		{2, 20, 20, 0, 0, 5, 200, 0, 0, 0, "A"},
+		// reordered: the four delayed probes, and the last of each loaded
+		// phase, which the first of the next (its queue gone at once in
+		// this synthetic path) overtakes
+		{1, 40, 0, 40, 10, 0, 200, 4, 4, 5, "B"},
+		{2, 20, 20, 0, 0, 5, 200, 0, 0, 1, "A"},
 		{3, 0, 0, 0, 0, 0, 200, 0, 0, 0, ""},
 	} {
 		p := res.Phases[c.i]
@@ -262,5 +267,59 @@ func TestProbeLoadNote(t *testing.T) {
 				t.Errorf("note %q, want one containing %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestReorderedByArrival: reordering is counted per flow, in the order the
+// kernel stamped the arrivals, whatever order the receivers ran in. Flows
+// interleave freely (four flows through one FIFO arrive in sequence, but
+// through fq_codel's queues they may pass each other): only a probe that
+// arrives after a later probe of its own flow counts.
+func TestReorderedByArrival(t *testing.T) {
+	ms := int64(time.Millisecond)
+	rec := func(seq uint32, recv int64) record {
+		return record{seq: seq, flow: int(seq % 2), sent: int64(seq) * ms, recv: recv}
+	}
+	for _, c := range []struct {
+		name string
+		rs   []record
+		want []uint32
+	}{
+		// the receivers handed these over out of order; the stamps say FIFO
+		{"FIFO, read out of order", []record{rec(0, 10*ms), rec(1, 11*ms), rec(2, 12*ms), rec(3, 13*ms), rec(4, 14*ms)}, nil},
+		// flow 1 overtakes flow 0: not reordering
+		{"flows pass each other", []record{rec(0, 20*ms), rec(1, 11*ms), rec(2, 21*ms), rec(3, 12*ms)}, nil},
+		// seq 2 arrives after seq 4 of its own flow
+		{"within a flow", []record{rec(0, 10*ms), rec(2, 30*ms), rec(4, 20*ms), rec(6, 40*ms)}, []uint32{2}},
+		{"lost probes do not count", []record{rec(0, 10*ms), {seq: 2}, rec(4, 20*ms)}, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			markReordered(c.rs)
+			var got []uint32
+			for _, r := range c.rs {
+				if r.reordered {
+					got = append(got, r.seq)
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("reordered %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+// No delay is below zero: a round trip whose realtime stamp stepped before
+// its monotonic send is 0, and a one-way delay the offset model puts below
+// zero is 0 with the other carrying the whole round trip.
+func TestNoNegativeDelay(t *testing.T) {
+	r := record{sent: 100, recv: 90, srvRecv: 1000, srvSend: 1000}
+	if got := r.rtt(); got != 0 {
+		t.Errorf("rtt %v, want 0", got)
+	}
+	wall0 := int64(1_700_000_000_000_000_000)
+	r = record{sent: 0, recv: 10e6, srvRecv: wall0 + 12e6, srvSend: wall0 + 12e6} // server clock ahead
+	up, down := offsetModel{}.oneWay(wall0, r)
+	if up != 10 || down != 0 {
+		t.Errorf("one-way %v/%v ms, want 10/0", up, down)
 	}
 }

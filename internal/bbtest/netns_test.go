@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -176,4 +177,66 @@ func medianRTT(ps []bbresult.Probe, from, to float64) float64 {
 		}
 	}
 	return median(v)
+}
+
+// TestFIFOPathBusyHost measures through a FIFO bottleneck (tbf on a veth
+// between two namespaces) while every CPU of the host is busy with other
+// processes, as a loaded client is: no probe's round trip or one-way delay
+// is below zero, and nothing can reorder on a FIFO, so (nearly) no probe
+// reads as reordered.
+func TestFIFOPathBusyHost(t *testing.T) {
+	srvNet, cliNet := tctest.NewPair(t, "fifo", 78)
+	for _, n := range []*tctest.Netns{srvNet, cliNet} {
+		n.Exec(t, "tc", "qdisc", "add", "dev", n.Dev, "root", "tbf", "rate", "50mbit", "burst", "32k", "latency", "20ms")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	self, _ := os.Executable()
+	srv := exec.CommandContext(ctx, "ip", "netns", "exec", srvNet.Name, self)
+	srv.Env = append(os.Environ(), helperEnv+"=server", "BBTEST_LISTEN="+srvNet.Addr+":8693")
+	out, _ := srv.StdoutPipe()
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("sqmkit server: %q", line)
+	}
+	for range 2 * runtime.NumCPU() {
+		busy := exec.CommandContext(ctx, "sh", "-c", "while :; do :; done")
+		if err := busy.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { busy.Process.Kill(); busy.Wait() }()
+	}
+	hc, _ := json.Marshal(helperConfig{Server: srvNet.Addr + ":8693", Idle: 2 * time.Second, Download: 4 * time.Second,
+		Upload: 4 * time.Second, Bidir: 4 * time.Second, Streams: 4})
+	cli := exec.CommandContext(ctx, "ip", "netns", "exec", cliNet.Name, self)
+	cli.Env = append(os.Environ(), helperEnv+"=client", "BBTEST_CONFIG="+string(hc))
+	cli.Stderr = os.Stderr
+	b, err := cli.Output()
+	if err != nil {
+		t.Fatalf("sqmkit client: %v", err)
+	}
+	var res bbresult.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	replied, reordered, negative := 0, 0, 0
+	for _, p := range res.Samples.Probes {
+		if p.Lost != "" {
+			continue
+		}
+		replied++
+		if p.RTT < 0 || p.Up < 0 || p.Down < 0 {
+			negative++
+		}
+	}
+	for _, p := range res.Phases {
+		reordered += p.Reordered
+	}
+	t.Logf("%d probes replied, %d reordered, %d with a delay below zero", replied, reordered, negative)
+	if replied < 1000 || negative > 0 || reordered > max(2, replied/200) {
+		t.Errorf("%d probes replied, %d below zero, %d reordered; want 0 below zero and at most %d reordered on a FIFO", replied, negative, reordered, max(2, replied/200))
+	}
 }

@@ -29,12 +29,11 @@ type prober struct {
 
 	mu      sync.Mutex
 	recs    []record // indexed by seq
-	maxSeen int64    // highest seq replied so far, -1 before the first
 	slowest int64    // ns
 }
 
 func newProber(t *tester, cs []*net.UDPConn, slots int) *prober {
-	return &prober{t: t, conns: cs, slots: slots, recs: make([]record, 0, min(slots, 1<<16)), maxSeen: -1}
+	return &prober{t: t, conns: cs, slots: slots, recs: make([]record, 0, min(slots, 1<<16))}
 }
 
 // send probes every interval until ctx ends. Sending on a fixed schedule
@@ -76,12 +75,16 @@ func (p *prober) receive(c *net.UDPConn) {
 			}
 			continue
 		}
-		now := p.t.now()
 		// The reply arrived when the kernel stamped it: the time until this
 		// read is the test's own wait for a CPU (on a loaded client, the
 		// same goroutines that receive the bulk streams), not the network's.
+		// The wait and the present come from one reading: a goroutine
+		// paused between two reads would date the arrival early by the
+		// pause (TestPauseBetweenReads).
+		read := p.t.read()
+		now := p.t.since(read)
 		if at, ok := sockopt.RxStamp(oob[:oobn]); ok {
-			now -= max(0, int64(time.Since(at)))
+			now -= max(0, int64(read.Sub(at)))
 		}
 		pr, err := bbproto.ParseProbe(buf[:n])
 		if err != nil || !pr.Reply || pr.Session != p.t.sess {
@@ -91,8 +94,6 @@ func (p *prober) receive(c *net.UDPConn) {
 		if i := int(pr.Seq); i < len(p.recs) && !p.recs[i].replied() && p.recs[i].sent == pr.ClientSend-p.t.wall0 {
 			r := &p.recs[i]
 			r.recv, r.srvRecv, r.srvSend = now, pr.ServerRecv, pr.ServerSend
-			r.reordered = int64(pr.Seq) < p.maxSeen
-			p.maxSeen = max(p.maxSeen, int64(pr.Seq))
 			p.slowest = max(p.slowest, now-r.sent)
 		}
 		p.mu.Unlock()

@@ -76,3 +76,53 @@ func TestReplyStampedOnArrival(t *testing.T) {
 		t.Errorf("reply recorded %v after it arrived, want its arrival (kernel stamp)", got)
 	}
 }
+
+// TestPauseBetweenReads: the receiver takes its clock reading, then the
+// scheduler pauses it for 20 ms (a busy client). The arrival is the
+// kernel's stamp and the lag behind it is measured from the same reading,
+// so the pause moves nothing; measured with a second, later reading (as
+// time.Since did) the reply dated 20 ms early and its RTT read about
+// −20 ms on loopback.
+func TestPauseBetweenReads(t *testing.T) {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := sockopt.StampReceives(c); err != nil {
+		t.Fatal(err)
+	}
+	const pause = 20 * time.Millisecond
+	tr := &tester{start: time.Now(), clock: func() time.Time {
+		n := time.Now()
+		time.Sleep(pause) // preempted right after reading the clock
+		return n
+	}}
+	tr.wall0 = tr.start.UnixNano()
+	p := newProber(tr, []*net.UDPConn{c}, 1)
+	sent := int64(time.Since(tr.start))
+	p.recs = []record{{seq: 0, sent: sent}}
+	b := make([]byte, bbproto.ProbeDefaultSize)
+	pr := bbproto.Probe{Reply: true, Seq: 0, ClientSend: tr.wall0 + sent, ServerRecv: 1, ServerSend: 1}
+	pr.Marshal(b)
+	peer, err := net.DialUDP("udp4", nil, c.LocalAddr().(*net.UDPAddr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	go p.receive(c)
+	if _, err := peer.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !p.records()[0].replied() {
+		if time.Now().After(deadline) {
+			t.Fatal("the reply was not matched")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	r := p.records()[0]
+	if d := time.Duration(r.recv - r.sent); d < 0 || d > pause/2 {
+		t.Errorf("loopback round trip read %v with a %v pause between reads; want 0 to %v", d, pause, pause/2)
+	}
+}

@@ -109,9 +109,24 @@ type tester struct {
 	failed []error       // of streams, in the order they failed
 
 	probes *prober
+	// clock reads the time; nil is time.Now. A test makes it return a
+	// reading and then stall, as a goroutine the scheduler pauses does.
+	clock func() time.Time
 }
 
-func (t *tester) now() int64 { return int64(time.Since(t.start)) }
+// read takes one clock reading. Every time the test records is derived
+// from one reading: two reads around a pause differ by the pause.
+func (t *tester) read() time.Time {
+	if t.clock != nil {
+		return t.clock()
+	}
+	return time.Now()
+}
+
+// since is a reading as ns on the test's monotonic clock since its start.
+func (t *tester) since(n time.Time) int64 { return int64(n.Sub(t.start)) }
+
+func (t *tester) now() int64 { return t.since(t.read()) }
 
 func (t *tester) log(format string, a ...any) {
 	if t.cfg.Log != nil {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 )
 
 // field ties one UCI option to its command-line flag and to the Queue field
@@ -70,7 +72,15 @@ var fields = []field{
 	{"autorate_max_download", "", "80000", "", kbit(func(q *Queue) *int { return &q.AutorateMax.Download })},
 	{"autorate_min_upload", "", "2000", "", kbit(func(q *Queue) *int { return &q.AutorateMin.Upload })},
 	{"autorate_max_upload", "", "20000", "", kbit(func(q *Queue) *int { return &q.AutorateMax.Upload })},
-	{"autorate_server", "", "192.0.2.1:5201", "", func(q *Queue, v string) error { q.AutorateServer = v; return nil }},
+	{"autorate_server", "", "192.0.2.1:5201", "", func(q *Queue, v string) error {
+		if v != "" {
+			if err := bbproto.CheckServer(v); err != nil {
+				return err
+			}
+		}
+		q.AutorateServer = v
+		return nil
+	}},
 	{"autorate_reflectors", "", "1.1.1.1 9.9.9.9", "", func(q *Queue, v string) error { q.AutorateReflectors = v; return nil }},
 	{"ifb", "ifb", "ifb4eth0", "IFB device for the download (default derived from the interface)",
 		func(q *Queue, v string) error { q.IFB = v; return nil }},

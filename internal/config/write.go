@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -14,6 +15,25 @@ import (
 // Rates are a queue's configured download and upload, kbit/s.
 type Rates struct{ Download, Upload int }
 
+// Check applies the config's rules for rates to a pair about to be
+// written (a tune result, an undo record): each 0 or within
+// MinRateKbit…MaxRateKbit, and not both 0, which would stop shaping.
+func (r Rates) Check() error {
+	q := Queue{Section: "-", Download: r.Download, Upload: r.Upload}
+	for _, f := range []struct {
+		opt string
+		v   int
+	}{{"download", r.Download}, {"upload", r.Upload}} {
+		if f.v < 0 || f.v > 0 && f.v < MinRateKbit || f.v > MaxRateKbit {
+			return q.Bad(f.opt, f.v, "%d kbit/s is not a rate to write (0, or %d to %d kbit/s)", f.v, MinRateKbit, MaxRateKbit)
+		}
+	}
+	if r.Download == 0 && r.Upload == 0 {
+		return q.Bad("download", 0, "download and upload are both 0, which would stop shaping")
+	}
+	return nil
+}
+
 // WriteRates stores download and upload in section's options of the SQM
 // file and returns the values they had. On an OpenWrt router (root "/",
 // the default file, a `uci` on PATH) it goes through `uci set` and
@@ -22,6 +42,9 @@ type Rates struct{ Download, Upload int }
 // lines (or adding them under the section's header) and keeping every
 // comment, blank line and the order.
 func WriteRates(root, file, section string, r Rates) (old Rates, err error) {
+	if err := r.Check(); err != nil {
+		return old, err
+	}
 	path := Path(root, file)
 	f, data, err := readFile(path)
 	if err != nil {
@@ -102,15 +125,38 @@ func editFile(path string, data []byte, s *uci.Section, r Rates) error {
 	if err != nil {
 		return err
 	}
-	fi, err := os.Stat(path)
+	return replaceFile(path, []byte(out))
+}
+
+// replaceFile replaces the file path names with b whole (a rename in its
+// directory), keeping its mode. A symlinked /etc/config/sqm is written
+// through: the link stays and its target gets the new text. A write that
+// fails (a full filesystem) leaves the old file and no temporary one
+// (TestWriteRatesSymlinkAndFullDisk).
+func replaceFile(path string, b []byte) error {
+	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
 		return err
 	}
-	tmp := path + ".sqmkit-tune"
-	if err := os.WriteFile(tmp, []byte(out), fi.Mode().Perm()); err != nil {
+	fi, err := os.Stat(target)
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := target + ".sqmkit-tune"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fi.Mode().Perm())
+	if err == nil {
+		_, err = f.Write(b)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, target)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
 }
 
 func optionValue(s *uci.Section, name string) string {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -64,7 +65,70 @@ config queue 'other'
 	}
 	path := filepath.Join(t.TempDir(), "sqm")
 	os.WriteFile(path, []byte("config queue 'a'\n"), 0o644)
-	if _, err := WriteRates("", path, "b", Rates{1, 2}); err == nil || !strings.Contains(err.Error(), `no queue section "b"`) {
+	if _, err := WriteRates("", path, "b", Rates{10000, 2000}); err == nil || !strings.Contains(err.Error(), `no queue section "b"`) {
 		t.Errorf("missing section: %v", err)
+	}
+}
+
+// Rates that the config would refuse are not written: both 0 would stop
+// shaping, and a negative or absurd rate would break the next start.
+func TestWriteRatesRefusesBadRates(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "sqm")
+	in := "config queue 'q'\n\toption download '20000'\n\toption upload '10000'\n"
+	os.WriteFile(path, []byte(in), 0o644)
+	for _, r := range []Rates{{0, 0}, {-5, 999999999999}, {20000, -1}, {10, 10000}} {
+		if _, err := WriteRates("", path, "q", r); err == nil || !strings.Contains(err.Error(), "not a rate to write") && !strings.Contains(err.Error(), "both 0") {
+			t.Errorf("WriteRates(%+v): %v", r, err)
+		}
+	}
+	if b, _ := os.ReadFile(path); string(b) != in {
+		t.Errorf("the file changed: %q", b)
+	}
+}
+
+// A symlinked config is written through the link (the link stays), and a
+// write that fails for want of space leaves the file as it was and no
+// temporary file.
+func TestWriteRatesSymlinkAndFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "overlay", "sqm")
+	os.MkdirAll(filepath.Dir(real), 0o755)
+	in := "config queue 'q'\n\toption download '20000'\n\toption upload '10000'\n"
+	os.WriteFile(real, []byte(in), 0o644)
+	link := filepath.Join(dir, "sqm")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WriteRates("", link, "q", Rates{30000, 12000}); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v %v", fi.Mode(), err)
+	}
+	if b, _ := os.ReadFile(real); !strings.Contains(string(b), "'30000'") {
+		t.Errorf("the link's target was not written: %q", b)
+	}
+
+	if os.Geteuid() != 0 {
+		t.Skip("the full-disk case needs root to mount a small tmpfs")
+	}
+	full := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", full).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", full).Run()
+	path := filepath.Join(full, "sqm")
+	os.WriteFile(path, []byte(in), 0o644)
+	filler, _ := os.Create(filepath.Join(full, "filler"))
+	filler.Write(make([]byte, 64<<10)) // fills it up
+	filler.Close()
+	if _, err := WriteRates("", path, "q", Rates{30000, 12000}); err == nil {
+		t.Fatal("a write to a full filesystem succeeded")
+	}
+	if b, _ := os.ReadFile(path); string(b) != in {
+		t.Errorf("the config changed: %q", b)
+	}
+	if _, err := os.Stat(path + ".sqmkit-tune"); err == nil {
+		t.Error("a temporary file was left behind")
 	}
 }

@@ -39,16 +39,37 @@ func AddrOf(c net.Conn) netip.Addr {
 // from as many clients as there are slots fills it.
 type Limiter struct {
 	Total, PerKey int
+	// Reclaim: a client at its own cap gets a slot by displacing its own
+	// oldest idle one (Slot.Idle), if it has one, rather than a refusal:
+	// clients that leave connections open after use (goresponsiveness'
+	// probes) then never lock themselves out of a new one
+	// (TestReclaimIdle).
+	Reclaim bool
 
 	mu    sync.Mutex
 	n     int
-	slots map[netip.Prefix][]*slot // oldest first
+	slots map[netip.Prefix][]*Slot // oldest first
 }
 
-type slot struct {
+// Slot is one slot taken.
+type Slot struct {
+	l     *Limiter
+	k     netip.Prefix
 	evict func()
 	freed bool
+	idle  atomic.Bool
 }
+
+// Release gives the slot back; after an eviction it does nothing.
+func (s *Slot) Release() {
+	s.l.mu.Lock()
+	s.l.free(s.k, s)
+	s.l.mu.Unlock()
+}
+
+// Idle marks what holds the slot as idle (a connection between requests),
+// which a Reclaim limiter may displace.
+func (s *Slot) Idle(idle bool) { s.idle.Store(idle) }
 
 // Full is the error of a Take beyond a cap.
 type Full struct {
@@ -71,17 +92,31 @@ func (e *Full) Error() string {
 // displaced by a newcomer, ends what holds it (closes the connection); the
 // holder still calls release. evicted names the client displaced, if any.
 func (l *Limiter) Take(a netip.Addr, what string, evict func()) (release func(), evicted netip.Prefix, err error) {
+	s, evicted, err := l.TakeSlot(a, what, evict)
+	if err != nil {
+		return nil, evicted, err
+	}
+	return s.Release, evicted, nil
+}
+
+// TakeSlot is Take with the slot itself, for a holder that marks it idle.
+func (l *Limiter) TakeSlot(a netip.Addr, what string, evict func()) (_ *Slot, evicted netip.Prefix, err error) {
 	k := Key(a)
 	l.mu.Lock()
 	if l.slots == nil {
-		l.slots = map[netip.Prefix][]*slot{}
+		l.slots = map[netip.Prefix][]*Slot{}
 	}
+	var victim *Slot
 	if held := len(l.slots[k]); held >= l.PerKey {
-		l.mu.Unlock()
-		return nil, netip.Prefix{}, &Full{Key: k, PerKey: true, Held: held, Cap: l.PerKey, Resource: what}
+		if i := l.idleSlot(k); l.Reclaim && i >= 0 {
+			victim = l.slots[k][i]
+			l.free(k, victim)
+		} else {
+			l.mu.Unlock()
+			return nil, netip.Prefix{}, &Full{Key: k, PerKey: true, Held: held, Cap: l.PerKey, Resource: what}
+		}
 	}
-	var victim *slot
-	if l.n >= l.Total {
+	if victim == nil && l.n >= l.Total {
 		var heavy netip.Prefix
 		for key, ss := range l.slots {
 			if len(ss) > len(l.slots[heavy]) || !heavy.IsValid() {
@@ -95,22 +130,28 @@ func (l *Limiter) Take(a netip.Addr, what string, evict func()) (release func(),
 		victim, evicted = l.slots[heavy][0], heavy
 		l.free(heavy, victim)
 	}
-	s := &slot{evict: evict}
+	s := &Slot{l: l, k: k, evict: evict}
 	l.n++
 	l.slots[k] = append(l.slots[k], s)
 	l.mu.Unlock()
 	if victim != nil && victim.evict != nil {
 		victim.evict()
 	}
-	return func() {
-		l.mu.Lock()
-		l.free(k, s)
-		l.mu.Unlock()
-	}, evicted, nil
+	return s, evicted, nil
+}
+
+// idleSlot is the index of k's oldest idle slot, -1 when none is.
+func (l *Limiter) idleSlot(k netip.Prefix) int {
+	for i, s := range l.slots[k] {
+		if s.idle.Load() {
+			return i
+		}
+	}
+	return -1
 }
 
 // free gives s back; the second call (release after an eviction) is a no-op.
-func (l *Limiter) free(k netip.Prefix, s *slot) {
+func (l *Limiter) free(k netip.Prefix, s *Slot) {
 	if s.freed {
 		return
 	}

@@ -110,3 +110,34 @@ func TestThrottle(t *testing.T) {
 		t.Errorf("after the period: %q", got)
 	}
 }
+
+// TestReclaimIdle: a client at its cap with an idle slot gets a new slot
+// by displacing its own oldest idle one (closing it); with none idle, or
+// without Reclaim, it is refused.
+func TestReclaimIdle(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.7")
+	for _, reclaim := range []bool{false, true} {
+		l := &Limiter{Total: 10, PerKey: 2, Reclaim: reclaim}
+		closed := 0
+		s1, _, err1 := l.TakeSlot(a, "connections", func() { closed++ })
+		_, _, err2 := l.TakeSlot(a, "connections", func() { closed++ })
+		if err1 != nil || err2 != nil {
+			t.Fatal(err1, err2)
+		}
+		if _, _, err := l.TakeSlot(a, "connections", nil); err == nil {
+			t.Errorf("reclaim %v: a third slot with none idle", reclaim)
+		}
+		s1.Idle(true)
+		_, _, err := l.TakeSlot(a, "connections", nil)
+		if reclaim && (err != nil || closed != 1 || l.Held() != 2) {
+			t.Errorf("reclaim: err %v, %d closed, %d held; want the idle one displaced", err, closed, l.Held())
+		}
+		if !reclaim && err == nil {
+			t.Error("without Reclaim an idle slot was displaced")
+		}
+		s1.Release() // after an eviction: a no-op
+		if reclaim && l.Held() != 2 {
+			t.Errorf("a release after the eviction freed another slot: %d held", l.Held())
+		}
+	}
+}

@@ -71,7 +71,9 @@ func Compare(w io.Writer, a, b *bbresult.Result) error {
 	return ew.err
 }
 
-func gradeMs(g string, ms float64) string { return fmt.Sprintf("%s (%.1f ms)", orDash(g), ms) }
+func gradeMs(g string, ms float64) string {
+	return fmt.Sprintf("%s (%s ms)", orDash(g), bbresult.Fixed(ms, 1))
+}
 
 // delta prints b−a; rates also get the relative change, which is what
 // matters when SQM trades a few percent of goodput for latency.
@@ -79,9 +81,9 @@ func delta(a, b float64, rel bool) string {
 	if math.IsNaN(a) || math.IsNaN(b) {
 		return ""
 	}
-	s := fmt.Sprintf("%+.1f", b-a)
+	s := bbresult.Signed(b-a, 1)
 	if rel && a != 0 {
-		s += fmt.Sprintf(" (%+.1f%%)", 100*(b-a)/a)
+		s += fmt.Sprintf(" (%s%%)", bbresult.Signed(100*(b-a)/a, 1))
 	}
 	return s
 }

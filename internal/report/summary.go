@@ -67,8 +67,8 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 	if r.RPM != nil {
 		rpm = fmt.Sprintf("   RPM %.0f", r.RPM.RPM)
 	}
-	fmt.Fprintf(ew, "Grade %-2s (DSLReports) %6.1f ms%s\n  = %s\n", orDash(g.DSLReports), g.DSLReportsAddedMs, rpm, FormulaDSLReports)
-	fmt.Fprintf(ew, "Grade %-2s (p95)        %6.1f ms\n  = %s\n", orDash(g.Percentile), g.PercentileAddedMs, FormulaPercentile)
+	fmt.Fprintf(ew, "Grade %-2s (DSLReports) %6s ms%s\n  = %s\n", orDash(g.DSLReports), bbresult.Fixed(g.DSLReportsAddedMs, 1), rpm, FormulaDSLReports)
+	fmt.Fprintf(ew, "Grade %-2s (p95)        %6s ms\n  = %s\n", orDash(g.Percentile), bbresult.Fixed(g.PercentileAddedMs, 1), FormulaPercentile)
 	fmt.Fprintf(ew, "Letters: %s.\nBoth grades use %s.\n", gradeScale, basis(g.Basis))
 	if r.RPM != nil {
 		fmt.Fprintf(ew, "RPM %.0f: responsiveness against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
@@ -109,9 +109,9 @@ func header(w io.Writer, r *bbresult.Result) {
 // path (tens of microseconds) does not read as "0.0".
 func IdleRTT(ms float64) string {
 	if ms < 10 {
-		return fmt.Sprintf("%.2f", ms)
+		return bbresult.Fixed(ms, 2)
 	}
-	return fmt.Sprintf("%.1f", ms)
+	return bbresult.Fixed(ms, 1)
 }
 
 func basis(b string) string {
@@ -128,7 +128,7 @@ func num(v float64) string {
 	if math.IsNaN(v) {
 		return "-"
 	}
-	return fmt.Sprintf("%.1f", v)
+	return bbresult.Fixed(v, 1)
 }
 
 // stat prints v unless s holds no samples, where 0 would read as a measurement.

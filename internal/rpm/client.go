@@ -51,8 +51,9 @@ type Stage struct {
 	Mbps       float64 // goodput, moving average over the last MAD intervals
 	Conns      int     // load-generating connections at the end
 	Probes     int     // foreign plus self probes in the final window
-	Confidence string  // "high", "medium" or "low", as the draft defines them
+	Confidence string  // "high", "medium" or "low", as the draft defines them; "cut short" when the test ended first
 	Seconds    float64
+	Lost       int // probes that failed (refused, reset, an error status): lost samples
 	// Trimmed means of the final window, milliseconds: TCP handshake, TLS
 	// handshake per round trip, and the 1-byte GET on a new connection
 	// (foreign) and on a loaded one (self).
@@ -97,15 +98,17 @@ func Measure(ctx context.Context, server string, opts Options) (Result, error) {
 	var pooled latencies
 	for _, up := range []bool{false, true} {
 		st, win, notes, err := m.stage(ctx, up)
-		if err != nil {
-			return res, err
-		}
 		pooled.add(win)
 		res.Notes = append(res.Notes, notes...)
 		if up {
 			res.Upload, res.UploadMbps = st, st.Mbps
 		} else {
 			res.Download, res.DownloadMbps = st, st.Mbps
+		}
+		if err != nil {
+			// what was measured until then is still the result's
+			res.RPM = pooled.means().rpm()
+			return res, err
 		}
 	}
 	res.RPM = pooled.means().rpm()
@@ -230,12 +233,18 @@ type run struct {
 	rate     float64     // probe pairs per second
 	errc     chan error
 	inflight [2]chan struct{} // foreign, self
+	lost     atomic.Int64     // probes that failed
+	lastErr  atomic.Pointer[error]
 }
 
 // maxInflight bounds outstanding probes of each kind: under seconds of
-// bloat the probe rate would otherwise pile up connections against the
-// server's per-address limit (128 for sqmkit serve).
-const maxInflight = 48
+// bloat the probe rate would otherwise pile up connections at the server.
+// Each foreign probe is a new connection in its TCP and TLS handshake
+// until its request, and servers cap those per client (sqmkit serve: 16,
+// ForeignWithinServerCap), so foreign probes stay well under that; self
+// probes share the load connections and only count against HTTP/2's
+// stream limit.
+var maxInflight = [2]int{8, 48}
 
 func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []string, error) {
 	name := map[bool]string{false: "download", true: "upload"}[up]
@@ -243,7 +252,7 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 	r := &run{m: m, up: up, ctx: ctx, windows: []latencies{{}}, rate: 10,
 		errc: make(chan error, 1)}
 	for i := range r.inflight {
-		r.inflight[i] = make(chan struct{}, maxInflight)
+		r.inflight[i] = make(chan struct{}, maxInflight[i])
 	}
 	defer func() {
 		cancel()
@@ -271,7 +280,10 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 	for i := 0; ; i++ {
 		select {
 		case <-parent.Done():
-			return Stage{}, latencies{}, nil, parent.Err()
+			// cut short: what the last intervals measured, said as such
+			st, win := r.summary(i, goodputOf(perInterval, m.opts.Interval), "cut short", start)
+			notes = append(notes, r.lostNote(name)...)
+			return st, win, append(notes, fmt.Sprintf("%s cut short after %.1f s: %v", name, time.Since(start).Seconds(), parent.Err())), parent.Err()
 		case err := <-r.errc:
 			return Stage{}, latencies{}, nil, fmt.Errorf("rpm: %s: %w", name, err)
 		case <-tick.C:
@@ -285,7 +297,7 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 		r.mu.Unlock()
 		perInterval = append(perInterval, float64(total-last))
 		last = total
-		ma := movingAverage(perInterval) / m.opts.Interval.Seconds()
+		ma := goodputOf(perInterval, m.opts.Interval)
 		r.setRate(probeRate(ma))
 
 		if !saturated {
@@ -318,21 +330,65 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 			}
 		}
 		if conf != "" {
-			win := r.window(i)
-			mn := win.means()
-			st := Stage{
-				RPM: mn.rpm(), Mbps: ma * 8 / 1e6, Conns: len(r.loaders),
-				Probes:     len(win.TCP) + len(win.HTTPSelf),
-				Confidence: conf, Seconds: time.Since(start).Seconds(),
-				TCPms: mn.TCP, TLSms: mn.TLS, HTTPForeignMs: mn.HTTPForeign, HTTPSelfMs: mn.HTTPSelf,
-			}
+			st, win := r.summary(i, ma, conf, start)
+			notes = append(notes, r.lostNote(name)...)
 			if math.IsNaN(st.RPM) {
-				return Stage{}, latencies{}, nil, fmt.Errorf("rpm: %s: no foreign or no self probe completed in the last %d intervals", name, mad)
+				return st, win, notes, fmt.Errorf("rpm: %s: no foreign or no self probe completed in the last %d intervals%s", name, mad, r.lastError())
 			}
 			m.opts.Log(fmt.Sprintf("rpm: %s %.0f RPM (%s confidence), %.1f Mbit/s, %d connections", name, st.RPM, conf, st.Mbps, st.Conns))
 			return st, win, notes, nil
 		}
 	}
+}
+
+// summary is the stage as the window ending at interval i measured it.
+func (r *run) summary(i int, goodput float64, conf string, start time.Time) (Stage, latencies) {
+	win := r.window(i)
+	mn := win.means()
+	r.mu.Lock()
+	conns := len(r.loaders)
+	r.mu.Unlock()
+	return Stage{
+		RPM: mn.rpm(), Mbps: goodput * 8 / 1e6, Conns: conns,
+		Probes:     len(win.TCP) + len(win.HTTPSelf),
+		Confidence: conf, Seconds: time.Since(start).Seconds(), Lost: int(r.lost.Load()),
+		TCPms: mn.TCP, TLSms: mn.TLS, HTTPForeignMs: mn.HTTPForeign, HTTPSelfMs: mn.HTTPSelf,
+	}, win
+}
+
+// goodputOf is the draft's moving average goodput in bytes per second; 0
+// before the first interval.
+func goodputOf(perInterval []float64, interval time.Duration) float64 {
+	if len(perInterval) == 0 {
+		return 0
+	}
+	return movingAverage(perInterval) / interval.Seconds()
+}
+
+// lostNote says how many probes failed, with the last reason.
+func (r *run) lostNote(name string) []string {
+	if n := r.lost.Load(); n > 0 {
+		return []string{fmt.Sprintf("%s: %d probes failed and were counted as lost%s", name, n, r.lastError())}
+	}
+	return nil
+}
+
+func (r *run) lastError() string {
+	if e := r.lastErr.Load(); e != nil {
+		return " (last: " + (*e).Error() + ")"
+	}
+	return ""
+}
+
+// probeFailed counts a failed probe as a lost sample: one refused or reset
+// connection (a server at its limits, a drop under load) says something
+// about the path or the server, not that the test is over.
+func (r *run) probeFailed(err error) {
+	if r.ctx.Err() != nil {
+		return // the stage is over; errors from cancelled requests are expected
+	}
+	r.lost.Add(1)
+	r.lastErr.Store(&err)
 }
 
 // movingAverage is the draft's moving average aggregate goodput: the bytes
@@ -499,7 +555,7 @@ func (r *run) foreignProbe() {
 	}
 	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), &http.Client{Transport: tr}, r.m.eps.Small.String(), 1<<10)
 	if err != nil {
-		r.fail(fmt.Errorf("foreign probe: %w", err))
+		r.probeFailed(fmt.Errorf("foreign probe: %w", err))
 		return
 	}
 	end := time.Now()
@@ -534,7 +590,7 @@ func (r *run) selfProbe() {
 	start := time.Now()
 	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), l.client, r.m.eps.Small.String(), 1<<10)
 	if err != nil {
-		r.fail(fmt.Errorf("self probe: %w", err))
+		r.probeFailed(fmt.Errorf("self probe: %w", err))
 		return
 	}
 	d := time.Since(start)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -192,4 +193,62 @@ func (r *pacedReader) Read(b []byte) (int, error) {
 	n, err := r.ReadCloser.Read(b)
 	r.p.wait(n)
 	return n, err
+}
+
+// The client keeps its foreign probes (each a new connection in its
+// handshake until its request) within the handshake cap of sqmkit's own
+// server, with room for a load connection or two handshaking at once.
+func TestForeignWithinServerCap(t *testing.T) {
+	if maxInflight[0]+2 > handshakesPerClient {
+		t.Errorf("%d foreign probes in flight against a server cap of %d connections in their handshake", maxInflight[0], handshakesPerClient)
+	}
+}
+
+// A probe the server refuses (here every third one: 503) is a lost sample;
+// the test goes on and reports how many it lost.
+func TestMeasureCountsFailedProbesAsLost(t *testing.T) {
+	var n atomic.Int64
+	refuse := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == pathSmall && n.Add(1)%3 == 0 {
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	res := measure(t, refuse)
+	if res.Download.Lost == 0 || res.Upload.Lost == 0 || !(res.RPM > 0) {
+		t.Errorf("lost %d/%d probes, RPM %v; want some lost in each stage and a result", res.Download.Lost, res.Upload.Lost, res.RPM)
+	}
+	found := false
+	for _, note := range res.Notes {
+		found = found || strings.Contains(note, "counted as lost") && strings.Contains(note, "503")
+	}
+	if !found {
+		t.Errorf("no note on the lost probes: %q", res.Notes)
+	}
+}
+
+// A test cut short (the user's ^C, a deadline) still returns what it
+// measured, marked as cut short.
+func TestMeasureCutShortKeepsResult(t *testing.T) {
+	s, err := NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, s, nil)
+	var logs logSink
+	opts := quick(&logs)
+	// a stage needs at least four intervals to be stable: cut in the first
+	opts.MaxStage, opts.Interval = time.Minute, time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+	defer cancel()
+	res, err := Measure(ctx, addr, opts)
+	if err == nil {
+		t.Fatal("Measure past its deadline returned no error")
+	}
+	if res.Download.Confidence != "cut short" || res.Download.Mbps <= 0 || res.Download.Probes == 0 || !(res.RPM > 0) {
+		t.Errorf("cut short: %+v RPM %v, want the download measured so far", res.Download, res.RPM)
+	}
 }

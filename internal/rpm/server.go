@@ -47,8 +47,9 @@ type ServerConfig struct {
 // Stats count what a server has done since it was made.
 type Stats struct {
 	BytesDown, BytesUp int64 // body bytes of large downloads and uploads
-	RefusedConns       int64 // connections closed for exceeding MaxConns or MaxConnsPerIP
+	RefusedConns       int64 // connections closed for exceeding MaxConns, MaxConnsPerIP or twice the handshake cap
 	RefusedLoad        int64 // requests answered 429 for exceeding MaxLoad
+	Busy               int64 // requests answered 503 on connections over the client's handshake cap
 }
 
 // Server serves the four responsiveness endpoints over HTTP/2 and TLS.
@@ -58,8 +59,8 @@ type Server struct {
 	handler http.Handler
 	load    chan struct{} // one token per running large download or upload
 
-	bytesDown, bytesUp, refusedConns, refusedLoad atomic.Int64
-	refusals                                      connlimit.Throttle
+	bytesDown, bytesUp, refusedConns, refusedLoad, busy atomic.Int64
+	refusals                                            connlimit.Throttle
 }
 
 const (
@@ -71,9 +72,13 @@ const (
 	maxStreams = 100
 	// A connection holds one of handshakes' slots from accept until its first
 	// request: silent or slow TLS clients get a few slots each, so two
-	// addresses of idle sockets cannot lock everybody out of /config.
-	maxHandshakes       = 64
-	handshakesPerClient = 8
+	// addresses of idle sockets cannot lock everybody out of /config. sqmkit's
+	// own client keeps at most 8 foreign probes in their handshake, and a load
+	// connection or two (ForeignWithinServerCap). A client over its cap gets
+	// as many again answered 503 with Retry-After, the HTTP answer of an
+	// overloaded server, rather than a closed socket; beyond those, closed.
+	maxHandshakes       = 128
+	handshakesPerClient = 16
 	// notSentLowat keeps the unsent backlog in each socket to about 0.3 ms at
 	// 1 Gbit/s, so a probe answer on a loaded connection is not stuck behind
 	// megabytes the server has queued itself (the draft's advice for test
@@ -141,7 +146,7 @@ func (s *Server) Fingerprint() string {
 
 // Stats returns the counters so far.
 func (s *Server) Stats() Stats {
-	return Stats{s.bytesDown.Load(), s.bytesUp.Load(), s.refusedConns.Load(), s.refusedLoad.Load()}
+	return Stats{s.bytesDown.Load(), s.bytesUp.Load(), s.refusedConns.Load(), s.refusedLoad.Load(), s.busy.Load()}
 }
 
 // ListenAndServe listens on the TCP address addr and calls Serve.
@@ -157,7 +162,14 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 // every connection within a second and returns nil.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
-		Handler:   s.handler,
+		Handler: s.gate(s.handler),
+		// a connection over its client's handshake cap is answered 503
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc := asLimitConn(c); lc != nil && lc.busy {
+				return context.WithValue(ctx, busyConn{}, true)
+			}
+			return ctx
+		},
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{s.cert}, MinVersion: tls.VersionTLS12},
 		// Also the TLS handshake deadline: a client that connects and stalls
 		// holds a slot for at most this long.
@@ -173,11 +185,11 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			if st == http.StateNew {
 				return
 			}
-			if tc, ok := c.(*tls.Conn); ok {
-				c = tc.NetConn()
-			}
-			if lc, ok := c.(*limitConn); ok {
+			if lc := asLimitConn(c); lc != nil {
 				lc.identified()
+				// an idle connection (a finished probe the client kept
+				// open) is what a client at its cap gives up first
+				lc.slot.Idle(st == http.StateIdle)
 			}
 		},
 	}
@@ -190,8 +202,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("rpm: %w", err)
 	}
 	ll := &limitListener{Listener: ln, s: s,
-		conns:      &connlimit.Limiter{Total: s.cfg.MaxConns, PerKey: s.cfg.MaxConnsPerIP},
-		handshakes: &connlimit.Limiter{Total: maxHandshakes, PerKey: handshakesPerClient}}
+		conns:      &connlimit.Limiter{Total: s.cfg.MaxConns, PerKey: s.cfg.MaxConnsPerIP, Reclaim: true},
+		handshakes: &connlimit.Limiter{Total: maxHandshakes, PerKey: handshakesPerClient},
+		overflow:   &connlimit.Limiter{Total: maxHandshakes, PerKey: handshakesPerClient}}
 	errc := make(chan error, 1)
 	go func() {
 		errc <- srv.ServeTLS(ll, "", "")
@@ -315,8 +328,8 @@ func hostOf(addr string) string {
 // connections that have not sent a request yet, handshakes' smaller caps.
 type limitListener struct {
 	net.Listener
-	s                 *Server
-	conns, handshakes *connlimit.Limiter
+	s                           *Server
+	conns, handshakes, overflow *connlimit.Limiter
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
@@ -327,11 +340,16 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		}
 		a := connlimit.AddrOf(c)
 		closeIt := func() { c.Close() }
-		release, _, err := l.conns.Take(a, "connections", closeIt)
+		slot, _, err := l.conns.TakeSlot(a, "connections", closeIt)
 		var handshake func()
+		busy := false
 		if err == nil {
 			if handshake, _, err = l.handshakes.Take(a, "connections in their TLS handshake", closeIt); err != nil {
-				release()
+				handshake, _, err = l.overflow.Take(a, "connections over the handshake cap, answered 503", closeIt)
+				busy = true
+			}
+			if err != nil {
+				slot.Release()
 			}
 		}
 		if err != nil {
@@ -343,18 +361,45 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			continue
 		}
 		sockopt.SetNotSentLowat(c, notSentLowat)
-		return &limitConn{Conn: c, release: release, identified: handshake}, nil
+		return &limitConn{Conn: c, slot: slot, identified: handshake, busy: busy}, nil
 	}
 }
 
 type limitConn struct {
 	net.Conn
-	release    func()
+	slot       *connlimit.Slot
 	identified func() // ends the handshake slot; idempotent
+	busy       bool   // over the client's handshake cap: every request is answered 503
+}
+
+func asLimitConn(c net.Conn) *limitConn {
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	lc, _ := c.(*limitConn)
+	return lc
+}
+
+type busyConn struct{}
+
+// gate answers the requests of a connection over its client's handshake
+// cap with 503 and Retry-After, as an overloaded server does
+// (TestHandshakeCapAnswers503).
+func (s *Server) gate(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Context().Value(busyConn{}) == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.busy.Add(1)
+		s.logRefusal(fmt.Sprintf("rpm: busy: %s has more than %d connections in their handshake; answered 503", hostOf(r.RemoteAddr), handshakesPerClient))
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "too many new connections from your address at once; retry in a second", http.StatusServiceUnavailable)
+	})
 }
 
 func (c *limitConn) Close() error {
 	c.identified()
-	c.release()
+	c.slot.Release()
 	return c.Conn.Close()
 }

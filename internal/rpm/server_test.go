@@ -412,7 +412,50 @@ func TestIdleSocketsDoNotBlockConfig(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("/config: %s", resp.Status)
 	}
-	if !logs.contains("127.0.0.1/32 holds 8 connections in their TLS handshake") {
+	if !logs.contains("127.0.0.1/32 holds 16 connections over the handshake cap, answered 503") {
 		t.Errorf("the handshake cap was not logged: %q", logs.lines())
+	}
+}
+
+// A client over its cap of connections in their handshake is answered 503
+// with Retry-After, an overloaded server's HTTP answer, not a closed socket;
+// twice the cap, and the socket is closed.
+func TestHandshakeCapAnswers503(t *testing.T) {
+	var logs logSink
+	s, addr := newTestServer(t, ServerConfig{Log: logs.add})
+	idle := func(n int) {
+		for range n {
+			c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}).Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(s.cert.Leaf)
+	get := func() (*http.Response, error) {
+		tr := &http.Transport{ForceAttemptHTTP2: true, TLSClientConfig: &tls.Config{RootCAs: pool, NextProtos: []string{"h2"}},
+			DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.5")}}).DialContext}
+		defer tr.CloseIdleConnections()
+		resp, err := (&http.Client{Timeout: 3 * time.Second, Transport: tr}).Get("https://" + addr + pathSmall)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return resp, err
+	}
+	idle(handshakesPerClient)
+	resp, err := get()
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("over the handshake cap: %v %v, want 503 with Retry-After", resp, err)
+	}
+	if s.Stats().Busy == 0 || !logs.contains("answered 503") {
+		t.Errorf("the 503 was not counted or logged: %+v %q", s.Stats(), logs.lines())
+	}
+	idle(handshakesPerClient)
+	if _, err := get(); err == nil {
+		t.Error("at twice the handshake cap a connection was still served")
 	}
 }

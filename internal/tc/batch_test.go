@@ -2,6 +2,7 @@ package tc
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -47,6 +48,18 @@ func TestHint(t *testing.T) {
 	} {
 		if got := hint(c.argv, c.msg); got != c.want {
 			t.Errorf("hint(%q, %q) = %q, want %q", c.argv, c.msg, got, c.want)
+		}
+	}
+}
+
+// TestHintObjectNotFound: a change that finds no qdisc (autorate after a
+// stop) is about the tree, not a missing module: no "load kernel module".
+func TestHintObjectNotFound(t *testing.T) {
+	argv := []string{"qdisc", "change", "dev", "wan", "root", "handle", "1:", "nsstbl", "rate", "9000kbit"}
+	for _, msg := range []string{"Error: Qdisc not found. To create specify NLM_F_CREATE flag.", "Cannot find specified qdisc on specified device."} {
+		got := hint(argv, msg)
+		if strings.Contains(got, "load kernel module") || msg[0] == 'E' && !strings.Contains(got, "sqmkit start") {
+			t.Errorf("hint(%q) = %q", msg, got)
 		}
 	}
 }

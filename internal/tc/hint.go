@@ -37,7 +37,14 @@ func hint(argv []string, msg string) string {
 		}
 	}
 	low := strings.ToLower(msg)
-	if !strings.Contains(low, "unknown") && !strings.Contains(low, "failed to load") && !strings.Contains(low, "not found") {
+	if strings.Contains(low, "not found") && len(argv) > 1 && (argv[1] == "change" || argv[1] == "replace" || argv[1] == "del") {
+		// the object, not its kind: a rate change after a stop, or on a
+		// device re-created bare (TestHintObjectNotFound)
+		return "the qdisc or class to change is not there: the shaper was stopped or its device re-created; sqmkit start applies it again"
+	}
+	kindUnknown := strings.Contains(low, "unknown") || strings.Contains(low, "failed to load") ||
+		strings.Contains(low, "not found") && strings.Contains(low, "action")
+	if !kindUnknown {
 		return ""
 	}
 	if strings.Contains(low, "action") {

@@ -312,3 +312,20 @@ func BenchmarkParseNSS7(b *testing.B) {
 		}
 	}
 }
+
+// TestRedirectTargetWithParenthesis: a device name may hold ')' (any
+// character but '/', ':' and whitespace): the redirect's target is read
+// whole, or status would find a difference on every read and hotplug would
+// re-add the redirect on every event.
+func TestRedirectTargetWithParenthesis(t *testing.T) {
+	for line, want := range map[string]string{
+		"\taction order 1: mirred (Egress Redirect to device ifb@w)an) stolen": "ifb@w)an",
+		"\taction order 1: mirred (Egress Redirect to device ifb4(wan) stolen": "ifb4(wan",
+		"\taction order 1: mirred (Egress Redirect to device ifb4wan) stolen":  "ifb4wan",
+		"\taction order 1: nssmirred redirect dev ifb@wan fromdev wan":         "ifb@wan",
+	} {
+		if got := redirectTarget(line); got != want {
+			t.Errorf("redirectTarget(%q) = %q, want %q", line, got, want)
+		}
+	}
+}

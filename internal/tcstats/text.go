@@ -203,9 +203,22 @@ func (p *textParser) addAction(kind, line string) {
 }
 
 // redirectTarget finds the device of "(Egress Redirect to device ifb4wan)"
-// or "redirect dev ifb@wan".
+// or "redirect dev ifb@wan". A device name may hold parentheses itself (no
+// whitespace): the descriptor ends at the line's last ')'
+// (TestRedirectTargetWithParenthesis).
 func redirectTarget(line string) string {
-	toks := strings.Fields(strings.NewReplacer("(", " ", ")", " ").Replace(line))
+	const mirred = "Redirect to device "
+	if i := strings.Index(line, mirred); i >= 0 {
+		rest := line[i+len(mirred):]
+		if j := strings.LastIndex(rest, ")"); j > 0 && !strings.ContainsAny(rest[:j], " \t") {
+			return rest[:j]
+		}
+		if f := strings.Fields(rest); len(f) > 0 {
+			return f[0]
+		}
+		return ""
+	}
+	toks := strings.Fields(line)
 	for i := 0; i+1 < len(toks); i++ {
 		if toks[i] == "device" || toks[i] == "dev" {
 			return toks[i+1]

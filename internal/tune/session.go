@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
@@ -53,6 +55,9 @@ type Outcome struct {
 	// lowered one step, and the budget had no room to confirm them again.
 	Unconfirmed bool
 }
+
+// maxUndo caps the undo record: a few hundred bytes when sqmkit wrote it.
+const maxUndo = 64 << 10
 
 // undoPath keeps the rates a --write replaced, for --undo.
 func undoPath(root string) string { return filepath.Join(root, "etc", "sqmkit", "tune-undo.json") }
@@ -261,13 +266,21 @@ func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, e
 // Undo writes back the rates the last --write replaced and moves the
 // running shaper to them (when it runs).
 func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, error) {
-	b, err := os.ReadFile(undoPath(root))
-	if err != nil {
+	b, err := capped.ReadFile(undoPath(root), maxUndo, "tune undo record")
+	if errors.Is(err, fs.ErrNotExist) {
 		return config.Rates{}, fmt.Errorf("nothing to undo: %w", err)
+	}
+	if err != nil {
+		return config.Rates{}, err
 	}
 	var u undo
 	if err := json.Unmarshal(b, &u); err != nil {
-		return config.Rates{}, fmt.Errorf("%s: %w", undoPath(root), err)
+		return config.Rates{}, fmt.Errorf("%s: %w (remove it; sqmkit tune --write makes a new one)", undoPath(root), err)
+	}
+	// the record is a file anybody with root may have edited: its rates
+	// pass the config's checks before they are written back
+	if err := u.Old.Check(); err != nil {
+		return config.Rates{}, fmt.Errorf("%s: %w (remove it; sqmkit tune --write makes a new one)", undoPath(root), err)
 	}
 	if u.Section != t.Queue.Section {
 		return config.Rates{}, fmt.Errorf("the last tune --write changed section %s, not %s", u.Section, t.Queue.Section)

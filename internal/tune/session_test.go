@@ -489,3 +489,38 @@ func TestPhaseLengths(t *testing.T) {
 		t.Errorf("the long confirming test costs %v more, over the %v fixedCost keeps beside the short one", got, kept)
 	}
 }
+
+// An undo record is read with a size cap and its rates pass the config's
+// checks before they are written: /dev/zero in its place, 0/0 (which would
+// stop shaping) and −5/999999999999 (which would break the next start) are
+// refused and the config stays as it is.
+func TestUndoRefusesBadRecords(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte(sqmFile), 0o644)
+	os.MkdirAll(filepath.Dir(undoPath(root)), 0o755)
+	tg := apply.Target{Queue: config.Queue{Section: "wan", Interface: "wan"}}
+	for _, c := range []struct {
+		name, record, want string
+	}{
+		{"/dev/zero", "", "larger than"},
+		{"both 0", `{"section":"wan","old":{"Download":0,"Upload":0}}`, "both 0"},
+		{"out of range", `{"section":"wan","old":{"Download":-5,"Upload":999999999999}}`, "not a rate"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			os.Remove(undoPath(root))
+			if c.record == "" {
+				os.Symlink("/dev/zero", undoPath(root))
+			} else {
+				os.WriteFile(undoPath(root), []byte(c.record), 0o644)
+			}
+			_, err := Undo(root, "", tg, apply.Options{})
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("undo: %v, want %q", err, c.want)
+			}
+			if b, _ := os.ReadFile(filepath.Join(root, "etc/config/sqm")); string(b) != sqmFile {
+				t.Errorf("the config changed:\n%s", b)
+			}
+		})
+	}
+}

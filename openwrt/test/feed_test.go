@@ -33,7 +33,8 @@ func TestFeedBuildsWithOldestGo(t *testing.T) {
 	if regexp.MustCompile(`(?m)^toolchain `).Match(mod) {
 		t.Error("go.mod names a toolchain; GOTOOLCHAIN=local would refuse it")
 	}
-	for _, c := range [][]string{{"go", "mod", "tidy", "-diff"}, {"go", "vet", "-tags", "router", "./..."}, {"go", "vet", "./..."}} {
+	// make test runs go vet ./... itself; the router build's files only here
+	for _, c := range [][]string{{"go", "mod", "tidy", "-diff"}, {"go", "vet", "-tags", "router", "./cmd/sqmkit"}} {
 		cmd := exec.Command(c[0], c[1:]...)
 		cmd.Dir = "../.."
 		if out, err := cmd.CombinedOutput(); err != nil {

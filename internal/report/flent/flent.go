@@ -266,9 +266,9 @@ func note(r *bbresult.Result, bounds []string) string {
 	}
 	return fmt.Sprintf("Exported by %s from a sqmkit bufferbloat test against %s (%s), %s. "+
 		"Phases: %s. %s Ping (ms) UDP BE holds sqmkit's UDP probe RTTs; there are no UDP BK/EF or ICMP "+
-		"pings. Grades: DSLReports %s (%.1f ms added), p95 %s (%.1f ms added), idle RTT %.2f ms (baseline: idle_before).",
+		"pings. Grades: DSLReports %s (%s ms added), p95 %s (%s ms added), idle RTT %s ms (baseline: idle_before).",
 		r.Tool, r.Server, r.ServerAddr, r.Family, strings.Join(bounds, ", "), classes,
-		r.Grades.DSLReports, r.Grades.DSLReportsAddedMs, r.Grades.Percentile, r.Grades.PercentileAddedMs, r.IdleRTT)
+		r.Grades.DSLReports, bbresult.Fixed(r.Grades.DSLReportsAddedMs, 1), r.Grades.Percentile, bbresult.Fixed(r.Grades.PercentileAddedMs, 1), bbresult.Fixed(r.IdleRTT, 2))
 }
 
 // onGrid interpolates rv linearly onto the grid x (seconds since t0), as

@@ -40,10 +40,6 @@ var (
 	downColor = color.RGBA{R: 0x1f, G: 0x5f, B: 0xbf, A: 0xff}
 	upColor   = color.RGBA{R: 0xe0, G: 0x6c, B: 0x00, A: 0xff}
 	rttColor  = color.RGBA{R: 0x20, G: 0x20, B: 0x20, A: 0xff}
-	// One-way delays are drawn lighter: they explain the RTT, they are
-	// not the headline.
-	downLight = color.RGBA{R: 0x8f, G: 0xb0, B: 0xe8, A: 0xff}
-	upLight   = color.RGBA{R: 0xf5, G: 0xb8, B: 0x80, A: 0xff}
 	inflowCol = color.RGBA{R: 0xb0, G: 0x10, B: 0x60, A: 0xff}
 
 	// phaseColors tint each phase; loaded phases get the colour of the
@@ -124,15 +120,15 @@ func draw1(c vg.CanvasSizer, r *bbresult.Result) error {
 func titleLines(r *bbresult.Result) []string {
 	return []string{
 		fmt.Sprintf("sqmkit bufferbloat test: %s (%s, %s)", r.Server, r.ServerAddr, bbresult.FamilyName(r.Family)),
-		fmt.Sprintf("%s · idle RTT %.2f ms · %d streams/direction · grade %s (DSLReports, %.0f ms added) · %s (p95, %.0f ms added)",
-			r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.IdleRTT, r.Streams,
-			cmp.Or(r.Grades.DSLReports, "-"), r.Grades.DSLReportsAddedMs, cmp.Or(r.Grades.Percentile, "-"), r.Grades.PercentileAddedMs),
+		fmt.Sprintf("%s · idle RTT %s ms · %d streams/direction · grade %s (DSLReports, %s ms added) · %s (p95, %s ms added)",
+			r.Started.UTC().Format("2006-01-02 15:04 UTC"), bbresult.Fixed(r.IdleRTT, 2), r.Streams,
+			cmp.Or(r.Grades.DSLReports, "-"), bbresult.Fixed(r.Grades.DSLReportsAddedMs, 0), cmp.Or(r.Grades.Percentile, "-"), bbresult.Fixed(r.Grades.PercentileAddedMs, 0)),
 	}
 }
 
 func throughputPanel(r *bbresult.Result) (*plot.Plot, error) {
 	p := newPanel(r, "Goodput (Mbit/s)", true)
-	p.X.Tick.Marker = unlabelled{} // the panel below labels the shared time axis
+	p.X.Tick.Marker = seconds{} // the panel below labels the shared time axis
 	var down, up plotter.XYs
 	for _, s := range r.Samples.Throughput {
 		down = append(down, plotter.XY{X: s.T, Y: s.Download})
@@ -169,8 +165,10 @@ func latencyPanel(r *bbresult.Result) (*plot.Plot, error) {
 		w     vg.Length
 		label string
 	}{
-		{down, downLight, 0.8, "one-way down"},
-		{up, upLight, 0.8, "one-way up"},
+		// the direction's own colour, as in the goodput panel above: the
+		// light shades were too faint to read against the grid
+		{down, downColor, 1.0, "one-way down"},
+		{up, upColor, 1.0, "one-way up"},
 		{rtt, rttColor, 1.2, "UDP probe RTT"},
 	} {
 		if err := addLine(p, l.xy, l.c, l.w, l.label); err != nil {
@@ -234,7 +232,7 @@ func newPanel(r *bbresult.Result, ylabel string, labels bool) *plot.Plot {
 		s.Font = sans(10)
 	}
 	p.Y.Label.Text = ylabel
-	p.X.Tick.Marker, p.Y.Tick.Marker = compact{}, compact{}
+	p.X.Tick.Marker, p.Y.Tick.Marker = seconds{labels: true}, compact{}
 	p.Y.Min = 0
 	p.X.Min = r.Phases[0].Start
 	p.X.Max = r.Phases[len(r.Phases)-1].End
@@ -347,13 +345,32 @@ func (compact) Ticks(min, max float64) []plot.Tick {
 	return ts
 }
 
-// unlabelled keeps the default tick marks but drops their labels.
-type unlabelled struct{}
+// seconds ticks a time axis at round seconds: major ticks every 1, 2, 5,
+// 10, 15, 20, 30 or 60 s (or a multiple of a minute), whichever gives at
+// most ten, with four minor ticks between; labels only when labels is set
+// (the default ticker labelled 2.5, 10, 17.5; TestTimeTicksRound).
+type seconds struct{ labels bool }
 
-func (unlabelled) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
-	for i := range ts {
-		ts[i].Label = ""
+func (s seconds) Ticks(min, max float64) []plot.Tick {
+	span := max - min
+	step := 60.0
+	for _, c := range []float64{1, 2, 5, 10, 15, 20, 30, 60} {
+		if span/c <= 10 {
+			step = c
+			break
+		}
+	}
+	for span/step > 10 {
+		step += 60
+	}
+	var ts []plot.Tick
+	minor := step / 5
+	for v := math.Ceil(min/minor) * minor; v <= max+1e-9; v += minor {
+		t := plot.Tick{Value: v}
+		if r := math.Round(v / step); s.labels && math.Abs(v-r*step) < 1e-6 {
+			t.Label = strconv.FormatFloat(r*step, 'f', -1, 64)
+		}
+		ts = append(ts, t)
 	}
 	return ts
 }

@@ -283,3 +283,41 @@ func TestCeil2(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeTicksRound: the time axis is labelled at round seconds (the
+// default ticker labelled 2.5, 10, 17.5), at most ten labels, and the
+// unlabelled variant draws the same marks without labels.
+func TestTimeTicksRound(t *testing.T) {
+	for _, c := range []struct {
+		min, max float64
+		want     []string
+	}{
+		{0, 20, []string{"0", "2", "4", "6", "8", "10", "12", "14", "16", "18", "20"}},
+		{0, 40, []string{"0", "5", "10", "15", "20", "25", "30", "35", "40"}},
+		{0.3, 9.7, []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"}},
+		{0, 185, []string{"0", "20", "40", "60", "80", "100", "120", "140", "160", "180"}},
+	} {
+		var labels []string
+		for _, tk := range (seconds{labels: true}).Ticks(c.min, c.max) {
+			if tk.Label != "" {
+				labels = append(labels, tk.Label)
+			}
+		}
+		if len(labels) > 11 {
+			t.Errorf("[%v, %v]: %d labels", c.min, c.max, len(labels))
+		}
+		for _, l := range labels {
+			if strings.Contains(l, ".") {
+				t.Errorf("[%v, %v]: label %q is not a round second", c.min, c.max, l)
+			}
+		}
+		if len(c.want) > 0 && !slices.Equal(labels, c.want) {
+			t.Errorf("[%v, %v]: labels %q, want %q", c.min, c.max, labels, c.want)
+		}
+		for _, tk := range (seconds{}).Ticks(c.min, c.max) {
+			if tk.Label != "" {
+				t.Errorf("the unlabelled axis has label %q", tk.Label)
+			}
+		}
+	}
+}
