@@ -37,7 +37,7 @@ type abArm struct {
 
 // abArms are the instruments by name. client is the grade's phase;
 // router the same phase of the router's own traffic, router-seg with its
-// upload one segment per packet (bbtest.Config.OneSegment); step and confirm
+// upload one segment per packet (bbclient.Config.OneSegment); step and confirm
 // are tune's bidirectional step and its confirming test, long its
 // bidirectional step on a slow line (tune.LongPhase, its upload one
 // segment per packet as tune sends it there).

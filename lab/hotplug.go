@@ -57,7 +57,7 @@ const (
 func (g *guest) hotplugRuns(p *profile.Profile, backends []string) []result {
 	var rs []result
 	for _, b := range backends {
-		r := result{Profile: p.Name, Backend: "hotplug:" + b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit,
+		r := result{Profile: p.Name, Backend: "hotplug:" + b, Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Kernel: g.kernel,
 			Dir: filepath.Join(g.out, p.Name, "hotplug-"+b)}
 		os.MkdirAll(r.Dir, 0o755)
 		r.ended(g.hotplug(p, b, &r))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
@@ -590,29 +591,29 @@ func TestExitStatus(t *testing.T) {
 	}
 }
 
-func TestUpdateReadme(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "README.md")
-	body := "# x\n\n## Results\n" + readmeBegin + "\nold table\n" + readmeEnd + "\n\n## Limits\n"
+func TestUpdateResults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.md")
+	body := "# x\n\n## Results\n" + resultsBegin + "\nold table\n" + resultsEnd + "\n\n## Limits\n"
 	os.WriteFile(path, []byte(body), 0o644)
-	rs := []result{{Profile: "cable", Backend: "cake", Status: "pass", Date: "2026-11-23T10:00:00Z", Commit: "abc1234",
+	rs := []result{{Profile: "cable", Backend: "cake", Status: "pass", Date: "2026-11-23T10:00:00Z", Commit: "abc1234", Kernel: "6.1.0-56-amd64",
 		Test: &accept.Measurement{Grade: "A+", Phases: []accept.Phase{{Name: accept.Download, AddedMedian: 1.2, AddedP95: 3.4, DownMbps: 36.1},
 			{Name: accept.Upload, UpMbps: 7.2}}}}}
-	if err := updateReadme(path, rs); err != nil {
+	if err := updateResults(path, rs); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	got := string(b)
-	for _, want := range []string{"Lab run of 2026-11-23, commit abc1234", "**cable**", "| cake | pass | A+ | 1.2 / 3.4 |", "## Limits", "# x"} {
+	for _, want := range []string{"Lab run of 2026-11-23, commit abc1234, guest kernel 6.1.0-56-amd64", "**cable**", "| cake | pass | A+ | 1.2 / 3.4 |", "## Limits", "# x"} {
 		if !strings.Contains(got, want) {
-			t.Errorf("README lacks %q:\n%s", want, got)
+			t.Errorf("the results lack %q:\n%s", want, got)
 		}
 	}
 	if strings.Contains(got, "old table") {
 		t.Errorf("old table kept:\n%s", got)
 	}
 	os.WriteFile(path, []byte("# no markers\n"), 0o644)
-	if err := updateReadme(path, rs); err == nil {
-		t.Error("README without markers: no error")
+	if err := updateResults(path, rs); err == nil {
+		t.Error("a file without markers: no error")
 	}
 }
 
@@ -675,7 +676,7 @@ func TestLabEnv(t *testing.T) {
 // run on their routers.
 func TestExtShellcheck(t *testing.T) {
 	if _, err := exec.LookPath("shellcheck"); err != nil {
-		t.Skip("shellcheck not installed (scripts/deps.sh installs it)")
+		tctest.Missing(t, "shellcheck not installed (scripts/deps.sh installs it)")
 	}
 	for _, e := range extExamples {
 		for _, prog := range []string{"start", "stop"} {

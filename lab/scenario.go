@@ -31,6 +31,7 @@ type result struct {
 	Backend string `json:"backend"`
 	Date    string `json:"date"`
 	Commit  string `json:"commit"`
+	Kernel  string `json:"kernel,omitempty"` // the guest's kernel release
 	// pass, fail, limitation (a known physical limit), inconclusive (the
 	// host kept the guest too busy to grade), unproven (every bar met but
 	// one the guest's headroom kept from being graded), error
@@ -85,6 +86,7 @@ func probeTools(bin string) tools {
 type guest struct {
 	tools   tools
 	commit  string
+	kernel  string // the guest's kernel release, for every result
 	out     string
 	openwrt string // the run's copy of openwrt/ (package files, test stand-ins)
 	say     func(format string, a ...any)
@@ -135,7 +137,7 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string, mode string, 
 		var rs []result
 		for _, b := range backends {
 			rs = append(rs, result{Profile: p.Name, Backend: label(b), Status: "error", Error: err.Error(), Dir: dir,
-				Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit})
+				Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Kernel: g.kernel})
 		}
 		return rs
 	}
@@ -153,7 +155,7 @@ func (g *guest) profileRuns(p *profile.Profile, backends []string, mode string, 
 	for _, b := range backends {
 		sdir := filepath.Join(dir, label(b))
 		os.MkdirAll(sdir, 0o755)
-		r := result{Profile: p.Name, Backend: label(b), Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Dir: sdir}
+		r := result{Profile: p.Name, Backend: label(b), Date: time.Now().UTC().Format(time.RFC3339), Commit: g.commit, Kernel: g.kernel, Dir: sdir}
 		switch {
 		case each != nil:
 			err = each(t, b, &r)
@@ -475,6 +477,9 @@ func (r *result) limited(limitation string) {
 func (r *result) line() string {
 	if r.Status == "inconclusive" {
 		return summaryLine(r)[2:]
+	}
+	if s := shownStatus(*r); s != r.Status {
+		return s + summaryLine(r) // "bloated, as expected", not PASS beside a grade D
 	}
 	return strings.ToUpper(r.Status) + summaryLine(r)
 }

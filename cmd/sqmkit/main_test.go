@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -57,5 +58,22 @@ func TestEveryCommandHelp(t *testing.T) {
 				t.Errorf("sqmkit %s -h: exit %d\n%s%s", name, code, out.String(), errb.String())
 			}
 		})
+	}
+}
+
+// TestProductImportsNoLab: the product, its tests included, depends on
+// nothing under lab/ (the lab depends on the product, never the reverse;
+// the tc shim the tests need lives in internal/tc/tcshim).
+func TestProductImportsNoLab(t *testing.T) {
+	c := exec.Command("go", "list", "-deps", "-test", "-f", "{{.ImportPath}}", "./cmd/...", "./internal/...", "./openwrt/...")
+	c.Dir = "../.."
+	out, err := c.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, p := range strings.Fields(string(out)) {
+		if strings.HasPrefix(p, "github.com/sqmkit/sqmkit/lab") {
+			t.Errorf("the product depends on %s", p)
+		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // TestServeSoak runs `sqmkit serve` with 200 open files (the limit under which 256 idle sockets used to make it exit) and runs
@@ -30,7 +31,7 @@ func TestServeSoak(t *testing.T) {
 	}
 	prlimit, err := exec.LookPath("prlimit")
 	if err != nil {
-		t.Skip("needs prlimit (util-linux, installed by scripts/deps.sh)")
+		tctest.Missing(t, "needs prlimit (util-linux, installed by scripts/deps.sh)")
 	}
 	bin := buildSqmkit(t)
 	port := freePort(t)

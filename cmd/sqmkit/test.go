@@ -10,7 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/report"
 )
 
@@ -21,13 +21,13 @@ func init() {
 func runTest(args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("test", "SERVER[:PORT] | --compare A.json B.json")
 	fs.SetOutput(stderr)
-	cfg := bbtest.Config{Tool: "sqmkit " + version}
-	fs.DurationVar(&cfg.Idle, "idle", bbtest.DefaultIdle, "length of each idle phase, before and after the load (0 skips)")
-	fs.DurationVar(&cfg.Download, "download", bbtest.DefaultLoad, "download phase length (0 skips)")
-	fs.DurationVar(&cfg.Upload, "upload", bbtest.DefaultLoad, "upload phase length (0 skips)")
-	fs.DurationVar(&cfg.Bidir, "bidir", bbtest.DefaultLoad, "download+upload phase length (0 skips)")
-	fs.IntVar(&cfg.Streams, "streams", bbtest.DefaultStreams, "TCP streams per loaded direction")
-	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", bbtest.DefaultProbeInterval, "UDP latency probe interval")
+	cfg := bbclient.Config{Tool: "sqmkit " + version}
+	fs.DurationVar(&cfg.Idle, "idle", bbclient.DefaultIdle, "length of each idle phase, before and after the load (0 skips)")
+	fs.DurationVar(&cfg.Download, "download", bbclient.DefaultLoad, "download phase length (0 skips)")
+	fs.DurationVar(&cfg.Upload, "upload", bbclient.DefaultLoad, "upload phase length (0 skips)")
+	fs.DurationVar(&cfg.Bidir, "bidir", bbclient.DefaultLoad, "download+upload phase length (0 skips)")
+	fs.IntVar(&cfg.Streams, "streams", bbclient.DefaultStreams, "TCP streams per loaded direction")
+	fs.DurationVar(&cfg.ProbeInterval, "probe-interval", bbclient.DefaultProbeInterval, "UDP latency probe interval")
 	fs.BoolVar(&cfg.OneSegment, "one-segment", false, "upload streams send one TCP segment per packet, as a router forwards its clients' (for a test on the router itself over a slow uplink)")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("SQMKIT_TOKEN"), "shared `secret` the server requires (default $SQMKIT_TOKEN)")
 	v4 := fs.Bool("4", false, "use IPv4 only")
@@ -83,14 +83,14 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	var pr *report.Progress
 	if !*quiet {
 		pr = report.NewProgress(stderr, isTerminal(stderr))
-		cfg.Progress = func(p bbtest.Progress) {
+		cfg.Progress = func(p bbclient.Progress) {
 			pr.Update(p.Phase, p.Elapsed, p.Total, p.DownMbps, p.UpMbps, p.RTT)
 		}
 	}
 
 	ctx, stop := stopSignals()
 	defer stop()
-	res, err := bbtest.Run(ctx, cfg)
+	res, err := bbclient.Run(ctx, cfg)
 	if pr != nil {
 		pr.Done() // the summary must not share a line with the display
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tune"
@@ -94,7 +94,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: download %d, upload %d kbit/s restored\n", qs[0].Section, old.Download, old.Upload)
 		return 0
 	}
-	test := bbtest.Config{Server: pos[0], Token: *token, Streams: bbtest.DefaultStreams, ProbeInterval: bbtest.DefaultProbeInterval, Tool: "sqmkit " + version}
+	test := bbclient.Config{Server: pos[0], Token: *token, Streams: bbclient.DefaultStreams, ProbeInterval: bbclient.DefaultProbeInterval, Tool: "sqmkit " + version}
 	if *v4 {
 		test.Network = "tcp4"
 	} else if *v6 {

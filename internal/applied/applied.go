@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 )
 
 // Dir is where the records live under a root ("/" on a router).
@@ -66,7 +66,7 @@ func (s Store) Get(dev string) (r Record, ok bool, err error) {
 	if s.Dir == "" {
 		return r, false, nil
 	}
-	b, err := capped.ReadFile(s.path(dev), maxRecord, "sqmkit record")
+	b, err := sizelimit.ReadFile(s.path(dev), maxRecord, "sqmkit record")
 	if errors.Is(err, fs.ErrNotExist) {
 		return r, false, nil
 	}

@@ -48,7 +48,7 @@ func useShim(t testing.TB, fake string) {
 	t.Helper()
 	tctest.NeedRoot(t)
 	if shimDir == "" {
-		t.Skip("shim not built")
+		tctest.Missing(t, "the tc shim was not built")
 	}
 	path := shimDir + ":" + os.Getenv("PATH")
 	if fake != "" {

@@ -14,10 +14,10 @@ import (
 // whose IFB is still shaped but whose WAN device was re-created (a PPPoE
 // reconnect makes a new pppoe-wan) gets only its ingress hook and redirect
 // back, so the IFB is never touched (re-raising it under load crashed 5.15
-// NSS routers); anything else is rebuilt. clear says whether a direction the
+// NSS routers); anything else is rebuilt. clearStale says whether a direction the
 // plan does not shape holds a stale tree. done means there is nothing to do
 // and r is final.
-func (o *Options) reconcile(p *plan.Plan, r *Result) (todo []work, clear, done bool) {
+func (o *Options) reconcile(p *plan.Plan, r *Result) (todo []work, clearStale, done bool) {
 	todo = make([]work, len(p.Dirs))
 	s, err := o.Kernel.Read(o.devices(p.Device, p.IFB)...)
 	if err != nil {
@@ -54,9 +54,9 @@ func (o *Options) reconcile(p *plan.Plan, r *Result) (todo []work, clear, done b
 		}
 	}
 	for _, df := range diffs {
-		clear = clear || !shaped[df.Direction]
+		clearStale = clearStale || !shaped[df.Direction]
 	}
-	return todo, clear, false
+	return todo, clearStale, false
 }
 
 // onDevice reports diffs that are all nodes of dev (the WAN side of the

@@ -137,15 +137,15 @@ const (
 func (o *Options) start(t Target, r *Result) {
 	p := r.Plan
 	todo := make([]work, len(p.Dirs))
-	clear := true
+	clearStale := true
 	if o.Hotplug {
 		var done bool
-		if todo, clear, done = o.reconcile(p, r); done {
+		if todo, clearStale, done = o.reconcile(p, r); done {
 			return
 		}
 	}
-	down, any := o.teardown(p, r, todo, clear)
-	if !any {
+	down, some := o.teardown(p, r, todo, clearStale)
+	if !some {
 		r.State = Failed
 		o.log("%s: no direction passed validation; kernel left untouched", p.Device)
 		return
@@ -236,10 +236,10 @@ func (o *Options) failAll(r *Result, err error) {
 }
 
 // teardown is the batch a start runs first: the teardown of every direction
-// to rebuild, the ingress hook of a redirect-only one, then (clear) the
+// to rebuild, the ingress hook of a redirect-only one, then (clearStale) the
 // clearing of the unshaped directions. It marks refused directions
-// NotStarted; any is false when no direction passed validation.
-func (o *Options) teardown(p *plan.Plan, r *Result, todo []work, clear bool) (down [][]string, any bool) {
+// NotStarted; some is false when no direction passed validation.
+func (o *Options) teardown(p *plan.Plan, r *Result, todo []work, clearStale bool) (down [][]string, some bool) {
 	for j, d := range p.Dirs {
 		switch {
 		case r.Dirs[j].Err != nil:
@@ -250,12 +250,12 @@ func (o *Options) teardown(p *plan.Plan, r *Result, todo []work, clear bool) (do
 		case todo[j] == redirectOnly:
 			down = append(down, d.Teardown[:1]...) // the ingress hook only, never the IFB
 		}
-		any = true
+		some = true
 	}
-	if any && clear {
+	if some && clearStale {
 		down = append(down, p.Clear...)
 	}
-	return down, any
+	return down, some
 }
 
 // isRefusal reports an error in which tc ran and refused lines, as opposed

@@ -81,11 +81,11 @@ type Params struct {
 	Interval time.Duration
 }
 
-// DefaultParams are the defaults for a link whose rates lie between min
-// and max, base being a rate it sustains most of the time.
-func DefaultParams(min, base, max [2]int) Params {
+// DefaultParams are the defaults for a link whose rates lie between floor
+// and ceiling, base being a rate it sustains most of the time.
+func DefaultParams(floor, base, ceiling [2]int) Params {
 	return Params{
-		Min: min, Base: base, Max: max,
+		Min: floor, Base: base, Max: ceiling,
 		// A+ is +5 ms median; a shaper at the right rate keeps the added
 		// delay under ~2 ms, so 5 ms sustained means the bottleneck moved
 		// into the modem. 15 ms is bloat by any grade (A+'s p95 bar).

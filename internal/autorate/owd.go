@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 )
 
 // Raw is one probe's delay before its path's baseline is taken off.
@@ -96,7 +96,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		// probe slots for the fastest interval the daemon uses
 		hello := bbproto.Hello{Version: bbproto.Version, Token: s.Token, Duration: int64(dur), ProbeInterval: int64(fastProbe)}
-		ss, err := bbtest.Open(ctx, s.Addr, s.Network, hello)
+		ss, err := bbclient.Open(ctx, s.Addr, s.Network, hello)
 		if err != nil {
 			s.log("server: " + err.Error() + "; trying again")
 			select {
@@ -140,7 +140,7 @@ const fastProbe = 50 * time.Millisecond
 
 // session offers ss to Probe for up to d, or until the server ends it
 // early (a restart).
-func (s *Server) session(ctx context.Context, ss *bbtest.Session, d time.Duration) {
+func (s *Server) session(ctx context.Context, ss *bbclient.Session, d time.Duration) {
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	go func() {

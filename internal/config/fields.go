@@ -109,13 +109,13 @@ func kbit(p func(*Queue) *int) func(*Queue, string) error {
 	}
 }
 
-func integer(min int, p func(*Queue) *int) func(*Queue, string) error {
+func integer(least int, p func(*Queue) *int) func(*Queue, string) error {
 	return func(q *Queue, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
 			return fmt.Errorf("%q is not a whole number", v)
 		}
-		if n < min {
+		if n < least {
 			return fmt.Errorf("%d is negative", n)
 		}
 		*p(q) = n

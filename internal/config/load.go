@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
 
@@ -56,7 +56,7 @@ func Load(root, file string) ([]Queue, error) {
 
 // readFile reads and parses the SQM file at path; data is its text.
 func readFile(path string) (f *uci.File, data []byte, err error) {
-	data, err = capped.ReadFile(path, capped.UCI, "UCI config file")
+	data, err = sizelimit.ReadFile(path, sizelimit.UCI, "UCI config file")
 	if err != nil {
 		return nil, nil, fmt.Errorf("read SQM config: %w", err)
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 func TestWriteRates(t *testing.T) {
@@ -91,12 +93,12 @@ func TestWriteRatesRefusesBadRates(t *testing.T) {
 // temporary file.
 func TestWriteRatesSymlinkAndFullDisk(t *testing.T) {
 	dir := t.TempDir()
-	real := filepath.Join(dir, "overlay", "sqm")
-	os.MkdirAll(filepath.Dir(real), 0o755)
+	target := filepath.Join(dir, "overlay", "sqm")
+	os.MkdirAll(filepath.Dir(target), 0o755)
 	in := "config queue 'q'\n\toption download '20000'\n\toption upload '10000'\n"
-	os.WriteFile(real, []byte(in), 0o644)
+	os.WriteFile(target, []byte(in), 0o644)
 	link := filepath.Join(dir, "sqm")
-	if err := os.Symlink(real, link); err != nil {
+	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := WriteRates("", link, "q", Rates{30000, 12000}); err != nil {
@@ -105,12 +107,12 @@ func TestWriteRatesSymlinkAndFullDisk(t *testing.T) {
 	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("the link was replaced: %v %v", fi.Mode(), err)
 	}
-	if b, _ := os.ReadFile(real); !strings.Contains(string(b), "'30000'") {
+	if b, _ := os.ReadFile(target); !strings.Contains(string(b), "'30000'") {
 		t.Errorf("the link's target was not written: %q", b)
 	}
 
 	if os.Geteuid() != 0 {
-		t.Skip("the full-disk case needs root to mount a small tmpfs")
+		tctest.Missing(t, "the full-disk case needs root to mount a small tmpfs")
 	}
 	full := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", full).CombinedOutput(); err != nil {

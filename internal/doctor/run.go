@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
@@ -125,7 +125,7 @@ func pasted(o Options, sysRoot string, devs []string) (Sample, error) {
 			continue
 		}
 		var err error
-		if data[i], err = capped.ReadFile(name, capped.TCOutput, "pasted tc output"); err != nil {
+		if data[i], err = sizelimit.ReadFile(name, sizelimit.TCOutput, "pasted tc output"); err != nil {
 			return Sample{}, fmt.Errorf("%v", err)
 		}
 	}

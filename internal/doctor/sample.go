@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
@@ -25,7 +25,7 @@ func ReadDevice(root, name string) Device {
 	}
 	d.Exists = true
 	read := func(f string) string {
-		b, err := capped.ReadFile(filepath.Join(dir, f), capped.Sys, "/sys file")
+		b, err := sizelimit.ReadFile(filepath.Join(dir, f), sizelimit.Sys, "/sys file")
 		if err != nil {
 			return ""
 		}
@@ -49,7 +49,7 @@ func ReadDevice(root, name string) Device {
 // config under root; a missing file means neither is set.
 func ReadOffload(root string) (Offload, error) {
 	path := filepath.Join(root, "etc", "config", "firewall")
-	data, err := capped.ReadFile(path, capped.UCI, "UCI config file")
+	data, err := sizelimit.ReadFile(path, sizelimit.UCI, "UCI config file")
 	if errors.Is(err, fs.ErrNotExist) {
 		return Offload{}, nil
 	}

@@ -12,7 +12,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
 
@@ -80,11 +80,11 @@ func (r reader) path(p string) string { return filepath.Join(r.root, filepath.Fr
 // file reads the file at the absolute path p (as on the device) under root.
 // A missing file returns ok=false and no error.
 func (r reader) file(p string) (data string, ok bool, err error) {
-	limit := int64(capped.Sys)
+	limit := int64(sizelimit.Sys)
 	if strings.HasPrefix(p, "/etc/") {
-		limit = capped.UCI
+		limit = sizelimit.UCI
 	}
-	b, err := capped.ReadFile(r.path(p), limit, "file under --root")
+	b, err := sizelimit.ReadFile(r.path(p), limit, "file under --root")
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
 	}

@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 )
 
 // WriteJSON writes r as indented JSON, the format --json documents.
@@ -26,7 +26,7 @@ func WriteJSON(w io.Writer, r *bbresult.Result) error {
 // schema version rather than guessing at fields whose meaning changed, and
 // files from other tools, with an error that says which one it was.
 func ReadJSON(rd io.Reader) (*bbresult.Result, error) {
-	data, err := capped.Read(rd, "result", capped.Result, "sqmkit test result")
+	data, err := sizelimit.Read(rd, "result", sizelimit.Result, "sqmkit test result")
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/sqmkit/sqmkit/internal/capped"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
@@ -30,7 +30,7 @@ func (r *Runner) Output(args ...string) ([]byte, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("tc %s: %w", strings.Join(args, " "), err)
 	}
-	b, rerr := capped.Read(out, "tc "+strings.Join(args, " "), capped.TCOutput, "tc output")
+	b, rerr := sizelimit.Read(out, "tc "+strings.Join(args, " "), sizelimit.TCOutput, "tc output")
 	if rerr != nil {
 		cmd.Process.Kill()
 	}

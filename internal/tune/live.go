@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/config"
 )
 
@@ -19,7 +19,7 @@ import (
 type Live struct {
 	Target apply.Target
 	Opts   apply.Options
-	Test   bbtest.Config // server, family, token, streams, probe interval
+	Test   bbclient.Config // server, family, token, streams, probe interval
 	// Phase lengths: Idle before (the baseline) and after each phase, Step
 	// for a search step, Line and LineUp for the line measurements of the
 	// download (long enough for a cable boost to be spent) and the upload.
@@ -39,7 +39,7 @@ const Transient = 1.5
 // Graded is the length, in seconds, of the loaded phase a step stands
 // for: the one the lab grades, and its sweep (tune's ground truth)
 // measures, 30 s. A short step whose start-up still drained past
-// Transient is judged as that phase (bbtest.Steady).
+// Transient is judged as that phase (bbclient.Steady).
 const Graded = 30.0
 
 // rateLimited is how a server refuses a client that started too many
@@ -88,7 +88,7 @@ func (l *Live) length(k Kind, n Length) time.Duration {
 
 // confirming is the confirming test: an idle baseline, the three loaded
 // phases (the bidirectional one bidir long: Report.length), an idle end.
-func (l *Live) confirming(bidir Length) bbtest.Config {
+func (l *Live) confirming(bidir Length) bbclient.Config {
 	full := l.Test
 	full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.length(Bidir, bidir)
 	return full
@@ -133,7 +133,7 @@ func (l *Live) SetRates(_ context.Context, down, up int) error {
 
 // one is a test of one loaded phase of kind k, n long, between idle
 // baselines.
-func (l *Live) one(k Kind, n time.Duration) bbtest.Config {
+func (l *Live) one(k Kind, n time.Duration) bbclient.Config {
 	cfg := l.Test
 	cfg.Idle, cfg.Download, cfg.Upload, cfg.Bidir = l.Idle, 0, 0, 0
 	switch k {
@@ -154,7 +154,7 @@ func (l *Live) Load(ctx context.Context, k Kind, length Length) (Phase, error) {
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
-	res, err := bbtest.Run(ctx, cfg)
+	res, err := bbclient.Run(ctx, cfg)
 	for try := 0; err != nil && strings.Contains(err.Error(), rateLimited) && try < 3; try++ {
 		// a server with a stricter --per-ip than the default: wait
 		// for its minute to pass rather than give up the search
@@ -163,7 +163,7 @@ func (l *Live) Load(ctx context.Context, k Kind, length Length) (Phase, error) {
 			return Phase{}, ctx.Err()
 		case <-time.After(20 * time.Second):
 		}
-		res, err = bbtest.Run(ctx, cfg)
+		res, err = bbclient.Run(ctx, cfg)
 	}
 	l.Spent += l.phase(n)
 	if err != nil {
@@ -185,7 +185,7 @@ func PhaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 		}
 		p := Phase{AddedMedian: ph.AddedMedian, AddedP95: ph.AddedP95, AddedDown: math.Max(0, ph.AddedDown), AddedUp: math.Max(0, ph.AddedUp),
 			DownKbit: int(math.Round(ph.DownloadMbps * 1000)), UpKbit: int(math.Round(ph.UploadMbps * 1000)), IPv6: res.Family == "ipv6"}
-		if med, p95, ok := bbtest.Steady(res, ph.Name, Transient, Graded); ok {
+		if med, p95, ok := bbclient.Steady(res, ph.Name, Transient, Graded); ok {
 			p.AddedMedian, p.AddedP95 = med, p95
 		}
 		// per-second means of the samples inside the phase

@@ -12,14 +12,14 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
-	"github.com/sqmkit/sqmkit/internal/capped"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 )
 
 // Session is one `sqmkit tune`: a search on a running queue, a confirming
@@ -34,7 +34,7 @@ type Session struct {
 	File   string // the SQM config; "" is ROOT/etc/config/sqm
 	Log    func(string)
 
-	confirmTest func(context.Context, bbtest.Config) (*bbresult.Result, error)
+	confirmTest func(context.Context, bbclient.Config) (*bbresult.Result, error)
 }
 
 // Outcome is what a session did.
@@ -169,9 +169,10 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 		}
 		for _, c := range lower {
 			c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
-			c.Why += fmt.Sprintf("; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*BidirStep, k)
+			c.also(RuleConfirmLowered, "; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*BidirStep, k)
 			if !again {
-				c.Why += " (the test-time budget left no room to confirm it again)"
+				c.also(RuleNoRoomToConfirm, " (the test-time budget left no room to confirm it again)")
+				c.Rules = append(c.Rules, RuleBudgetBound)
 			}
 		}
 		r.ConfirmLowered++
@@ -266,7 +267,7 @@ func (s *Session) Sweep(ctx context.Context, c SweepConfig) (res *SweepResult, e
 // Undo writes back the rates the last --write replaced and moves the
 // running shaper to them (when it runs).
 func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, error) {
-	b, err := capped.ReadFile(undoPath(root), maxUndo, "tune undo record")
+	b, err := sizelimit.ReadFile(undoPath(root), maxUndo, "tune undo record")
 	if errors.Is(err, fs.ErrNotExist) {
 		return config.Rates{}, fmt.Errorf("nothing to undo: %w", err)
 	}
@@ -296,11 +297,11 @@ func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, 
 }
 
 // confirm runs the confirming test (tests put a doctored one in).
-func (s *Session) confirm(ctx context.Context, c bbtest.Config) (*bbresult.Result, error) {
+func (s *Session) confirm(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
 	if s.confirmTest != nil {
 		return s.confirmTest(ctx, c)
 	}
-	return bbtest.Run(ctx, c)
+	return bbclient.Run(ctx, c)
 }
 
 // measureAgain measures the confirming test's missed phase k (figures p) once
@@ -346,7 +347,7 @@ func confirmMiss(res *bbresult.Result, r *Report) (Kind, Phase, bool) {
 			continue
 		}
 		p, err := PhaseOf(res, Kind(ph.Name))
-		if _, _, ok := bbtest.Steady(res, ph.Name, Transient, Graded); err != nil || !ok {
+		if _, _, ok := bbclient.Steady(res, ph.Name, Transient, Graded); err != nil || !ok {
 			continue
 		}
 		if !meets(r.target(Kind(ph.Name)), p.AddedMedian, p.AddedP95) {

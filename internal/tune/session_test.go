@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
-	"github.com/sqmkit/sqmkit/internal/bbtest"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
@@ -60,7 +60,7 @@ func session(t *testing.T, write bool) (*Session, fakeKernel, func()) {
 		t.Fatalf("start: %s %v", r.State, r.Err)
 	}
 	addr, stop := bbservertest.Serve(t, "127.0.0.1", bbserver.Config{MaxBytes: 1e15, MaxTests: 1000, PerIP: 1000})
-	test := bbtest.Config{Server: addr, Streams: 2, ProbeInterval: 10 * time.Millisecond}
+	test := bbclient.Config{Server: addr, Streams: 2, ProbeInterval: 10 * time.Millisecond}
 	return &Session{
 		Live:   &Live{Target: tg, Opts: opts, Test: test, Idle: 200 * time.Millisecond, Step: 400 * time.Millisecond, Line: 4 * time.Second, LineUp: 4 * time.Second},
 		Target: APlus, Write: write, Root: root, Log: func(s string) { t.Log(s) },
@@ -250,14 +250,14 @@ func TestSessionSweep(t *testing.T) {
 // download, or the upload's for Upload)
 // in its first n runs, and counts the runs. Its phases are long enough to
 // have a steady part (the session's steps are shorter than Transient).
-func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbtest.Config) (*bbresult.Result, error) {
-	return func(ctx context.Context, c bbtest.Config) (*bbresult.Result, error) {
+func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbclient.Config) (*bbresult.Result, error) {
+	return func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
 		for _, d := range []*time.Duration{&c.Download, &c.Upload, &c.Bidir} {
 			if *d > 0 { // a phase measured again alone keeps its one phase
 				*d = 2500 * time.Millisecond
 			}
 		}
-		res, err := bbtest.Run(ctx, c)
+		res, err := bbclient.Run(ctx, c)
 		*runs++
 		if err != nil || *runs > n {
 			return res, err
@@ -380,7 +380,7 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if !atRates(t, s, k, d, u) {
 				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
 			}
-			if o.Unconfirmed != c.budget || c.budget && !strings.Contains(o.Report.Upload.Why, "no room to confirm") {
+			if o.Unconfirmed != c.budget || c.budget && !o.Report.Upload.Has(RuleNoRoomToConfirm) {
 				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Report.Upload.Why)
 			}
 			// the last confirming test ran at the written rates, or, with

@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // Kind is a loaded phase.
@@ -25,18 +27,14 @@ const (
 	Bidir    Kind = "bidirectional"
 )
 
-// Target is the latency a rate must keep in its loaded phase.
-type Target struct {
-	Name     string
-	MedianMs float64 // added latency, median
-	P95Ms    float64 // added latency, 95th percentile
-}
+// Target is the latency a rate must keep in its loaded phase: a grade's
+// bar (bbresult.Bar, the one definition).
+type Target = bbresult.Bar
 
-// The targets: A+ is the lab's bar (and the grade's 5 ms); A keeps the
-// same 1:3 ratio of median to p95 under the grade's 30 ms.
+// The targets, the grades' bars.
 var (
-	APlus = Target{"A+", 5, 15}
-	A     = Target{"A", 30, 90}
+	APlus = bbresult.APlus
+	A     = bbresult.A
 )
 
 // Targets by name.
@@ -81,7 +79,7 @@ type Link interface {
 	// SlowUpload says, before the first search step, that the upload's
 	// line is slow (slowLine): a link that sends its own upload then
 	// sends it one segment per packet, as a router's clients' packets
-	// arrive (Live: bbtest.Config.OneSegment).
+	// arrive (Live: bbclient.Config.OneSegment).
 	SlowUpload()
 }
 
@@ -176,6 +174,9 @@ type Choice struct {
 	OutOfReach string
 	Rule95     int    // 95 % of the measured line rate: the usual advice
 	Why        string // how the rate was chosen
+	// Rules are the decisions Why tells, in order, for tests and --json
+	// readers: what a Why says in words is a Rule here.
+	Rules []Rule `json:",omitempty"`
 	// AckKbit is the other direction's ACK framing this shaper does not
 	// count at that direction's line (Config.AckUncounted).
 	AckKbit int
@@ -186,6 +187,46 @@ type Choice struct {
 	// that step missed the target).
 	GoodputKbit, Rule95Goodput int
 }
+
+// Rule is one decision on a direction's rate.
+type Rule string
+
+// The rules a Choice's rate can go through.
+const (
+	RuleBisected        Rule = "bisected"        // the highest rate meeting the target, between a pass and a miss
+	RuleAtLine          Rule = "at-line"         // the line rate meets the target and is taken
+	RuleAboveLine       Rule = "above-line"      // a pass above the line that carried more: the line read low
+	RuleUncarried       Rule = "uncarried"       // a pass above the line carried no more than the line: not taken
+	RuleNotBloated      Rule = "not-bloated"     // the line meets the target well above its rate
+	RuleKneeAtLine      Rule = "knee-at-line"    // the line rate meets the target near a bar
+	RuleBoost           Rule = "boost"           // above the line a step measures a boost's bucket
+	RuleUnderLine       Rule = "under-line"      // one step under a knee at or near the line
+	RuleOutOfReach      Rule = "out-of-reach"    // settled for the weaker grade
+	RuleBudgetBound     Rule = "budget"          // the test-time budget cut a search or a measurement short
+	RuleAckFraming      Rule = "ack-framing"     // lower beside the other direction's ACKs
+	RuleBackToLine      Rule = "back-to-line"    // back to the line for the bidirectional phase
+	RuleLowered         Rule = "lowered"         // lowered for the bidirectional phase
+	RuleUnmeasured      Rule = "unmeasured"      // no phase left to measure a lowering: the confirm does
+	RuleFlatFrontier    Rule = "flat-frontier"   // the bidirectional delay did not fall as the rates came down
+	RuleUselessLowering Rule = "lowering-undone" // lowering it did not lower the bidirectional delay
+	RuleEdgeAtLine      Rule = "edge-at-line"    // lowered from the line after a pass on the edge
+	RuleConfirmLowered  Rule = "confirm-lowered" // lowered after the confirming test missed by a little
+	RuleNoRoomToConfirm Rule = "unconfirmed"     // no room to confirm a lowering again
+)
+
+// because says why the rate is what it is, replacing what was said.
+func (c *Choice) because(r Rule, format string, a ...any) {
+	c.Why, c.Rules = fmt.Sprintf(format, a...), []Rule{r}
+}
+
+// also adds a decision to what was said.
+func (c *Choice) also(r Rule, format string, a ...any) {
+	c.Why += fmt.Sprintf(format, a...)
+	c.Rules = append(c.Rules, r)
+}
+
+// Has says whether the rate went through rule r.
+func (c Choice) Has(r Rule) bool { return slices.Contains(c.Rules, r) }
 
 // Report is a whole search.
 type Report struct {
@@ -341,7 +382,7 @@ func (s *search) cost(k Kind) int {
 // idle delay and drained for 5–11 s to +25 ms (docs/lab-notes.md,
 // "2026-11-27, afternoon"). A 6 s step read +39 to +86 ms there, where
 // the grade's 30 s phase read +28 to +32; the phase's first 14 s, with
-// its start-up projected away (bbtest.Steady), +26 to +40.
+// its start-up projected away (bbclient.Steady), +26 to +40.
 func (s *search) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs }
 
 // markSlow marks the slow lines, which make the bidirectional phases
@@ -384,6 +425,7 @@ func (s *search) settle(ctx context.Context, k Kind, find func(context.Context, 
 	s.say("%v; settling for %s, the best grade this link allows", err, w.Name) // err names k
 	if err = find(ctx, k); err == nil {
 		c.Why = fmt.Sprintf("%s is out of reach on this link; %s", s.c.Target.Name, c.Why)
+		c.Rules = append([]Rule{RuleOutOfReach}, c.Rules...)
 	}
 	return err
 }
@@ -610,10 +652,10 @@ func medianInt(v []int) float64 {
 	return float64(s[len(s)/2-1]+s[len(s)/2]) / 2
 }
 
-func meets(t Target, med, p95 float64) bool { return med <= t.MedianMs && p95 <= t.P95Ms }
+func meets(t Target, med, p95 float64) bool { return t.Meets(med, p95) }
 
-// clear: under half of each bar, far from the knee.
-func clear(t Target, med, p95 float64) bool { return med <= t.MedianMs/2 && p95 <= t.P95Ms/2 }
+// wellUnder: under half of each bar, far from the knee.
+func wellUnder(t Target, med, p95 float64) bool { return med <= t.MedianMs/2 && p95 <= t.P95Ms/2 }
 
 // near: within borderline of either bar, on either side.
 func near(t Target, med, p95 float64) bool {
@@ -687,7 +729,7 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		passed := 0    // steps above the line that met the target
 		var uncarried *Step
 		for _, share := range aboveLine {
-			if !top.Pass || !clear(t, top.AddedMedian, top.AddedP95) || boosted {
+			if !top.Pass || !wellUnder(t, top.AddedMedian, top.AddedP95) || boosted {
 				break
 			}
 			if short = !s.afford(1); short {
@@ -716,32 +758,34 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 			// upload's line read 963 kbit/s, 992 met A carrying more, and
 			// taking the line left it at 96.3 % of the sweep's 1000).
 			c.RateKbit = lo
-			c.Why = fmt.Sprintf("the highest rate meeting %s that the link showed it carries: %d kbit/s, above the measured line; the test-time budget left no step to look further above it", t.Name, lo)
+			c.because(RuleAboveLine, "the highest rate meeting %s that the link showed it carries: %d kbit/s, above the measured line", t.Name, lo)
+			c.also(RuleBudgetBound, "; the test-time budget left no step to look further above it")
 			s.underLine(c, step)
 			return s.set(ctx, k, c.RateKbit)
 		case hi == 0 && short:
 			c.RateKbit = line
-			c.Why = fmt.Sprintf("the line rate meets %s; the test-time budget left no step to look further above it", t.Name)
+			c.because(RuleAtLine, "the line rate meets %s", t.Name)
+			c.also(RuleBudgetBound, "; the test-time budget left no step to look further above it")
 			return s.set(ctx, k, line)
 		case hi != 0 && uncarried != nil:
 			// A higher rate missed, so the link does bloat, and the pass
 			// above the line was a queue that had not grown yet in a short
 			// step: no rate between can be told from it either.
 			c.RateKbit = lo
-			c.Why = fmt.Sprintf("the highest rate meeting %s that the link showed it carries: %d kbit/s; %d kbit/s met it too but carried no more than the line measured (%d kbit/s goodput against %d), a queue that had not grown yet in a short step, and %d kbit/s missed",
+			c.because(RuleUncarried, "the highest rate meeting %s that the link showed it carries: %d kbit/s; %d kbit/s met it too but carried no more than the line measured (%d kbit/s goodput against %d), a queue that had not grown yet in a short step, and %d kbit/s missed",
 				t.Name, lo, uncarried.RateKbit, uncarried.GoodputKbit, c.Line.GoodputKbit, hi)
 			s.underLine(c, step)
 			return s.set(ctx, k, c.RateKbit)
 		case hi == 0 && passed == len(aboveLine):
 			c.RateKbit, c.GoodputKbit = line, top.GoodputKbit
-			c.Why = fmt.Sprintf("the line meets %s even %.0f%% above its measured rate: not bloated here, shaped at the line rate",
+			c.because(RuleNotBloated, "the line meets %s even %.0f%% above its measured rate: not bloated here, shaped at the line rate",
 				t.Name, 100*(aboveLine[len(aboveLine)-1]-1))
 			return s.set(ctx, k, line)
 		case hi == 0:
 			c.RateKbit = line
-			c.Why = fmt.Sprintf("the line rate meets %s with its delay near a bar already: the knee is there", t.Name)
+			c.because(RuleKneeAtLine, "the line rate meets %s with its delay near a bar already: the knee is there", t.Name)
 			if boosted {
-				c.Why = fmt.Sprintf("the line rate meets %s; above it a short step measures the boost's bucket, not the line", t.Name)
+				c.because(RuleBoost, "the line rate meets %s; above it a short step measures the boost's bucket, not the line", t.Name)
 			}
 			s.underLine(c, step)
 			return s.set(ctx, k, c.RateKbit)
@@ -787,9 +831,9 @@ func (s *search) direction(ctx context.Context, k Kind) error {
 		}
 	}
 	c.RateKbit = lo
-	c.Why = fmt.Sprintf("the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", t.Name, lo, hi)
+	c.because(RuleBisected, "the highest rate meeting %s: %d kbit/s does, %d kbit/s does not", t.Name, lo, hi)
 	if hi-lo > step {
-		c.Why += fmt.Sprintf(" (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
+		c.also(RuleBudgetBound, " (the budget ended the bisection with %.1f%% of the line between them)", 100*float64(hi-lo)/float64(line))
 	}
 	s.underLine(c, step)
 	return s.set(ctx, k, c.RateKbit)
@@ -823,7 +867,7 @@ func (s *search) underLine(c *Choice, step int) {
 		return
 	}
 	c.RateKbit -= step
-	c.Why += fmt.Sprintf("; one step (%.0f%%) under that: at, above or up to %.0f%% under the measured line a short phase cannot tell the link's capacity from a queue that slowly grows", 100*s.c.Resolution, 100*lineError)
+	c.also(RuleUnderLine, "; one step (%.0f%%) under that: at, above or up to %.0f%% under the measured line a short phase cannot tell the link's capacity from a queue that slowly grows", 100*s.c.Resolution, 100*lineError)
 }
 
 // lineError is how far the measured line may sit from the rate the link
@@ -906,7 +950,7 @@ func (s *search) bidir(ctx context.Context) error {
 	for _, c := range []*Choice{d, u} {
 		if c.AckKbit > 0 {
 			c.RateKbit -= c.AckKbit
-			c.Why += fmt.Sprintf("; %d kbit/s lower beside the other direction's stream, whose ACKs cost more on the link than the shaper counts", c.AckKbit)
+			c.also(RuleAckFraming, "; %d kbit/s lower beside the other direction's stream, whose ACKs cost more on the link than the shaper counts", c.AckKbit)
 		}
 	}
 	var last lowering
@@ -944,7 +988,7 @@ func (s *search) bidir(ctx context.Context) error {
 		}
 		last = lowering{}
 		if len(cs) == 1 {
-			last = lowering{c: cs[0], rate: cs[0].RateKbit, why: cs[0].Why, miss: st}
+			last = lowering{c: cs[0], rate: cs[0].RateKbit, why: cs[0].Why, rules: slices.Clone(cs[0].Rules), miss: st}
 		}
 		for _, c := range cs {
 			// Above the measured line the delay is a cliff, not a slope:
@@ -954,16 +998,17 @@ func (s *search) bidir(ctx context.Context) error {
 			// edc0dd2: +12.6 ms at 101 % of the line bought three steps,
 			// 6 %, and landed at 96.5 % of the sweep's best).
 			if line := c.bidirLine(); c.RateKbit > line && float64(line) >= float64(c.RateKbit)*(1-step) {
-				c.Why += fmt.Sprintf("; back to the line rate from %.1f%% of it for the bidirectional phase", 100*float64(c.RateKbit)/float64(line))
+				c.also(RuleBackToLine, "; back to the line rate from %.1f%% of it for the bidirectional phase", 100*float64(c.RateKbit)/float64(line))
 				c.RateKbit = line
 				continue
 			}
 			c.RateKbit = int(float64(c.RateKbit) * (1 - step))
-			c.Why += fmt.Sprintf("; lowered %.0f%% for the bidirectional phase", 100*step)
+			c.also(RuleLowered, "; lowered %.0f%% for the bidirectional phase", 100*step)
 		}
 		if short {
 			for _, c := range cs {
-				c.Why += " (the budget left no phase to measure it: the confirming test does)"
+				c.also(RuleUnmeasured, " (the budget left no phase to measure it: the confirming test does)")
+				c.Rules = append(c.Rules, RuleBudgetBound)
 			}
 			s.say("bidirectional: +%.1f/+%.1f ms and no phase left in the budget: lowered, for the confirming test to judge", st.AddedMedian, st.AddedP95)
 			return nil
@@ -1022,7 +1067,7 @@ func (s *search) flatBidir(f frontier, d, u *Choice) error {
 	}
 	*d, *u = f.d, f.u
 	for _, c := range []*Choice{d, u} {
-		c.Why += fmt.Sprintf("; kept there beside the other direction's stream: the bidirectional delay did not fall as the rates came down further (+%.1f ms at these rates)", st.AddedMedian)
+		c.also(RuleFlatFrontier, "; kept there beside the other direction's stream: the bidirectional delay did not fall as the rates came down further (+%.1f ms at these rates)", st.AddedMedian)
 	}
 	s.r.BidirTarget, s.r.BidirOutOfReach = w, err.Error()
 	s.r.BidirMedian, s.r.BidirP95, s.r.BidirGoodputDn, s.r.BidirGoodputUp = st.AddedMedian, st.AddedP95, f.phase.DownKbit, f.phase.UpKbit
@@ -1033,10 +1078,11 @@ func (s *search) flatBidir(f frontier, d, u *Choice) error {
 // lowering is a bidirectional lowering that moved one direction: that
 // direction, its rate and reason before it, and the miss that led to it.
 type lowering struct {
-	c    *Choice
-	rate int
-	why  string
-	miss Step
+	c     *Choice
+	rate  int
+	why   string
+	rules []Rule
+	miss  Step
 }
 
 // toLower picks the directions to lower after the bidirectional miss st
@@ -1065,7 +1111,8 @@ func toLower(st Step, p Phase, bar float64, d, u *Choice, last lowering) []*Choi
 		// was the line's rule, not a guess at whose queue it was
 		// (cable × nss, c2d441b: the upload went from 101.5 % to its
 		// line, the delay stayed, and it was put back over it)
-		last.c.RateKbit, last.c.Why = min(last.rate, last.c.bidirLine()), last.why+fmt.Sprintf("; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
+		last.c.RateKbit, last.c.Why, last.c.Rules = min(last.rate, last.c.bidirLine()), last.why, slices.Clone(last.rules)
+		last.c.also(RuleUselessLowering, "; lowering it did not lower the bidirectional delay (+%.1f, then +%.1f ms): kept", last.miss.AddedMedian, st.AddedMedian)
 		cs = []*Choice{other}
 	}
 	return cs
@@ -1118,8 +1165,9 @@ func (s *search) atLineUnsettled(st Step) {
 		if c.RateKbit >= c.bidirLine() {
 			s.r.Steps[len(s.r.Steps)-1].Unsettled = true
 			c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
-			c.Why += fmt.Sprintf("; lowered %.0f%% from its line: the bidirectional phase passed on the edge (+%.1f/+%.1f ms) and the budget left no phase to measure it again",
+			c.also(RuleEdgeAtLine, "; lowered %.0f%% from its line: the bidirectional phase passed on the edge (+%.1f/+%.1f ms) and the budget left no phase to measure it again",
 				100*BidirStep, st.AddedMedian, st.AddedP95)
+			c.Rules = append(c.Rules, RuleBudgetBound)
 		}
 	}
 }

@@ -346,7 +346,7 @@ func TestNotBloated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Download.RateKbit != r.Download.Line.RateKbit || !strings.Contains(r.Download.Why, "not bloated") {
+	if r.Download.RateKbit != r.Download.Line.RateKbit || !r.Download.Has(RuleNotBloated) {
 		t.Errorf("flat link: %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
 	}
 	// it looked above the measured line before calling it unbloated
@@ -377,7 +377,7 @@ func TestLineNearKnee(t *testing.T) {
 	}
 	// and a knee at the line is taken one step (1 %) under it
 	if want := r.Download.Line.RateKbit - int(math.Round(0.01*float64(r.Download.Line.RateKbit))); r.Download.RateKbit != want ||
-		!strings.Contains(r.Download.Why, "knee is there") || !strings.Contains(r.Download.Why, "one step") {
+		!r.Download.Has(RuleKneeAtLine) || !r.Download.Has(RuleUnderLine) {
 		t.Errorf("download %d of line %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, r.Download.Why)
 	}
 }
@@ -401,7 +401,7 @@ func TestBoostedLineNoLookAbove(t *testing.T) {
 		}
 	}
 	if want := r.Download.Line.RateKbit - int(math.Round(0.01*float64(r.Download.Line.RateKbit))); r.Download.RateKbit != want ||
-		!strings.Contains(r.Download.Why, "boost's bucket") {
+		!r.Download.Has(RuleBoost) {
 		t.Errorf("download %d of line %d, want %d: %s", r.Download.RateKbit, r.Download.Line.RateKbit, want, r.Download.Why)
 	}
 }
@@ -418,7 +418,7 @@ func TestAboveLineUncarried(t *testing.T) {
 	}
 	d := r.Download
 	if want := d.Line.RateKbit - int(math.Round(0.01*float64(d.Line.RateKbit))); d.RateKbit != want ||
-		!strings.Contains(d.Why, "carried no more than the line") {
+		!d.Has(RuleUncarried) {
 		t.Errorf("download %d of line %d, want %d: %s", d.RateKbit, d.Line.RateKbit, want, d.Why)
 	}
 	// no bisection above the line: its steps cannot tell either
@@ -455,7 +455,7 @@ func TestAboveLineCarriedOutOfBudget(t *testing.T) {
 	}
 	at := func(share float64) int { return int(math.Round(share * float64(line.RateKbit))) }
 	d := r.Download
-	if want := at(1.03) - at(0.01); d.RateKbit != want || !strings.Contains(d.Why, "budget") || s.rateD != float64(want) {
+	if want := at(1.03) - at(0.01); d.RateKbit != want || !d.Has(RuleBudgetBound) || s.rateD != float64(want) {
 		t.Errorf("download %d of line %d, link at %.0f, want %d: %s", d.RateKbit, line.RateKbit, s.rateD, want, d.Why)
 	}
 	if best := s.best(s.down, APlus); float64(d.RateKbit) > 1.01*float64(best) || float64(d.RateKbit) < 0.97*float64(best) {
@@ -486,7 +486,7 @@ func TestSettlesForWeaker(t *testing.T) {
 	if r.Download.Target != APlus || r.Download.OutOfReach != "" {
 		t.Errorf("download tuned for %q (%q), want A+", r.Download.Target.Name, r.Download.OutOfReach)
 	}
-	if r.Upload.Target != A || !strings.Contains(r.Upload.OutOfReach, "A+") || !strings.Contains(r.Upload.Why, "A+ is out of reach") {
+	if r.Upload.Target != A || !strings.Contains(r.Upload.OutOfReach, "A+") || !r.Upload.Has(RuleOutOfReach) {
 		t.Errorf("upload tuned for %q: %q, %q", r.Upload.Target.Name, r.Upload.OutOfReach, r.Upload.Why)
 	}
 	for _, d := range []struct {
@@ -546,7 +546,7 @@ func TestPacketTimeSettlesAtOnce(t *testing.T) {
 			if i < 0 || r.Steps[i].Target != tc.wantFirst {
 				t.Fatalf("upload's first step %+v, want it judged on %s", r.Steps[max(i, 0)], tc.wantFirst)
 			}
-			if r.Upload.Target != A || !strings.Contains(r.Upload.Why, "A+ is out of reach") {
+			if r.Upload.Target != A || !r.Upload.Has(RuleOutOfReach) {
 				t.Errorf("upload tuned for %q: %q", r.Upload.Target.Name, r.Upload.Why)
 			}
 			if tc.wantFirst == "A" && !strings.Contains(r.Upload.OutOfReach, "packet takes 13.4 ms") {
@@ -676,10 +676,10 @@ func TestBidirWrongDirection(t *testing.T) {
 			break
 		}
 	}
-	if r.Download.RateKbit != oneWay || !strings.Contains(r.Download.Why, "did not lower the bidirectional delay") {
+	if r.Download.RateKbit != oneWay || !r.Download.Has(RuleUselessLowering) {
 		t.Errorf("download %d (its one-way choice %d): %q", r.Download.RateKbit, oneWay, r.Download.Why)
 	}
-	if !strings.Contains(r.Upload.Why, "lowered") || r.BidirMedian > APlus.MedianMs {
+	if !wasLowered(r.Upload) || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("upload %d: %q; bidirectional +%.1f ms", r.Upload.RateKbit, r.Upload.Why, r.BidirMedian)
 	}
 }
@@ -738,7 +738,7 @@ func TestBidirLoweringHelpedItsOwn(t *testing.T) {
 	if second[0] >= 19150 || second[1] != 19276 {
 		t.Errorf("after the download's miss: %v, want the download lowered alone", second)
 	}
-	if third[0] >= second[0] || third[1] >= 19276 || strings.Contains(r.Download.Why, "did not lower") {
+	if third[0] >= second[0] || third[1] >= 19276 || r.Download.Has(RuleUselessLowering) {
 		t.Errorf("after both queued: %v (before %v), want both lowered and the download's lowering kept: %s", third, second, r.Download.Why)
 	}
 	if r.Download.RateKbit != third[0] || r.Upload.RateKbit != third[1] {
@@ -760,7 +760,7 @@ func TestBidirOwnDelayRoseIsNoise(t *testing.T) {
 		t.Fatalf("rates set %v, want three bidirectional steps", l.rates)
 	}
 	second, third := l.rates[1], l.rates[2]
-	if third[0] >= second[0] || third[1] != 7905 || strings.Contains(r.Download.Why, "did not lower") {
+	if third[0] >= second[0] || third[1] != 7905 || r.Download.Has(RuleUselessLowering) {
 		t.Errorf("after the download's own delay rose: %v (before %v), want the download lowered again and the upload kept: %s", third, second, r.Download.Why)
 	}
 }
@@ -853,7 +853,7 @@ func TestBidirMissOutOfBudget(t *testing.T) {
 	if err := s.bidir(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Steps) != 1 || r.Download.RateKbit != 9500 || r.Upload.RateKbit >= 9500 || !strings.Contains(r.Upload.Why, "confirming test") {
+	if len(r.Steps) != 1 || r.Download.RateKbit != 9500 || r.Upload.RateKbit >= 9500 || !r.Upload.Has(RuleUnmeasured) {
 		t.Errorf("%d steps, ended at %d/%d: %q", len(r.Steps), r.Download.RateKbit, r.Upload.RateKbit, r.Upload.Why)
 	}
 }
@@ -918,7 +918,7 @@ func TestBidirLowers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.BidirLowered == 0 || strings.Contains(r.Download.Why, "lowered") || !strings.Contains(r.Upload.Why, "lowered") {
+	if r.BidirLowered == 0 || wasLowered(r.Download) || !wasLowered(r.Upload) {
 		t.Errorf("upload-only bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
 	}
 	// the download's queue, with the upload's share of the delay over a
@@ -929,7 +929,7 @@ func TestBidirLowers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.BidirLowered == 0 || !strings.Contains(r.Download.Why, "lowered") || strings.Contains(r.Upload.Why, "lowered") {
+	if r.BidirLowered == 0 || !wasLowered(r.Download) || wasLowered(r.Upload) {
 		t.Errorf("download's bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
 	}
 	// the download's knee 6 % lower with both loaded (vdsl × cake,
@@ -962,7 +962,7 @@ func TestBidirLowers(t *testing.T) {
 	shifted = newSim()
 	shifted.knee -= s.bidirShift
 	best = shifted.best(s.down, APlus)
-	if !strings.Contains(r.Download.Why, "back to the line") || float64(r.Download.RateKbit) < 0.99*float64(best) || r.BidirMedian > APlus.MedianMs {
+	if !r.Download.Has(RuleBackToLine) || float64(r.Download.RateKbit) < 0.99*float64(best) || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("a bidirectional miss above the line: %d kbit/s (bidirectional best %d, line %d), +%.1f ms: %s",
 			r.Download.RateKbit, best, r.Download.Line.RateKbit, r.BidirMedian, r.Download.Why)
 	}
@@ -1069,7 +1069,7 @@ func TestSearchBudget(t *testing.T) {
 						unsettled++
 					}
 				}
-				if steps == minSteps && !strings.Contains(r.Download.Why+r.Upload.Why, "budget") {
+				if steps == minSteps && !r.Download.Has(RuleBudgetBound) && !r.Upload.Has(RuleBudgetBound) {
 					t.Errorf("the smallest bound did not bind: %q, %q", r.Download.Why, r.Upload.Why)
 				}
 				for _, d := range []struct {
@@ -1223,7 +1223,7 @@ func TestUnderLine(t *testing.T) {
 			if tc.under {
 				want -= int(math.Round(0.01 * float64(line)))
 			}
-			if under := strings.Contains(c.Why, "one step"); under != tc.under || c.RateKbit != want {
+			if under := c.Has(RuleUnderLine); under != tc.under || c.RateKbit != want {
 				t.Errorf("knee %.3f, %s: %d of line %d (highest pass %d), want %d: %s", tc.knee, k, c.RateKbit, line, best, want, c.Why)
 			}
 		}
@@ -1320,7 +1320,7 @@ func TestBidirFlat(t *testing.T) {
 			if r.BidirTarget != A || !strings.Contains(r.BidirOutOfReach, "did not fall") || r.target(Bidir) != A || r.target(Download) != APlus {
 				t.Errorf("bidirectional judged against %+v (%q), download against %+v", r.target(Bidir), r.BidirOutOfReach, r.target(Download))
 			}
-			if !strings.Contains(r.Download.Why, "did not fall as the rates came down") {
+			if !r.Download.Has(RuleFlatFrontier) {
 				t.Errorf("download: %s", r.Download.Why)
 			}
 			if s.rateD != float64(r.Download.RateKbit) || s.rateU != float64(r.Upload.RateKbit) {
@@ -1344,7 +1344,7 @@ func TestSearchEndsAtItsRates(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%d steps: %v", steps, err)
 		}
-		if strings.Contains(r.Download.Why+r.Upload.Why, "the budget left no phase to measure it") {
+		if r.Download.Has(RuleUnmeasured) || r.Upload.Has(RuleUnmeasured) || r.Download.Has(RuleEdgeAtLine) || r.Upload.Has(RuleEdgeAtLine) {
 			short++
 		}
 		if s.rateD != float64(r.Download.RateKbit) || s.rateU != float64(r.Upload.RateKbit) {
@@ -1353,5 +1353,26 @@ func TestSearchEndsAtItsRates(t *testing.T) {
 	}
 	if short == 0 {
 		t.Error("no budget ended the bidirectional check with an unmeasured lowering; the test does not test")
+	}
+}
+
+// wasLowered: the rate came down for the bidirectional phase, the confirming
+// test, or a pass on the edge at the line.
+func wasLowered(c Choice) bool {
+	return c.Has(RuleLowered) || c.Has(RuleEdgeAtLine) || c.Has(RuleConfirmLowered)
+}
+
+// Every decision a Why tells in words is a Rule: a test can ask which
+// rule a rate went through without matching prose (TestRulesMatchWhy).
+func TestRulesMatchWhy(t *testing.T) {
+	var c Choice
+	c.because(RuleBisected, "the highest rate meeting %s", "A+")
+	c.also(RuleUnderLine, "; one step under that")
+	if c.Why != "the highest rate meeting A+; one step under that" || !c.Has(RuleBisected) || !c.Has(RuleUnderLine) || c.Has(RuleLowered) {
+		t.Errorf("%q %v", c.Why, c.Rules)
+	}
+	c.because(RuleAtLine, "the line rate meets A+")
+	if len(c.Rules) != 1 || c.Has(RuleBisected) {
+		t.Errorf("because did not replace the rules: %v", c.Rules)
 	}
 }

@@ -327,9 +327,9 @@ func (p *parser) quoted(b *strings.Builder, q byte) error {
 
 // clip shortens text quoted in an error message.
 func clip(s string) string {
-	const max = 40
-	if len(s) > max {
-		return s[:max] + "..."
+	const most = 40
+	if len(s) > most {
+		return s[:most] + "..."
 	}
 	return s
 }

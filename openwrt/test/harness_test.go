@@ -77,7 +77,7 @@ func busybox(t testing.TB) string {
 			return p
 		}
 	}
-	t.Skip("needs busybox (installed by scripts/deps.sh)")
+	tctest.Missing(t, "needs busybox (installed by scripts/deps.sh)")
 	return ""
 }
 
@@ -92,9 +92,9 @@ func newBareRouter(t *testing.T) *router {
 	r := &router{t: t, root: t.TempDir(), bin: t.TempDir(), ns: tctest.NewNetns(t, "owrt")}
 	r.ubus = filepath.Join(r.bin, "ubus.log")
 	copyTree(t, "base", r.root)
-	if real := os.Getenv("SQMKIT_OPENWRT_REAL"); real != "" {
-		t.Logf("SQMKIT_OPENWRT_REAL: OpenWrt's own files from %s replace the stand-ins", real)
-		copyTree(t, real, r.root)
+	if dir := os.Getenv("SQMKIT_OPENWRT_REAL"); dir != "" {
+		t.Logf("SQMKIT_OPENWRT_REAL: OpenWrt's own files from %s replace the stand-ins", dir)
+		copyTree(t, dir, r.root)
 	}
 	copyFile(t, filepath.Join(b, "tc"), filepath.Join(r.bin, "tc"), 0o755)
 	if err := os.Symlink(bb, filepath.Join(r.bin, "sh")); err != nil {
@@ -129,8 +129,8 @@ func newRouter(t *testing.T) *router {
 // luci-app-sqm enables it.
 func (r *router) withSQMScripts() *router {
 	copyTree(r.t, "sqm-scripts", r.root)
-	if real := os.Getenv("SQMKIT_OPENWRT_REAL"); real != "" {
-		copyTree(r.t, real, r.root)
+	if dir := os.Getenv("SQMKIT_OPENWRT_REAL"); dir != "" {
+		copyTree(r.t, dir, r.root)
 	}
 	if code, out := r.rc("sqm", "enable"); code != 0 {
 		r.t.Fatalf("enable sqm: exit %d\n%s", code, out)

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 func TestInitScript(t *testing.T) {
@@ -246,7 +247,7 @@ func TestUCIDefaults(t *testing.T) {
 func TestShellcheck(t *testing.T) {
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
-		t.Skip("needs shellcheck (installed by scripts/deps.sh)")
+		tctest.Missing(t, "needs shellcheck (installed by scripts/deps.sh)")
 	}
 	files, _ := filepath.Glob("../../internal/openwrt/files/*")
 	files = slices.DeleteFunc(files, func(f string) bool { return strings.HasSuffix(f, ".help") || strings.HasSuffix(f, ".qos") })

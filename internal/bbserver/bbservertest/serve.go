@@ -1,5 +1,5 @@
 // Package bbservertest runs an in-process `sqmkit serve` on loopback for
-// tests of the clients (bbtest, tune).
+// tests of the clients (bbclient, tune).
 package bbservertest
 
 import (

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 func specs() map[string]reporttest.Spec {
@@ -87,7 +88,7 @@ func TestWriteFlentStructure(t *testing.T) {
 func TestSeriesAreRRUL(t *testing.T) {
 	conf, err := os.ReadFile("/usr/share/flent/flent/tests/rrul.conf")
 	if err != nil {
-		t.Skipf("flent's rrul.conf not installed: %v", err)
+		tctest.Missing(t, "flent's rrul.conf not installed: %v", err)
 	}
 	defined := map[string]bool{}
 	for _, m := range regexp.MustCompile(`(?m)^\s*\('([^']+)',\s*$`).FindAllStringSubmatch(string(conf), -1) {
@@ -222,7 +223,7 @@ func parseSummary(t *testing.T, out string) map[string]summaryRow {
 // the file and summarise it to the numbers sqmkit measured.
 func TestFlentReadsExport(t *testing.T) {
 	if _, err := exec.LookPath("flent"); err != nil {
-		t.Skip("flent not installed (scripts/deps.sh installs it)")
+		tctest.Missing(t, "flent not installed (scripts/deps.sh installs it)")
 	}
 	for name, spec := range specs() {
 		for _, perStream := range []bool{true, false} {

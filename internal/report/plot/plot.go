@@ -335,8 +335,8 @@ func phaseColor(name string) color.RGBA {
 // the default prints every label with the most decimals any one needs.
 type compact struct{}
 
-func (compact) Ticks(min, max float64) []plot.Tick {
-	ts := plot.DefaultTicks{}.Ticks(min, max)
+func (compact) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(lo, hi)
 	for i := range ts {
 		if ts[i].Label != "" {
 			ts[i].Label = strconv.FormatFloat(ts[i].Value, 'f', -1, 64)
@@ -351,8 +351,8 @@ func (compact) Ticks(min, max float64) []plot.Tick {
 // (the default ticker labelled 2.5, 10, 17.5; TestTimeTicksRound).
 type seconds struct{ labels bool }
 
-func (s seconds) Ticks(min, max float64) []plot.Tick {
-	span := max - min
+func (s seconds) Ticks(lo, hi float64) []plot.Tick {
+	span := hi - lo
 	step := 60.0
 	for _, c := range []float64{1, 2, 5, 10, 15, 20, 30, 60} {
 		if span/c <= 10 {
@@ -365,7 +365,7 @@ func (s seconds) Ticks(min, max float64) []plot.Tick {
 	}
 	var ts []plot.Tick
 	minor := step / 5
-	for v := math.Ceil(min/minor) * minor; v <= max+1e-9; v += minor {
+	for v := math.Ceil(lo/minor) * minor; v <= hi+1e-9; v += minor {
 		t := plot.Tick{Value: v}
 		if r := math.Round(v / step); s.labels && math.Abs(v-r*step) < 1e-6 {
 			t.Label = strconv.FormatFloat(r*step, 'f', -1, 64)

@@ -210,7 +210,7 @@ func stats(v []float64) bbresult.Stats {
 }
 
 // split divides a direction's total among n streams unevenly, as competing
-// TCP flows share a link; nil when the direction is idle, as bbtest records.
+// TCP flows share a link; nil when the direction is idle, as bbclient records.
 func split(total float64, n int, rng *rand.Rand) []float64 {
 	if total == 0 {
 		return nil

@@ -13,17 +13,31 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NeedRoot skips t unless it runs as root with ip and tc on PATH.
+// NeedRoot skips t unless it runs as root with ip and tc on PATH (see
+// Missing).
 func NeedRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
+		Missing(t, "needs root for network namespaces")
 	}
 	for _, p := range []string{"ip", "tc"} {
 		if _, err := exec.LookPath(p); err != nil {
-			t.Skipf("needs %s on PATH", p)
+			Missing(t, "needs %s on PATH", p)
 		}
 	}
+}
+
+// Missing ends a test whose prerequisite (root, a program
+// scripts/deps.sh installs) this machine lacks: a skip on a developer's
+// machine, a failure under CI=true, where a skipped test proves nothing
+// and the project's own files install every prerequisite
+// (TestMissingFailsUnderCI).
+func Missing(t testing.TB, format string, a ...any) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("CI=true, and "+format, a...)
+	}
+	t.Skipf(format, a...)
 }
 
 // Netns is a named namespace holding the veth pair Dev <-> Peer, both up.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
@@ -22,13 +23,14 @@ import (
 // quiet host for unchanged code (cable, 2026-11-23, 12 runs): a 5 ms bar
 // there graded luck. sqmkit tune holds it to 5/15 by lowering the rates
 // (on cable to 94 %/97 % of the measured line).
-const (
-	MaxMedianMs      = 5.0
-	MaxP95Ms         = 15.0
-	MaxBidirMedianMs = 10.0
-	MaxBidirP95Ms    = 30.0
-	MinGoodputShare  = 0.85
+var (
+	MaxMedianMs      = bbresult.APlus.MedianMs
+	MaxP95Ms         = bbresult.APlus.P95Ms
+	MaxBidirMedianMs = bbresult.LabBidir.MedianMs
+	MaxBidirP95Ms    = bbresult.LabBidir.P95Ms
 )
+
+const MinGoodputShare = 0.85
 
 // Cross-check tolerances (issue 3): goodput within 5 %, latency within
 // 1 ms or 10 %, whichever is larger.
@@ -223,9 +225,9 @@ func shapedPhase(p Phase, downKbit int) []Check {
 		{Name: p.Name + " median added ms", Got: p.AddedMedian, Want: fmt.Sprintf("<= %g", med), OK: p.AddedMedian <= med, Link: true},
 		{Name: p.Name + " p95 added ms", Got: p.AddedP95, Want: fmt.Sprintf("<= %g", p95), OK: p.AddedP95 <= p95, Link: true}}
 	if p.Name == Download {
-		min := MinGoodputShare * float64(downKbit) / 1000
+		floor := MinGoodputShare * float64(downKbit) / 1000
 		c := Check{Name: "download goodput Mbit/s", Got: p.DownMbps,
-			Want: fmt.Sprintf(">= %.1f (%.0f%% of %d kbit/s)", min, 100*MinGoodputShare, downKbit), OK: p.DownMbps >= min, Link: true}
+			Want: fmt.Sprintf(">= %.1f (%.0f%% of %d kbit/s)", floor, 100*MinGoodputShare, downKbit), OK: p.DownMbps >= floor, Link: true}
 		if !c.OK {
 			c.Unproven = p.GoodputUnproven
 		}

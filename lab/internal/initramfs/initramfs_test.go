@@ -35,7 +35,7 @@ func readCPIO(t *testing.T, b []byte) []File {
 			}
 			return int(v)
 		}
-		mode, size, maj, min, nsize := field(1), field(6), field(9), field(10), field(11)
+		mode, size, maj, minor, nsize := field(1), field(6), field(9), field(10), field(11)
 		name := string(raw[off+110 : off+110+nsize-1])
 		off += 110 + nsize
 		off += (4 - off%4) % 4
@@ -48,7 +48,7 @@ func readCPIO(t *testing.T, b []byte) []File {
 			}
 			return out
 		}
-		out = append(out, File{Name: name, Mode: uint32(mode), Data: data, Major: uint32(maj), Minor: uint32(min)})
+		out = append(out, File{Name: name, Mode: uint32(mode), Data: data, Major: uint32(maj), Minor: uint32(minor)})
 	}
 }
 

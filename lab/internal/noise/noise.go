@@ -480,7 +480,7 @@ func (r *Reader) Series(from, to time.Time, bin time.Duration) (t, worst []float
 	}
 	n := int(bin / Period)
 	for lo := 0; ; lo += n {
-		w, any := 0.0, false
+		w, seen := 0.0, false
 		for _, s := range per {
 			part := s[min(lo, len(s)):min(lo+n, len(s))]
 			sum := 0.0
@@ -488,10 +488,10 @@ func (r *Reader) Series(from, to time.Time, bin time.Duration) (t, worst []float
 				sum += x
 			}
 			if len(part) > 0 {
-				w, any = math.Max(w, sum/(float64(len(part))*float64(Period)/1e6)), true
+				w, seen = math.Max(w, sum/(float64(len(part))*float64(Period)/1e6)), true
 			}
 		}
-		if !any {
+		if !seen {
 			return t, worst, nil
 		}
 		t = append(t, (time.Duration(lo) * Period).Seconds())

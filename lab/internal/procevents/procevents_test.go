@@ -4,13 +4,15 @@ import (
 	"os"
 	"os/exec"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // Every process counts, the started one included, whether or not it runs a
 // program: a command substitution forks without exec.
 func TestCounts(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for the kernel's process events")
+		tctest.Missing(t, "needs root for the kernel's process events")
 	}
 	w, err := Listen()
 	if err != nil {

@@ -41,6 +41,14 @@ var kernelLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
 // IsKernelLine reports whether a console line came from the kernel log.
 func IsKernelLine(s string) bool { return kernelLine.MatchString(s) }
 
+// terminalControl matches what the guest's firmware and kernel send to a
+// terminal: ESC c (reset), CSI sequences (ESC [ ... letter: clear, modes),
+// and the rest of the escapes and control bytes.
+var terminalControl = regexp.MustCompile(`\x1b(\[[0-9;?]*[ -/]*[@-~]|[()][0-9A-Za-z]|[@-~])|[\x00-\x08\x0b-\x1f\x7f]`)
+
+// CleanLine is a console line without terminal control sequences.
+func CleanLine(s string) string { return terminalControl.ReplaceAllString(s, "") }
+
 // FindKernel picks the newest Debian amd64 guest kernel in /boot and the
 // directory of its modules.
 func FindKernel() (kernel, modDir string, err error) {
@@ -131,6 +139,9 @@ func Run(ctx context.Context, c Config) error {
 		for sc.Scan() {
 			line := strings.TrimRight(sc.Text(), "\r")
 			fmt.Fprintln(log, line)
+			// the firmware's terminal resets (ESC c, ESC[2J) would wipe what
+			// the terminal showed above (TestCleanLine)
+			line = CleanLine(line)
 			if c.Out != nil && !IsKernelLine(line) && line != "" {
 				fmt.Fprintln(c.Out, line)
 			}

@@ -47,3 +47,18 @@ func TestArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanLine: SeaBIOS' and the kernel's terminal control (a reset, a
+// screen clear, line wrap off) never reach the user's terminal.
+func TestCleanLine(t *testing.T) {
+	for in, want := range map[string]string{
+		"\x1bc\x1b[?7l\x1b[2J\x1b[0mSeaBIOS (version 1.16.2)": "SeaBIOS (version 1.16.2)",
+		"lab: cable/cake: PASS grade A+":                      "lab: cable/cake: PASS grade A+",
+		"\x1b[1;1Hboot\x07":                                   "boot",
+		"\x1b(Bplain":                                         "plain",
+	} {
+		if got := CleanLine(in); got != want {
+			t.Errorf("CleanLine(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,7 +1,7 @@
-// Package bbtest is the client side of sqmkit's bufferbloat test: it runs
+// Package bbclient is the client side of sqmkit's bufferbloat test: it runs
 // the phases against a bbserver, probes latency throughout, and turns what
 // it saw into a bbresult.Result with statistics and grades.
-package bbtest
+package bbclient
 
 import (
 	"context"

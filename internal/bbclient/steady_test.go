@@ -1,4 +1,4 @@
-package bbtest
+package bbclient
 
 import (
 	"encoding/json"

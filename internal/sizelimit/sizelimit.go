@@ -1,8 +1,8 @@
-// Package capped reads files with a size limit, so a wrong path (/dev/zero,
+// Package sizelimit reads files with a size limit, so a wrong path (/dev/zero,
 // a disk image, a log) is refused with a message instead of exhausting a
 // router's memory. The limits of sqmkit's inputs are listed in
 // docs/design.md, "Input limits".
-package capped
+package sizelimit
 
 import (
 	"fmt"
@@ -18,25 +18,25 @@ const (
 	Result   = 1 << 30  // a `sqmkit test --json` file (a 66-min test at 10 ms probes is ~60 MB)
 )
 
-// ReadFile reads path, refusing it when it holds more than max bytes; what
-// names the kind of file in the error ("UCI config").
-func ReadFile(path string, max int64, what string) ([]byte, error) {
+// ReadFile reads path, refusing it when it holds more than limit bytes;
+// what names the kind of file in the error ("UCI config").
+func ReadFile(path string, limit int64, what string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return Read(f, path, max, what)
+	return Read(f, path, limit, what)
 }
 
-// Read reads r (named name in errors) up to max bytes.
-func Read(r io.Reader, name string, max int64, what string) ([]byte, error) {
-	b, err := io.ReadAll(io.LimitReader(r, max+1))
+// Read reads r (named name in errors) up to limit bytes.
+func Read(r io.Reader, name string, limit int64, what string) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s: larger than %s, the limit for a %s; is it the right file?", name, Size(max), what)
+	if int64(len(b)) > limit {
+		return nil, fmt.Errorf("%s: larger than %s, the limit for a %s; is it the right file?", name, Size(limit), what)
 	}
 	return b, nil
 }

@@ -1,4 +1,4 @@
-package bbtest
+package bbclient
 
 import (
 	"bufio"
@@ -30,7 +30,7 @@ import (
 func TestAgainstReferenceTools(t *testing.T) {
 	for _, tool := range []string{"iperf3", "irtt"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s not installed (scripts/deps.sh installs it)", tool)
+			tctest.Missing(t, "%s not installed (scripts/deps.sh installs it)", tool)
 		}
 	}
 	srvNet, cliNet := tctest.NewPair(t, "bb", 77)

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/profile"
+)
+
+const (
+	demoUsage = "  demo   cable unshaped vs cake, both grades side by side (make demo)\n"
+	ciUsage   = `  ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
+         the hotplug scenario with cake, tune on cable × cake over IPv6, lte's first minute under sqmkit
+         autorate (make lab-ci, make test)
+`
+	allUsage = `  all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
+         with every backend, tune beside a sweep on every profile; prints one table per profile and
+         rewrites docs/results.md's tables (make lab)
+`
+	runUsage         = "  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]\n"
+	hotplugUsage     = "  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session\n"
+	kernelTestsUsage = "  kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)\n"
+	tuneUsage        = `  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep] [-6]  sqmkit tune --write from the router, then
+         the full grade at the rates it wrote; --sweep measures the sweep first and checks tune against it;
+         -6 tunes over IPv6 (not on PPPoE profiles)
+`
+	sweepUsage = `  sweep  --profile NAME|PATH [--backends cake,fq_codel,nss] [--from 80] [--to 100] [--stop N]  every shaper rate
+         from FROM to TO percent of the line in 1 % steps per direction: the best A+ rate (--stop N: a direction
+         ends after N passing steps in a row)
+`
+)
+
+func runDemo(repo string, _ []string) int {
+	return execute(repo, "demo", "demo", "", []planRun{{Profile: "cable", Backends: []string{unshaped, "cake"}}}, false)
+}
+
+func runCI(repo string, _ []string) int {
+	return execute(repo, "ci", "ci", "", append(slices.Clone(ciPlan), ciTrace(repo)), true)
+}
+
+func runAll(repo string, _ []string) int {
+	names, err := profile.List(filepath.Join(repo, "lab/profiles"))
+	if err != nil {
+		fatal(err)
+	}
+	return execute(repo, "all", "all", "", allPlan(names, repo), true)
+}
+
+// runKernelTestsCmd runs the kernel tests alone, no scenario.
+func runKernelTestsCmd(repo string, _ []string) int {
+	return execute(repo, "kerneltests", "kerneltests", "", nil, true)
+}
+
+func runRun(repo string, args []string) int     { return runScenarios(repo, "run", args) }
+func runHotplug(repo string, args []string) int { return runScenarios(repo, "hotplug", args) }
+func runTune(repo string, args []string) int    { return runScenarios(repo, "tune", args) }
+func runSweep(repo string, args []string) int   { return runScenarios(repo, "sweep", args) }
+
+// runScenarios is run, hotplug, tune and sweep: one profile, its
+// backends, in the command's mode.
+func runScenarios(repo, name string, args []string) int {
+	fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
+	defProfile, defBackends, mode := "cable", allBackends, ""
+	switch name {
+	case "hotplug":
+		defProfile, defBackends, mode = "vdsl-pppoe-vlan7", sqmkitBackends, "hotplug"
+	case "tune", "sweep":
+		defBackends, mode = sqmkitBackends, name
+	}
+	prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
+	backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
+	out := fs.String("out", "", "results directory (default lab/results/<time>-<profile>)")
+	sp := sweepSpec{From: 80, To: 100}
+	withSweep := name == "sweep"
+	v6 := false
+	if name == "tune" {
+		fs.BoolVar(&withSweep, "sweep", false, "sweep first (--from, --to, --stop) and check tune's rates against the sweep's best")
+		fs.BoolVar(&v6, "6", false, "tune over IPv6 (the WAN and server links get IPv6; not on PPPoE profiles); the sweep and the grade stay IPv4")
+	}
+	if name == "tune" || name == "sweep" {
+		fs.IntVar(&sp.From, "from", sp.From, "sweep from `PCT` of the line")
+		fs.IntVar(&sp.To, "to", sp.To, "sweep up to `PCT` of the line")
+		fs.IntVar(&sp.Stop, "stop", 0, "end a direction after `N` passing steps in a row (0: every step)")
+	}
+	fs.Parse(args)
+	if withSweep && (sp.From <= 0 || sp.To < sp.From || sp.Stop < 0) {
+		fatal(fmt.Errorf("--from %d --to %d --stop %d: want 0 < from <= to and stop >= 0", sp.From, sp.To, sp.Stop))
+	}
+	bs := strings.Split(*backends, ",")
+	for _, b := range bs {
+		if _, err := parseBackend(b); err != nil && b != unshaped {
+			fatal(fmt.Errorf("--backends: %w", err))
+		}
+	}
+	plan := []planRun{{Profile: *prof, Backends: bs, Mode: mode, IPv6: v6}}
+	if withSweep {
+		plan[0].Sweep = &sp
+	}
+	return execute(repo, name, *prof, *out, plan, false)
+}
+
+// execute resolves the plan's profiles on the host (a bad name fails before
+// the boot), runs the plan in one guest, prints the tables, and returns the
+// exit status. name names the results directory, cmd the command.
+func execute(repo, cmd, name, out string, plan []planRun, kernelTests bool) int {
+	profiles := filepath.Join(repo, "lab/profiles")
+	for i := range plan {
+		p, err := profile.Load(profiles, plan[i].Profile)
+		if err != nil {
+			fatal(err)
+		}
+		if plan[i].IPv6 && p.Encap.PPPoE {
+			fatal(fmt.Errorf("-6: profile %s runs PPPoE, whose lab session negotiates no IPv6CP; tune over IPv6 on cable, fiber or adsl-atm", p.Name))
+		}
+		if !strings.ContainsRune(plan[i].Profile, '/') {
+			plan[i].Profile = filepath.Join(profiles, plan[i].Profile+".conf")
+		}
+		plan[i].Profile, _ = filepath.Abs(plan[i].Profile)
+		if name == plan[0].Profile {
+			name = p.Name
+		}
+	}
+	if out == "" {
+		out = filepath.Join(repo, "lab/results", time.Now().Format("20060102-150405")+"-"+filepath.Base(name))
+	}
+	rs, err := runHost(repo, out, plan, kernelTests)
+	if err != nil {
+		fatal(err)
+	}
+	printTable(os.Stdout, rs)
+	switch cmd {
+	case "demo":
+		printDemo(rs) // the verdict comes last, after the notes
+	case "all":
+		if err := updateResults(filepath.Join(repo, "docs/results.md"), rs); err != nil {
+			fmt.Fprintln(os.Stderr, "sqmkit-lab:", err)
+		} else {
+			fmt.Println("\ndocs/results.md: the side-by-side tables rewritten from this run")
+		}
+	}
+	fmt.Printf("\nresults: %s\n", out)
+	return exitStatus(rs)
+}

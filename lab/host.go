@@ -1,0 +1,237 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sqmkit/sqmkit/lab/internal/initramfs"
+	"github.com/sqmkit/sqmkit/lab/internal/noise"
+	"github.com/sqmkit/sqmkit/lab/internal/vm"
+)
+
+// runHost boots the guest once for the whole plan and collects the results.
+func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, error) {
+	kernel, modDir, err := vm.FindKernel()
+	if err != nil {
+		return nil, err
+	}
+	initrd, err := initramfs.Build(filepath.Join(repo, "lab/.cache"), "/bin/busybox", modDir)
+	if err != nil {
+		return nil, err
+	}
+	out, planPath, err := stage(repo, out, plan, kernelTests)
+	if err != nil {
+		return nil, err
+	}
+	// A scenario takes about 5 minutes, up to 4 more with noisy phases
+	// measured again. A sweep adds up to 21 one-way steps per direction and
+	// as many bidirectional ones, twice over when a best sat on the edge,
+	// each the graded phase (gradeLoad) and its idle baselines, ~44 s
+	// (cable × nss at 18a4893 ran 53 steps; at that count a sweep takes
+	// 40 minutes). The waits for a quiet host take at most
+	// settleBudget in each of the run's two passes (secondPass).
+	n, timeout := 0, 3*time.Minute+2*settleBudget
+	for _, r := range plan {
+		n += len(r.Backends)
+		per := 9 * time.Minute
+		if r.Sweep != nil {
+			per += time.Hour
+		}
+		timeout += time.Duration(len(r.Backends)) * per
+	}
+	unlock, err := lockHost()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	fmt.Printf("sqmkit-lab: booting %s (%d scenarios), results in %s\n", filepath.Base(kernel), n, out)
+	err = vm.Run(context.Background(), vm.Config{
+		Kernel: kernel, Initrd: initrd, Results: out,
+		Cmd:     []string{filepath.Join(out, "bin", "sqmkit-lab"), "guest", planPath},
+		Console: filepath.Join(out, "console.log"),
+		// the host's steal sampler, beside qemu (package noise)
+		Watch: func(pid int, stop <-chan struct{}) {
+			q, err := noise.NewQEMU(pid)
+			for try := 0; err != nil && try < 100; try++ { // qemu starts its vCPU threads after a while
+				time.Sleep(50 * time.Millisecond)
+				q, err = noise.NewQEMU(pid)
+			}
+			if err == nil {
+				err = noise.Sample(filepath.Join(out, noiseDir), q, stop)
+			}
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "sqmkit-lab: no host noise figures: %v\n", err)
+			}
+		},
+		Timeout: timeout,
+		Out:     os.Stdout,
+	})
+	var rs []result
+	b, rerr := os.ReadFile(filepath.Join(out, "summary.json"))
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &rs)
+	}
+	if err != nil {
+		return rs, err
+	}
+	if rerr != nil {
+		return nil, fmt.Errorf("the guest wrote no summary (%v); see %s", rerr, filepath.Join(out, "console.log"))
+	}
+	return rs, nil
+}
+
+// stage copies what the guest runs into the run directory out: the
+// binaries, sqm-scripts' stand-ins, the profiles, traces and external
+// backends (other builds and edits may change them while the guest runs;
+// the guest sees the host's root read-only, but not what sits under the
+// host's /tmp), and writes the plan. It returns out, absolute.
+func stage(repo, out string, plan []planRun, kernelTests bool) (abs, planPath string, err error) {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", "", err
+	}
+	out, _ = filepath.Abs(out)
+	bin := filepath.Join(out, "bin")
+	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
+		return "", "", err
+	}
+	// sqm-scripts' stand-ins (the package's own files travel inside the
+	// lab binary); no Go file, so `go test ./...` never finds a copy under
+	// lab/results.
+	openwrt := filepath.Join(out, "openwrt")
+	os.RemoveAll(openwrt)
+	if err := os.CopyFS(filepath.Join(openwrt, "sqm-scripts"), os.DirFS(filepath.Join(repo, "openwrt", "test", "sqm-scripts"))); err != nil {
+		return "", "", fmt.Errorf("snapshot of openwrt/test/sqm-scripts: %w", err)
+	}
+	// Profiles travel with the run for the same reason as bin/.
+	plan = slices.Clone(plan)
+	for i := range plan {
+		plan[i].Backends = slices.Clone(plan[i].Backends)
+		b, err := os.ReadFile(plan[i].Profile)
+		if err != nil {
+			return "", "", err
+		}
+		plan[i].Profile = filepath.Join(out, "profiles", filepath.Base(plan[i].Profile))
+		if err := os.MkdirAll(filepath.Dir(plan[i].Profile), 0o755); err != nil {
+			return "", "", err
+		}
+		if err := os.WriteFile(plan[i].Profile, b, 0o644); err != nil {
+			return "", "", err
+		}
+	}
+	// So do traces.
+	for i := range plan {
+		if plan[i].Trace == "" {
+			continue
+		}
+		b, err := os.ReadFile(plan[i].Trace)
+		if err != nil {
+			return "", "", err
+		}
+		plan[i].Trace = filepath.Join(out, "traces", filepath.Base(plan[i].Trace))
+		os.MkdirAll(filepath.Dir(plan[i].Trace), 0o755)
+		if err := os.WriteFile(plan[i].Trace, b, 0o644); err != nil {
+			return "", "", err
+		}
+	}
+	// External backends travel with the run too: the guest sees the host's
+	// root read-only, but not what sits under the host's /tmp.
+	for i := range plan {
+		for j, b := range plan[i].Backends {
+			label, dir, ok := strings.Cut(strings.TrimPrefix(b, extPrefix), "=")
+			if !strings.HasPrefix(b, extPrefix) || !ok {
+				continue
+			}
+			dir, _ = filepath.Abs(dir)
+			snap := filepath.Join(out, "ext", label)
+			os.RemoveAll(snap)
+			if err := os.CopyFS(snap, os.DirFS(dir)); err != nil {
+				return "", "", fmt.Errorf("snapshot of %s: %w", b, err)
+			}
+			plan[i].Backends[j] = extPrefix + label + "=" + snap
+		}
+	}
+	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
+	lp := labPlan{Bin: bin, OpenWrt: openwrt, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
+	planPath = filepath.Join(out, "plan.json")
+	if err := writeJSON(planPath, lp); err != nil {
+		return "", "", err
+	}
+	return out, planPath, nil
+}
+
+// snapshotBin copies the programs the guest runs into the run directory.
+// The lab binary itself is required; tcshim only matters for nss.
+func snapshotBin(from, to string) error {
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"sqmkit-lab", "sqmkit", "sqmkit-router", "tcshim"} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			if name == "tcshim" && os.IsNotExist(err) {
+				continue
+			}
+			return fmt.Errorf("%w: run `make build` first", err)
+		}
+		if err := os.WriteFile(filepath.Join(to, name), b, 0o755); err != nil {
+			return err
+		}
+	}
+	tests, _ := filepath.Glob(filepath.Join(from, "labtests", "*.test"))
+	if len(tests) > 0 {
+		if err := os.MkdirAll(filepath.Join(to, "labtests"), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, t := range tests {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(to, "labtests", filepath.Base(t)), b, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readTrim(path string) string {
+	b, _ := os.ReadFile(path)
+	return strings.TrimSpace(string(b))
+}
+
+// hres says whether the guest's timers are high-resolution: without it a
+// sleep ends on a jiffy, and the noise gauge would read that as delay.
+func hres() string {
+	b, _ := os.ReadFile("/proc/timer_list")
+	n := len(regexp.MustCompile(`hres_active\s*:\s*1`).FindAll(b, -1))
+	return fmt.Sprintf("high-resolution timers on %d CPUs", n)
+}
+
+// hostLock serialises lab runs on one host: two guests on a 2-core machine
+// each measure the other's CPU load as latency.
+const hostLock = "/run/lock/sqmkit-lab.lock"
+
+func lockHost() (unlock func(), err error) {
+	f, err := os.OpenFile(hostLock, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lab lock: %w", err)
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
+		fmt.Printf("sqmkit-lab: another lab run holds %s; waiting for it to finish\n", hostLock)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("lab lock %s: %w", hostLock, err)
+		}
+	}
+	return func() { f.Close() }, nil
+}
