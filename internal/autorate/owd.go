@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbclient"
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 )
 
 // Raw is one probe's delay before its path's baseline is taken off.

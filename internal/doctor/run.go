@@ -6,11 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
+	"github.com/sqmkit/sqmkit/internal/sizelimit"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
