@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
@@ -21,13 +22,11 @@ import (
 // An A/B (`sqmkit-lab ab`) holds the router's shaper at one pair of rates
 // and measures the bidirectional phase with several instruments in turn,
 // round after round, so that what differs between them is the instrument
-// and not the rates, the boot or the hour. It answers questions a sweep
-// cannot: whether tune's confirming test reads the bidirectional phase
-// higher than tune's own step (it does not: docs/lab-notes.md, "2026-11-26,
-// night"), and whether the router's own traffic queues more than the
-// client's. Beside each test it samples the qdiscs' backlogs in the router
-// and the modem, which place a queue: in the shaper, or past it in the
-// modem's FIFO.
+// and not the rates, the boot or the hour: whether tune's confirming test
+// reads the bidirectional phase higher than its own step, and whether the
+// router's own traffic queues more than the client's. Beside each test it
+// samples the qdiscs' backlogs in the router and the modem, which place a
+// queue: in the shaper, or past it in the modem's FIFO.
 
 // abArm is one instrument: who sends and the test's phases.
 type abArm struct {
@@ -39,7 +38,7 @@ type abArm struct {
 // router the same phase of the router's own traffic, router-seg with its
 // upload one segment per packet (bbclient.Config.OneSegment); step and confirm
 // are tune's bidirectional step and its confirming test, long its
-// bidirectional step on a slow line (tune.LongPhase, its upload one
+// bidirectional step on a slow line (search.LongPhase, its upload one
 // segment per packet as tune sends it there).
 var abArms = map[string]abArm{
 	"client":     {nsClient, phaseArgs(0, 0, 0, gradeLoad)},
@@ -105,7 +104,7 @@ func armNames() string {
 type abTest struct {
 	Round  int                   `json:"round"`
 	Arm    string                `json:"arm"`
-	Phase  tune.Phase            `json:"phase"`
+	Phase  search.Phase          `json:"phase"`
 	Queues map[string]queueStats `json:"queues"`
 	Error  string                `json:"error,omitempty"`
 }
@@ -292,7 +291,7 @@ func (g *guest) abScenario(t *topo, name string, r *result, sp abSpec) error {
 
 // abTest runs one arm's test while sampling the qdiscs, and returns its
 // bidirectional phase and the qdiscs during the phase's judged window.
-func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.Phase, map[string]queueStats, error) {
+func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (search.Phase, map[string]queueStats, error) {
 	stop := make(chan struct{})
 	var samples []qdiscSample
 	var wg sync.WaitGroup
@@ -318,16 +317,16 @@ func (g *guest) abTest(t *topo, sh *shell, sq, dir, name string, a abArm) (tune.
 	close(stop)
 	wg.Wait()
 	if err != nil {
-		return tune.Phase{}, nil, err
+		return search.Phase{}, nil, err
 	}
-	ph, err := tune.PhaseOf(res, tune.Bidir)
+	ph, err := search.PhaseOf(res, search.Bidir)
 	if err != nil {
-		return tune.Phase{}, nil, err
+		return search.Phase{}, nil, err
 	}
 	var from, to time.Time
 	for _, p := range res.Phases {
 		if p.Name == accept.Bidir {
-			from = res.Started.Add(time.Duration((p.Start + tune.Transient) * float64(time.Second)))
+			from = res.Started.Add(time.Duration((p.Start + search.Transient) * float64(time.Second)))
 			to = res.Started.Add(time.Duration(p.End * float64(time.Second)))
 		}
 	}

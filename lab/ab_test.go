@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/tune"
+	"github.com/sqmkit/sqmkit/internal/search"
 )
 
 func TestABSpecCheck(t *testing.T) {
@@ -61,7 +61,9 @@ func TestABArms(t *testing.T) {
 }
 
 func TestABStats(t *testing.T) {
-	ph := func(m, up, down float64) tune.Phase { return tune.Phase{AddedMedian: m, AddedUp: up, AddedDown: down} }
+	ph := func(m, up, down float64) search.Phase {
+		return search.Phase{AddedMedian: m, AddedUp: up, AddedDown: down}
+	}
 	tests := []abTest{
 		{Round: 1, Arm: "step", Phase: ph(4, 1, 3), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 10000}}},
 		{Round: 1, Arm: "confirm", Phase: ph(6, 1, 5), Queues: map[string]queueStats{"modem m0 tbf": {Backlog: 30000, PktPerS: 3000, MeanPkt: 1000, DropPerS: 2}}},

@@ -34,11 +34,10 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 	}
 	// A scenario takes about 5 minutes, up to 4 more with noisy phases
 	// measured again. A sweep adds up to 21 one-way steps per direction and
-	// as many bidirectional ones, twice over when a best sat on the edge,
-	// each the graded phase (gradeLoad) and its idle baselines, ~44 s
-	// (cable × nss at 18a4893 ran 53 steps; at that count a sweep takes
-	// 40 minutes). The waits for a quiet host take at most
-	// settleBudget in each of the run's two passes (secondPass).
+	// as many bidirectional ones, twice over when a best sat on the edge, each
+	// the graded phase (gradeLoad) and its idle baselines, ~44 s: up to 40
+	// minutes. The waits for a quiet host take at most settleBudget in each
+	// of the run's two passes (secondPass).
 	n, timeout := 0, 3*time.Minute+2*settleBudget
 	for _, r := range plan {
 		n += len(r.Backends)

@@ -53,32 +53,20 @@ const noiseDir = "noise"
 // waited for a host CPU) more than maxRunnable of their time is measured
 // again too (causeStarved), as a noisy one is: the emulated machine had
 // too little headroom to forward on time, though no other process showed
-// and it did not run flat out (maxBusy). On 2026-11-27 this 2-core host
-// and CI's runner graded vdsl × nss's download at 21.5-23.2 Mbit/s (75-81 %
-// of its shaper; the bar is 85 %) in four of five runs, runnable 85-91 %,
-// and at 26.2 in the fifth, runnable 78 %, the same build minutes apart
-// (docs/lab-notes.md, "2026-11-27, evening"). A phase that passed stands
+// and it did not run flat out (maxBusy). A phase that passed stands
 // whatever its headroom; a miss is the shaper's once a measurement with
-// headroom repeats it, and one that never gets headroom is inconclusive.
+// headroom repeats it, and one that never gets headroom is inconclusive
+// (TestKeepCleanStarved).
 const maxRunnable = 0.80
 
 // A download phase that missed its goodput bar, and only that bar, on a
 // guest short of CPU on every try is not inconclusive but unproven: its
-// latency was graded and met, and its goodput could not be. On a guest
-// with no headroom the shaper's timer fires later than its 1 ms bucket
-// lasts, and each late wake-up loses rate that a router's timers would
-// not (docs/lab-notes.md, "2026-11-27, evening"; 5 ms buckets carried
-// 95 % on the same guest). CI's runners differ in speed, and on the slow
-// ones cable × nss read 29.1-31.1 Mbit/s against its 32.3 bar in six
-// tries of two boots (the CI run of 8113461), failing `make test` on a
-// figure no shaper could change. The goodput must still reach
-// minStarvedGoodput of the rate: the starved tries that missed only their
-// goodput carried 72-82 % of it (vdsl × nss at 20.5 of 28.5 Mbit/s the
-// lowest, the make test of d549e7b); one that also missed its p95 carried
-// 68 %. A try under the floor is not excused, and the phase stays
-// inconclusive, which fails the run: the safe side for a shaper that loses
-// rate of its own fault. Such a shaper also leaves the guest the headroom
-// to grade it.
+// latency was graded and met, and its goodput could not be, since each
+// late timer wake-up of a starved guest loses rate a router's would not.
+// The goodput must still reach minStarvedGoodput of the rate; a try under
+// it is not excused, and the phase stays inconclusive, which fails the
+// run: the safe side for a shaper that loses rate of its own fault
+// (TestKeepCleanStarvedVerdict).
 const minStarvedGoodput = 0.70
 
 // maxReruns bounds how often one noisy phase is measured again before the
@@ -106,12 +94,11 @@ func noisy(st *noise.Stats) string {
 // Before each measurement the lab waits for the host to calm down: a load
 // that comes and goes (a build, another job on a shared runner, a second
 // lab) then costs a wait instead of discarded phases, and three discarded
-// in a row make a scenario inconclusive (the CI run of 207327f: a second
-// lab on the same host took 19-34 % of its CPU through all three tries of
-// one phase). quietFor without a noisy() reason is calm; a host that does
-// not calm within maxSettle is measured anyway and the gate judges what it
-// measured. All of a run's waits share settleBudget, so a host busy from
-// start to end costs minutes, not CI's timeout.
+// in a row make a scenario inconclusive. quietFor without a noisy() reason
+// is calm; a host that does not calm within maxSettle is measured anyway
+// and the gate judges what it measured. All of a run's waits share
+// settleBudget, so a host busy from start to end costs minutes, not CI's
+// timeout (TestSettle).
 const (
 	quietFor     = 3 * time.Second
 	maxSettle    = 2 * time.Minute
@@ -503,14 +490,11 @@ func shortWhy(why string) string {
 
 // A scenario the host kept too busy to grade is run once more after all
 // the others, with a fresh settleBudget: a CI runner shares its CPU with
-// jobs it can neither see nor lock out (the CI run of 763f59c: other
-// processes and the hypervisor's steal at 23-27 % of the host through all
-// three tries of vdsl × nss's upload and the hotplug storm after it), and
-// a load that outlasts one scenario's tries is often gone by the end of
-// the run. Nothing is graded from a noisy window either way; the second
-// pass only gives the host a second chance to be quiet. A trace run is
-// not run again: cleanRun re-ran it already, and its controllers are
-// compared with each other.
+// jobs it can neither see nor lock out, and a load that outlasts one
+// scenario's tries is often gone by the end of the run. Nothing is graded
+// from a noisy window either way. A trace run is not run again: cleanRun
+// re-ran it already, and its controllers are compared with each other
+// (TestSecondPass).
 func (g *guest) secondPass(runs []planRun, byRun [][]result, run func(planRun) ([]result, error)) bool {
 	ran := false
 	for i, pr := range runs {
@@ -542,9 +526,7 @@ func (g *guest) secondPass(runs []planRun, byRun [][]result, run func(planRun) (
 		sub.Backends = bs
 		// A tune's clean sweep is kept: the noise was in its own stretch,
 		// and a sweep is up to an hour where the tune is three minutes
-		// (make lab at 2ab73ec, adsl-atm × nss: the tune's stretch was
-		// noisy after a 58-minute sweep, and the second pass's sweep ran
-		// the guest out of its time).
+		// (TestSecondPassKeepsSweep).
 		if pr.Mode == "tune" {
 			sub.Kept = map[string]*swept{}
 			for _, k := range at {

@@ -22,9 +22,9 @@ var ciPlan = []planRun{
 
 // allSweep is the sweep beside each of make lab's tunes: 70 %, not the
 // 80 % a sweep starts from by hand, because nss on ATM counts no cells and
-// its best pair sits at 79 / 76 % of adsl-atm's sync rate (73c71bd); with
-// a direction ending after 3 passing steps, the lower end costs nothing
-// where the knee is higher.
+// its best pair sits under 80 % of adsl-atm's sync rate; with a direction
+// ending after 3 passing steps, the lower end costs nothing where the
+// knee is higher.
 var allSweep = sweepSpec{From: 70, To: 100, Stop: 3}
 
 // allPlan is make lab's matrix: every profile × every backend, the .qos

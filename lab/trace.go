@@ -139,28 +139,49 @@ func (g *guest) traceOne(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 }
 
 func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, run *traceRun) error {
+	c := &ctlRun{stop: func() {}}
+	err := g.startCtl(t, tr, ctl, r, c)
+	defer func() { c.stop() }()
+	if c.tree != nil {
+		defer c.tree.Stop()
+	}
+	if err != nil {
+		return err
+	}
+	return g.replay(t, tr, profilePath, tracePath, ctl, r, c, run)
+}
+
+// ctlRun is a controller started for a trace: its shaper's scenario, its
+// process tree when the lab watches one, and what stops it.
+type ctlRun struct {
+	sc   *scenario
+	sh   *shell
+	tree *procevents.Tree
+	stop func()
+}
+
+// startCtl sets the modem at the trace's first point and starts controller
+// ctl: none, a static cake, sqmkit's autorate, or an external one on the
+// same cake at the same base rate (the controller is what differs).
+func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctlRun) error {
 	_, dmean, _ := trace.Stats(tr.Down)
 	_, umean, _ := trace.Stats(tr.Up)
-	dmin, umin := int(quantile(floats(tr.Down), 0.05)), int(quantile(floats(tr.Up), 0.05))
-	dlo := trace.SustainedMin(tr.Down)
-	ulo := trace.SustainedMin(tr.Up)
-	sh := t.sh
-	stopCtl := func() {}
-	var tree *procevents.Tree
-	var sc *scenario
+	// floor: 95 % of the trace's 5th percentile (its minimum is a dropout)
+	dmin, umin := max(int(quantile(floats(tr.Down), 0.05))*95/100, 64), max(int(quantile(floats(tr.Up), 0.05))*95/100, 64)
+	c.sh = t.sh
 	shaped := func(down, up int) error {
 		var err error
-		if sc, err = g.prepareAt(t, sqmkitBackend("cake"), r, down, up); err != nil {
+		if c.sc, err = g.prepareAt(t, sqmkitBackend("cake"), r, down, up); err != nil {
 			return err
 		}
-		sh = &shell{log: t.sh.log, env: sc.env}
-		if _, err := sh.run(nsRouter, routerSqmkit(sc.root), "start", "--root", sc.root); err != nil {
+		c.sh = &shell{log: t.sh.log, env: c.sc.env}
+		if _, err := c.sh.run(nsRouter, routerSqmkit(c.sc.root), "start", "--root", c.sc.root); err != nil {
 			return fmt.Errorf("start: %w", err)
 		}
-		stopCtl = func() { sh.run(nsRouter, routerSqmkit(sc.root), "stop", "--root", sc.root) }
+		sh, root := c.sh, c.sc.root
+		c.stop = func() { sh.run(nsRouter, routerSqmkit(root), "stop", "--root", root) }
 		return nil
 	}
-	// the modem at the trace's first point before anything starts
 	d0, u0 := tr.At(0)
 	if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", linkemu.Down, d0), " "),
 		strings.Join(linkemu.Change(t.p, "m1", linkemu.Up, u0), " ")}); err != nil {
@@ -168,85 +189,84 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 	}
 	switch {
 	case ctl == ctlNone:
+		return nil
 	case ctl == ctlStaticMin:
-		if err := shaped(max(dlo*95/100, 64), max(ulo*95/100, 64)); err != nil {
-			return err
-		}
-	case ctl == ctlStaticMean:
-		if err := shaped(dmean*95/100, umean*95/100); err != nil {
-			return err
-		}
-	case ctl == ctlSqmkit || ctl == ctlReflectors:
-		// base: the mean; floor: 95 % of the trace's 5th percentile (its
-		// minimum is a dropout); ceiling: its maximum
-		if err := shaped(dmean*95/100, umean*95/100); err != nil {
-			return err
-		}
-		args := []string{routerSqmkit(sc.root), "autorate", "--root", sc.root,
-			"--min", fmt.Sprintf("%d:%d", max(dmin*95/100, 64), max(umin*95/100, 64)), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up)}
-		if ctl == ctlSqmkit {
-			args = append(args, "--server", serverIP)
-		} else {
-			args = append(args, "--reflectors", serverIP+",10.3.0.1")
-		}
-		if g.events != nil {
-			tree = g.events.Adopt()
-		}
-		d, err := sh.daemon(nsRouter, filepath.Join(r.Dir, "autorate.log"), append(args, sc.dev)...)
-		if err != nil {
-			return err
-		}
-		if tree != nil {
-			tree.Root()
-		}
-		stopShaper := stopCtl
-		stopCtl = func() {
-			d.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-d.done:
-			case <-time.After(5 * time.Second):
-				d.stop()
-			}
-			stopShaper()
-		}
-	case strings.HasPrefix(ctl, extPrefix):
-		// the same cake at the same base rate as sqmkit's autorate: the
-		// controller is what differs
-		b, err := parseBackend(ctl)
-		if err != nil {
-			return err
-		}
-		if err := shaped(dmean*95/100, umean*95/100); err != nil {
-			return err
-		}
-		env := append(slices.Clone(sc.lab),
-			"LAB_IFB="+plan.IFBOf(config.Queue{Interface: sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
-			fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", max(dmin*95/100, 64)), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", max(umin*95/100, 64)),
-			fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
-			"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir)
-		esh := &shell{log: t.sh.log, env: env}
-		dir := b.(extBackend).dir
-		if g.events != nil {
-			tree = g.events.Adopt()
-		}
-		out, err := esh.run(nsRouter, filepath.Join(dir, "start"))
-		os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
-		if err != nil {
-			stopCtl()
-			return fmt.Errorf("%s start: %w", ctl, err)
-		}
-		stopShaper := stopCtl
-		stopCtl = func() {
-			esh.run(nsRouter, filepath.Join(dir, "stop"))
-			stopShaper()
-		}
-	default:
+		return shaped(max(trace.SustainedMin(tr.Down)*95/100, 64), max(trace.SustainedMin(tr.Up)*95/100, 64))
+	case ctl != ctlSqmkit && ctl != ctlReflectors && !strings.HasPrefix(ctl, extPrefix) && ctl != ctlStaticMean:
 		return fmt.Errorf("controller %q: want one of %s or ext:NAME=DIR", ctl, strings.Join(traceControllers, ", "))
 	}
-	defer func() { stopCtl() }()
-	if tree != nil {
-		defer tree.Stop()
+	// base: the mean
+	if err := shaped(dmean*95/100, umean*95/100); err != nil || ctl == ctlStaticMean {
+		return err
 	}
+	if strings.HasPrefix(ctl, extPrefix) {
+		return g.startExt(t, tr, ctl, r, c, dmin, umin)
+	}
+	// ceiling: the trace's maximum
+	args := []string{routerSqmkit(c.sc.root), "autorate", "--root", c.sc.root,
+		"--min", fmt.Sprintf("%d:%d", dmin, umin), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up)}
+	if ctl == ctlSqmkit {
+		args = append(args, "--server", serverIP)
+	} else {
+		args = append(args, "--reflectors", serverIP+",10.3.0.1")
+	}
+	if g.events != nil {
+		c.tree = g.events.Adopt()
+	}
+	d, err := c.sh.daemon(nsRouter, filepath.Join(r.Dir, "autorate.log"), append(args, c.sc.dev)...)
+	if err != nil {
+		return err
+	}
+	if c.tree != nil {
+		c.tree.Root()
+	}
+	stopShaper := c.stop
+	c.stop = func() {
+		d.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(5 * time.Second):
+			d.stop()
+		}
+		stopShaper()
+	}
+	return nil
+}
+
+// startExt starts an external controller's start script on the shaper
+// startCtl set up, with the trace's floor and ceiling in its environment.
+func (g *guest) startExt(t *topo, tr *trace.Trace, ctl string, r *result, c *ctlRun, dmin, umin int) error {
+	b, err := parseBackend(ctl)
+	if err != nil {
+		return err
+	}
+	env := append(slices.Clone(c.sc.lab),
+		"LAB_IFB="+plan.IFBOf(config.Queue{Interface: c.sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
+		fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", dmin), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", umin),
+		fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
+		"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir)
+	esh := &shell{log: t.sh.log, env: env}
+	dir := b.(extBackend).dir
+	if g.events != nil {
+		c.tree = g.events.Adopt()
+	}
+	out, err := esh.run(nsRouter, filepath.Join(dir, "start"))
+	os.WriteFile(filepath.Join(r.Dir, "start.log"), []byte(out), 0o644)
+	if err != nil {
+		return fmt.Errorf("%s start: %w", ctl, err)
+	}
+	stopShaper := c.stop
+	c.stop = func() {
+		esh.run(nsRouter, filepath.Join(dir, "stop"))
+		stopShaper()
+	}
+	return nil
+}
+
+// replay plays the trace on the modem while the client loads both ways and
+// probes, samples the rates the controller sets, and judges the figures.
+func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, c *ctlRun, run *traceRun) error {
+	sc, tree := c.sc, c.tree
 	cpu0 := treeCPU(tree)
 	// the player changes the modem's rates from the trace, the test loads
 	// both ways and probes, the rates the controller sets are sampled
@@ -315,12 +335,10 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 }
 
 // Bars for an autorate controller on any of the lab's traces, loose
-// enough for every run of a working one (lte, its hardest: p95 ≤ 44 ms
-// and utilisation ≥ 0.44 over its first minute or all of it, c3d8776 to
-// 7aa51ff), and missed by each way of not following: a rate left at the
-// mean is bloated by seconds (static-mean: p95 1.3–2.6 s on lte), one
-// sunk to the floor wastes the link (static-min: utilisation 0.31–0.34),
-// a daemon that stopped changes nothing.
+// enough for every run of a working one on lte, its hardest, and missed by
+// each way of not following: a rate left at the mean is bloated by
+// seconds, one sunk to the floor wastes the link, a daemon that stopped
+// changes nothing (TestTraceChecks).
 const (
 	traceMaxP95Ms      = 60
 	traceMinUtil       = 0.4

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
@@ -42,8 +43,7 @@ type swept struct {
 	OneWayUp   int `json:"one_way_best_upload_kbit"`
 	Steps      int `json:"steps"`
 	// PhaseSeconds is each step's loaded phase: the full test's graded
-	// phase (gradeLoad) from the client since 2026-11-26; sweeps before
-	// it ran tune's 6 s in the router namespace.
+	// phase (gradeLoad) from the client.
 	PhaseSeconds float64 `json:"phase_seconds"`
 	WallSeconds  float64 `json:"wall_seconds"`
 }
@@ -54,19 +54,14 @@ type sweepSpec struct {
 }
 
 // sweep finds the ground truth tune is judged against the way the grade is
-// measured: tune's own exhaustive sweep (tune.Sweep: every 1 % step from
-// the line down per direction, the other held at its line rate, then the
-// bidirectional pair descending from both one-way bests) on a Link whose
+// measured: tune's own exhaustive sweep (search.Sweep) on a Link whose
 // rates change on the router (`sqmkit rate`, no teardown) and whose phases
-// are the full test's: `sqmkit test` from the client through the router,
-// 30 s (gradeLoad), judged from 1.5 s in like tune's. The profile's sync
-// rates are 100 %. Before 2026-11-26 the sweep was `sqmkit tune --sweep`
-// in the router namespace, 6 s phases of the router's own traffic: its
-// bidirectional steps read +5.3 to +10.5 ms on cable × cake over 7 % of the
-// line where the graded phase at 95 % read +4.4, and at 30 s in the router
-// namespace vdsl × cake's read a p95 of +14 to +108 ms down to 88 % of the
-// line where graded phases at 88-96 % met A+. It ends with a fresh start
-// from the config, the rates tune begins at.
+// are the full test's from the client through the router, 30 s
+// (gradeLoad), judged from 1.5 s in like tune's. Short phases of the
+// router's own traffic read the bidirectional delay far from the graded
+// phase's, so they are no ground truth. The profile's sync rates are
+// 100 %. It ends with a fresh start from the config, the rates tune begins
+// at (TestAgainstSweep).
 func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp sweepSpec) error {
 	if err := g.settle("sweep"); err != nil {
 		return err
@@ -77,7 +72,7 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 	}
 	var log strings.Builder
 	t0 := time.Now()
-	res, err := tune.Sweep(context.Background(), l, tune.SweepConfig{Target: tune.APlus, LineDown: t.p.Down, LineUp: t.p.Up,
+	res, err := search.Sweep(context.Background(), l, search.SweepConfig{Target: search.APlus, LineDown: t.p.Down, LineUp: t.p.Up,
 		From: float64(sp.From) / 100, To: float64(sp.To) / 100, Step: 0.01, StopAfter: sp.Stop,
 		Progress: func(s string) { fmt.Fprintln(&log, s) }})
 	os.WriteFile(filepath.Join(r.Dir, "sweep.log"), []byte(log.String()), 0o644)
@@ -104,7 +99,7 @@ func (g *guest) sweep(t *topo, sh *shell, sq string, sc *scenario, r *result, sp
 	return nil
 }
 
-// gradeLink is the sweep's tune.Link: the router's shaper, measured by the
+// gradeLink is the sweep's search.Link: the router's shaper, measured by the
 // grade's test from the client. Every phase's test is kept in dir.
 type gradeLink struct {
 	t      *topo
@@ -127,16 +122,16 @@ func (l *gradeLink) SetRates(_ context.Context, down, up int) error {
 // one segment per packet already.
 func (l *gradeLink) SlowUpload() {}
 
-func (l *gradeLink) Load(_ context.Context, k tune.Kind, n tune.Length) (tune.Phase, error) {
-	if n == tune.LinePhase {
-		return tune.Phase{}, errors.New("the lab's sweep takes the profile's sync rates as the line; it measures none")
+func (l *gradeLink) Load(_ context.Context, k search.Kind, n search.Length) (search.Phase, error) {
+	if n == search.LinePhase {
+		return search.Phase{}, errors.New("the lab's sweep takes the profile's sync rates as the line; it measures none")
 	}
 	l.n++
 	_, res, err := l.t.sqmkitTest(l.client, l.dir, fmt.Sprintf("%02d-%s", l.n, k), string(k))
 	if err != nil {
-		return tune.Phase{}, err
+		return search.Phase{}, err
 	}
-	return tune.PhaseOf(res, k)
+	return search.PhaseOf(res, k)
 }
 
 func pct(a, b int) float64 { return 100 * float64(a) / float64(max(b, 1)) }
@@ -182,20 +177,13 @@ const minLineShare = 90
 // it (110 %). Under the floor, what was measured judges: when a phase the
 // direction loads (its own, or the bidirectional one where the delay was
 // that direction's queue) missed the direction's target at a rate that
-// tune's smallest lowering (tune.BidirStep) takes under the floor, the
+// tune's smallest lowering (search.BidirStep) takes under the floor, the
 // link left no room at the floor that tune could have found, so the link
 // set the rate, not tune. seen are those measurements: the lab's full test
 // at the tuned rates, tune's confirming test where it ran higher, and
-// tune's own steps (make test at 6ae3054: its bidirectional step at 91.25 %
-// of sync read +5.3/+16.2 ms in the download's queue with no budget left,
-// tune lowered 2 % to 89.4 %, and the lab's test there met A+). A slower
-// guest moves the knee that far: cable × cake's sweep found its best
-// download at 83 % of sync on the evening of 2026-11-25, and `make test`'s
-// tune that evening chose 85 % and graded bidirectional +6.0/+17.6 ms
-// there, over A+'s 5/15; at fa3f944 its confirming test at 89 % read
-// +6.1/+16.5, tune lowered the download 2 % to 87 %, and the lab's test
-// there met A+.
-func againstLine(name string, tuned, line int, t tune.Target, seen ...measured) accept.Check {
+// tune's own steps. A slower guest moves the knee that far (TestAgainstLine,
+// TestFloorChecks).
+func againstLine(name string, tuned, line int, t search.Target, seen ...measured) accept.Check {
 	got := pct(tuned, line)
 	c := accept.Check{Name: name + " tuned % of the line (no sweep ran)", Got: got,
 		Want: fmt.Sprintf(">= %d and <= 110", minLineShare), OK: got >= minLineShare && got <= 110}
@@ -204,12 +192,12 @@ func againstLine(name string, tuned, line int, t tune.Target, seen ...measured) 
 	}
 	for _, m := range seen {
 		p := m.p
-		if p == nil || pct(m.rate, line)*(1-tune.BidirStep) >= minLineShare || p.AddedMedian <= t.MedianMs && p.AddedP95 <= t.P95Ms {
+		if p == nil || pct(m.rate, line)*(1-search.BidirStep) >= minLineShare || p.AddedMedian <= t.MedianMs && p.AddedP95 <= t.P95Ms {
 			continue
 		}
 		// a bidirectional miss speaks for the direction whose queue it
-		// was, as tune reads it (tune.Queued)
-		if down, up := tune.Queued(p.AddedDown, p.AddedUp, t.MedianMs); p.Name == accept.Bidir && !(name == accept.Download && down || name == accept.Upload && up) {
+		// was, as tune reads it (search.Queued)
+		if down, up := search.Queued(p.AddedDown, p.AddedUp, t.MedianMs); p.Name == accept.Bidir && !(name == accept.Download && down || name == accept.Upload && up) {
 			continue
 		}
 		c.Want = fmt.Sprintf("<= 110; under %d %% only where the link left no room: the %s phase at %d kbit/s (%.1f %%, %s) read +%.1f/+%.1f ms, over %s (%g/%g)",
@@ -238,7 +226,7 @@ func floorChecks(test accept.Measurement, o tune.Outcome, downLine, upLine int) 
 		m := fromBB(o.Confirm, "", "")
 		confirm = &m
 	}
-	check := func(dir string, c tune.Choice, line, confirmed int) accept.Check {
+	check := func(dir string, c search.Choice, line, confirmed int) accept.Check {
 		seen := []measured{{c.RateKbit, "the lab's test", test.Phase(dir)}, {c.RateKbit, "the lab's test", test.Phase(accept.Bidir)}}
 		if confirm != nil && confirmed != c.RateKbit {
 			seen = append(seen, measured{confirmed, "tune's confirming test", confirm.Phase(dir)},
@@ -254,14 +242,14 @@ func floorChecks(test accept.Measurement, o tune.Outcome, downLine, upLine int) 
 
 // stepsOf are the steps of tune's search that loaded direction dir: its
 // own, and the bidirectional ones at that direction's rate.
-func stepsOf(r *tune.Report, dir string) []measured {
+func stepsOf(r *search.Report, dir string) []measured {
 	var out []measured
 	for _, st := range r.Steps {
 		rate := st.RateKbit
 		switch {
-		case st.Kind == tune.Bidir && dir == accept.Upload:
+		case st.Kind == search.Bidir && dir == accept.Upload:
 			rate = st.Other
-		case st.Kind != tune.Bidir && string(st.Kind) != dir:
+		case st.Kind != search.Bidir && string(st.Kind) != dir:
 			continue
 		}
 		out = append(out, measured{rate, "tune's " + string(st.Kind) + " step", &accept.Phase{

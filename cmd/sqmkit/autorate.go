@@ -41,17 +41,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *list {
-		qs, err := config.Resolve(*root, *file, o, "")
-		if err != nil && !errors.Is(err, config.ErrNoneEnabled) {
-			fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
-			return 1
-		}
-		for _, q := range qs {
-			if q.Autorate {
-				fmt.Fprintln(stdout, q.Section)
-			}
-		}
-		return 0
+		return listAutorate(*root, *file, o, stdout, stderr)
 	}
 	if fs.NArg() > 1 {
 		fmt.Fprintf(stderr, "sqmkit autorate: one SECTION or IFACE at most, got %q\n", fs.Args())
@@ -63,39 +53,13 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
-	if err == nil && len(qs) > 1 {
-		err = fmt.Errorf("%d queues are enabled (%s and %s, ...); name the one to follow", len(qs), qs[0].Section, qs[1].Section)
-	}
-	var ts []apply.Target
-	if err == nil {
-		ts, err = targets(*root, qs, "")
-	}
+	t, code, err := autorateTarget(*root, *file, o, fs.Arg(0), *minR, *maxR)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
-		return 1
+		return code
 	}
-	q := ts[0].Queue
-	lo, hi := q.AutorateBounds()
-	for _, f := range []struct {
-		name, v string
-		r       *config.Rates
-	}{{"--min", *minR, &lo}, {"--max", *maxR, &hi}} {
-		if f.v == "" {
-			continue
-		}
-		r, err := ratePair(f.name, f.v, "10000:2000")
-		if err != nil {
-			fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
-			return 2
-		}
-		*f.r = r
-	}
-	q.Autorate, q.AutorateMin, q.AutorateMax = true, lo, hi
-	if err := q.Validate(); err != nil {
-		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
-		return 1
-	}
+	q := t.Queue
+	lo, hi := q.AutorateMin, q.AutorateMax
 	src, err := delaySource(q, *server, *reflectors, *token, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
@@ -103,7 +67,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	}
 	opts := systemOptions(*root, tc.DefaultCacheDir, *lockWait, false, stderr)
 	opts.Log = nil // autorate logs its own line per change
-	f, err := apply.Follow(ts[0], "sqmkit autorate", opts)
+	f, err := apply.Follow(t, "sqmkit autorate", opts)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit autorate: %s: %v\n", q.Interface, err)
 		return 1
@@ -136,6 +100,55 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// listAutorate prints the enabled sections with option autorate '1'.
+func listAutorate(root, file string, o *config.Overrides, stdout, stderr io.Writer) int {
+	qs, err := config.Resolve(root, file, o, "")
+	if err != nil && !errors.Is(err, config.ErrNoneEnabled) {
+		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
+		return 1
+	}
+	for _, q := range qs {
+		if q.Autorate {
+			fmt.Fprintln(stdout, q.Section)
+		}
+	}
+	return 0
+}
+
+// autorateTarget is the one queue to follow, with its floor and ceiling
+// from --min and --max over the config's, checked; code is the exit status
+// of an error (2: a bad flag).
+func autorateTarget(root, file string, o *config.Overrides, name, minR, maxR string) (apply.Target, int, error) {
+	qs, err := config.Resolve(root, file, o, name)
+	if err == nil && len(qs) > 1 {
+		err = fmt.Errorf("%d queues are enabled (%s and %s, ...); name the one to follow", len(qs), qs[0].Section, qs[1].Section)
+	}
+	var ts []apply.Target
+	if err == nil {
+		ts, err = targets(root, qs, "")
+	}
+	if err != nil {
+		return apply.Target{}, 1, err
+	}
+	t := ts[0]
+	lo, hi := t.Queue.AutorateBounds()
+	for _, f := range []struct {
+		name, v string
+		r       *config.Rates
+	}{{"--min", minR, &lo}, {"--max", maxR, &hi}} {
+		if f.v == "" {
+			continue
+		}
+		r, err := ratePair(f.name, f.v, "10000:2000")
+		if err != nil {
+			return t, 2, err
+		}
+		*f.r = r
+	}
+	t.Queue.Autorate, t.Queue.AutorateMin, t.Queue.AutorateMax = true, lo, hi
+	return t, 1, t.Queue.Validate()
 }
 
 // delaySource is the server when one is named, else the reflectors.

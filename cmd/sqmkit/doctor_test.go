@@ -165,28 +165,7 @@ func TestDoctorLive(t *testing.T) {
 		}
 	})
 
-	t.Run("healthy over a window", func(t *testing.T) {
-		ns := tctest.NewNetns(t, "docwatch")
-		setup(t, ns, base...)
-		bin := exec.Command("ip", "netns", "exec", ns.Name, bin, "doctor", "--json", "--watch", "2", "wan")
-		var out bytes.Buffer
-		bin.Stdout, bin.Stderr = &out, &out
-		if err := bin.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(500 * time.Millisecond)
-		blast(t, ns, 3000) // 3 MB: enough for the bypass check to judge
-		if err := bin.Wait(); err != nil {
-			t.Fatalf("%v\n%s", err, &out)
-		}
-		var r doctor.Report
-		if err := json.Unmarshal(out.Bytes(), &r); err != nil {
-			t.Fatal(err)
-		}
-		if r.Basis != "window" || r.WindowSeconds != 2 || r.Status != doctor.OK || !has(&r, doctor.OK, "on-path", "wan qdisc htb 1:") {
-			t.Errorf("report:\n%s", &out)
-		}
-	})
+	t.Run("healthy over a window", func(t *testing.T) { doctorWindow(t, bin, base) })
 
 	t.Run("dead class", func(t *testing.T) {
 		ns := tctest.NewNetns(t, "docdead")
@@ -221,24 +200,7 @@ func TestDoctorLive(t *testing.T) {
 		}
 	})
 
-	t.Run("after sqmkit start, against the same flags", func(t *testing.T) {
-		ns := tctest.NewNetns(t, "docstart")
-		setup(t, ns, "ip addr add 10.77.0.1/24 dev wan", "ip neigh add 10.77.0.3 lladdr 02:00:00:00:00:03 dev wan")
-		root := t.TempDir()
-		flags := []string{"--root", root, "--interface", "wan", "--backend", "nss", "--download", "20000"}
-		if _, code, out := sqmkitIn(t, ns, bin, true, append([]string{"start"}, append(flags, "--upload", "10000")...)...); code != 0 {
-			t.Fatalf("start: exit %d\n%s", code, out)
-		}
-		blast(t, ns, 300)
-		r, code, out := sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "10000")...)...)
-		if code != 0 || !has(r, doctor.OK, "egress", "wan") || !has(r, doctor.OK, "ingress", "wan") {
-			t.Fatalf("doctor after start: exit %d\n%s", code, out)
-		}
-		r, code, out = sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "12000")...)...)
-		if code != 1 || !has(r, doctor.Warn, "mismatch", "wan egress") {
-			t.Fatalf("doctor with another upload rate: exit %d\n%s", code, out)
-		}
-	})
+	t.Run("after sqmkit start, against the same flags", func(t *testing.T) { doctorAfterStart(t, bin) })
 
 	t.Run("unknown device", func(t *testing.T) {
 		ns := tctest.NewNetns(t, "docnodev")
@@ -247,6 +209,51 @@ func TestDoctorLive(t *testing.T) {
 			t.Fatalf("exit %d:\n%s", code, out)
 		}
 	})
+}
+
+// doctorWindow: a healthy tree judged over a --watch window of traffic.
+func doctorWindow(t *testing.T, bin string, base []string) {
+	ns := tctest.NewNetns(t, "docwatch")
+	setup(t, ns, base...)
+	cmd := exec.Command("ip", "netns", "exec", ns.Name, bin, "doctor", "--json", "--watch", "2", "wan")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	blast(t, ns, 3000) // 3 MB: enough for the bypass check to judge
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v\n%s", err, &out)
+	}
+	var r doctor.Report
+	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Basis != "window" || r.WindowSeconds != 2 || r.Status != doctor.OK || !has(&r, doctor.OK, "on-path", "wan qdisc htb 1:") {
+		t.Errorf("report:\n%s", &out)
+	}
+}
+
+// doctorAfterStart: doctor with sqmkit start's flags finds the tree it
+// built, and a mismatch with another rate.
+func doctorAfterStart(t *testing.T, bin string) {
+	ns := tctest.NewNetns(t, "docstart")
+	setup(t, ns, "ip addr add 10.77.0.1/24 dev wan", "ip neigh add 10.77.0.3 lladdr 02:00:00:00:00:03 dev wan")
+	root := t.TempDir()
+	flags := []string{"--root", root, "--interface", "wan", "--backend", "nss", "--download", "20000"}
+	if _, code, out := sqmkitIn(t, ns, bin, true, append([]string{"start"}, append(flags, "--upload", "10000")...)...); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	blast(t, ns, 300)
+	r, code, out := sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "10000")...)...)
+	if code != 0 || !has(r, doctor.OK, "egress", "wan") || !has(r, doctor.OK, "ingress", "wan") {
+		t.Fatalf("doctor after start: exit %d\n%s", code, out)
+	}
+	r, code, out = sqmkitIn(t, ns, bin, true, append([]string{"doctor", "--json"}, append(flags, "--upload", "12000")...)...)
+	if code != 1 || !has(r, doctor.Warn, "mismatch", "wan egress") {
+		t.Fatalf("doctor with another upload rate: exit %d\n%s", code, out)
+	}
 }
 
 // TestDoctorWatchRange: a --watch window beyond a day, negative or not a

@@ -299,8 +299,7 @@ func TestStopWithoutTC(t *testing.T) {
 
 // `sqmkit rate` on a started queue, as tune, autorate and the lab's sweep
 // call it: the kernel holds the new rates, status plans with them, and a
-// full start goes back to the config's. Nothing ran the command until the
-// lab's sweep did, and it had panicked on every run since f1765b3.
+// full start goes back to the config's (it once panicked on every run).
 func TestRateCLI(t *testing.T) {
 	tctest.NeedRoot(t)
 	bin := buildSqmkit(t)

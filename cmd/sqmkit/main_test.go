@@ -77,3 +77,25 @@ func TestProductImportsNoLab(t *testing.T) {
 		}
 	}
 }
+
+// TestPurePackagesTouchNoKernel: planning, the search and the plots are
+// pure functions of their input (docs/hacking.md, "Layout"): none of them,
+// its tests aside, links the executor, the test client or a tc runner.
+func TestPurePackagesTouchNoKernel(t *testing.T) {
+	live := []string{"internal/apply", "internal/bbclient", "internal/bbserver", "internal/tc", "internal/tune", "internal/rpm", "internal/autorate", "internal/doctor"}
+	for _, pkg := range []string{"./internal/plan", "./internal/search", "./internal/report/plot"} {
+		c := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg)
+		c.Dir = "../.."
+		out, err := c.Output()
+		if err != nil {
+			t.Fatalf("go list %s: %v", pkg, err)
+		}
+		for _, p := range strings.Fields(string(out)) {
+			for _, l := range live {
+				if p == "github.com/sqmkit/sqmkit/"+l || strings.HasPrefix(p, "github.com/sqmkit/sqmkit/"+l+"/") {
+					t.Errorf("%s depends on %s", pkg, p)
+				}
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,6 +37,73 @@ func TestServeSoak(t *testing.T) {
 	bin := buildSqmkit(t)
 	port := freePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	srv, logLines := startSoakServer(t, prlimit, bin, addr)
+	pid := srv.Process.Pid
+	legit := func(name string) error {
+		js := filepath.Join(t.TempDir(), name+".json")
+		out, err := exec.Command(bin, "test", addr, "--token", "soak-secret", "--quiet", "--idle", "500ms",
+			"--download", "2s", "--upload", "2s", "--bidir", "2s", "--streams", "2", "--json", js).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%s: %v\n%s", name, err, out)
+		}
+		return nil
+	}
+	if err := legit("warm-up"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	fds0, rss0 := procUse(t, pid)
+
+	counts, stop := abuse(addr, port)
+	time.Sleep(time.Second)
+	for i := range 3 {
+		if err := legit(fmt.Sprintf("during-abuse-%d", i)); err != nil {
+			t.Errorf("a legitimate test failed under abuse: %v", err)
+		}
+	}
+	fdsPeak, rssPeak := procUse(t, pid)
+	stop()
+	t.Logf("abuse: %d idle sockets, %d token guesses, %d bad frames, %d churned connections, %d UDP packets; server fds %d -> %d, RSS %d -> %d kB",
+		counts[0].Load(), counts[1].Load(), counts[2].Load(), counts[3].Load(), counts[4].Load(), fds0, fdsPeak, rss0, rssPeak)
+	if counts[1].Load() < 20 || counts[2].Load() < 20 || counts[4].Load() < 1000 {
+		t.Errorf("the abuse did not run: %d guesses, %d bad frames, %d UDP packets", counts[1].Load(), counts[2].Load(), counts[4].Load())
+	}
+
+	// Back to the starting level: descriptors exactly (give closes a
+	// moment), memory within what the runtime keeps for reuse.
+	var fds, rss int
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		fds, rss = procUse(t, pid)
+		if fds <= fds0 && rss <= rss0+24<<10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if fds > fds0 || rss > rss0+24<<10 {
+		t.Errorf("after the abuse: %d fds (start %d), RSS %d kB (start %d kB)", fds, fds0, rss, rss0)
+	}
+	if err := legit("after-abuse"); err != nil {
+		t.Errorf("after the abuse: %v", err)
+	}
+	if srv.ProcessState != nil {
+		t.Fatalf("the server exited: %v", srv.ProcessState)
+	}
+	lines := logLines()
+	joined := strings.Join(lines, "\n")
+	for _, want := range []string{"open file limit 200", "wrong tokens within a minute", "unidentified connections"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("server log lacks %q", want)
+		}
+	}
+	if n := len(lines); n > 200 {
+		t.Errorf("the abuse flooded the log: %d lines", n)
+	}
+}
+
+// startSoakServer starts sqmkit serve under a 200-file limit and returns
+// it with its log lines so far.
+func startSoakServer(t *testing.T, prlimit, bin, addr string) (*exec.Cmd, func() []string) {
 	srv := exec.Command(prlimit, "--nofile=200", bin, "serve", "--listen", addr, "--token", "soak-secret", "--per-ip", "30")
 	logs, err := srv.StderrPipe()
 	if err != nil {
@@ -64,85 +132,31 @@ func TestServeSoak(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("sqmkit serve did not start")
 	}
-	pid := srv.Process.Pid
-	legit := func(name string) error {
-		js := filepath.Join(t.TempDir(), name+".json")
-		out, err := exec.Command(bin, "test", addr, "--token", "soak-secret", "--quiet", "--idle", "500ms",
-			"--download", "2s", "--upload", "2s", "--bidir", "2s", "--streams", "2", "--json", js).CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%s: %v\n%s", name, err, out)
-		}
-		return nil
+	return srv, func() []string {
+		logMu.Lock()
+		defer logMu.Unlock()
+		return slices.Clone(logLines)
 	}
-	if err := legit("warm-up"); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(time.Second)
-	fds0, rss0 := procUse(t, pid)
+}
 
-	ctx, stop := context.WithCancel(context.Background())
-	var abuse sync.WaitGroup
-	var counts [5]atomic.Int64
+// abuse starts every kind of abuse against the server at addr from other
+// loopback addresses; stop ends it and waits. counts: idle sockets, token
+// guesses, bad frames, churned connections, UDP packets.
+func abuse(addr string, port int) (counts *[5]atomic.Int64, stop func()) {
+	counts = new([5]atomic.Int64)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
 	for i := range 8 { // idle sockets from eight addresses, 60 each
 		src := fmt.Sprintf("127.0.0.%d", 10+i)
-		abuse.Add(1)
-		go func() { defer abuse.Done(); idleSockets(ctx, src, addr, 60, &counts[0]) }()
+		wg.Add(1)
+		go func() { defer wg.Done(); idleSockets(ctx, src, addr, 60, &counts[0]) }()
 	}
-	abuse.Add(1)
-	go func() { defer abuse.Done(); guessTokens(ctx, "127.0.0.20", addr, &counts[1]) }()
-	abuse.Add(1)
-	go func() { defer abuse.Done(); badFrames(ctx, "127.0.0.21", addr, &counts[2]) }()
-	abuse.Add(1)
-	go func() { defer abuse.Done(); churn(ctx, "127.0.0.22", addr, &counts[3]) }()
-	abuse.Add(1)
-	go func() { defer abuse.Done(); udpFlood(ctx, "127.0.0.23", port, &counts[4]) }()
-
-	time.Sleep(time.Second)
-	for i := range 3 {
-		if err := legit(fmt.Sprintf("during-abuse-%d", i)); err != nil {
-			t.Errorf("a legitimate test failed under abuse: %v", err)
-		}
-	}
-	fdsPeak, rssPeak := procUse(t, pid)
-	stop()
-	abuse.Wait()
-	t.Logf("abuse: %d idle sockets, %d token guesses, %d bad frames, %d churned connections, %d UDP packets; server fds %d -> %d, RSS %d -> %d kB",
-		counts[0].Load(), counts[1].Load(), counts[2].Load(), counts[3].Load(), counts[4].Load(), fds0, fdsPeak, rss0, rssPeak)
-	if counts[1].Load() < 20 || counts[2].Load() < 20 || counts[4].Load() < 1000 {
-		t.Errorf("the abuse did not run: %d guesses, %d bad frames, %d UDP packets", counts[1].Load(), counts[2].Load(), counts[4].Load())
-	}
-
-	// Back to the starting level: descriptors exactly (give closes a
-	// moment), memory within what the runtime keeps for reuse.
-	var fds, rss int
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		fds, rss = procUse(t, pid)
-		if fds <= fds0 && rss <= rss0+24<<10 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	if fds > fds0 || rss > rss0+24<<10 {
-		t.Errorf("after the abuse: %d fds (start %d), RSS %d kB (start %d kB)", fds, fds0, rss, rss0)
-	}
-	if err := legit("after-abuse"); err != nil {
-		t.Errorf("after the abuse: %v", err)
-	}
-	if srv.ProcessState != nil {
-		t.Fatalf("the server exited: %v", srv.ProcessState)
-	}
-	logMu.Lock()
-	defer logMu.Unlock()
-	joined := strings.Join(logLines, "\n")
-	for _, want := range []string{"open file limit 200", "wrong tokens within a minute", "unidentified connections"} {
-		if !strings.Contains(joined, want) {
-			t.Errorf("server log lacks %q", want)
-		}
-	}
-	if n := len(logLines); n > 200 {
-		t.Errorf("the abuse flooded the log: %d lines", n)
-	}
+	wg.Add(4)
+	go func() { defer wg.Done(); guessTokens(ctx, "127.0.0.20", addr, &counts[1]) }()
+	go func() { defer wg.Done(); badFrames(ctx, "127.0.0.21", addr, &counts[2]) }()
+	go func() { defer wg.Done(); churn(ctx, "127.0.0.22", addr, &counts[3]) }()
+	go func() { defer wg.Done(); udpFlood(ctx, "127.0.0.23", port, &counts[4]) }()
+	return counts, func() { cancel(); wg.Wait() }
 }
 
 func freePort(t *testing.T) int {

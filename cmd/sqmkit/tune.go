@@ -13,6 +13,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
@@ -45,26 +46,13 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if !ok {
 		return code
 	}
-	t, known := tune.Targets[*target]
+	t, known := search.Targets[*target]
 	want := 2
 	if *undo {
 		want = 1
 	}
-	switch {
-	case !known:
-		fmt.Fprintf(stderr, "sqmkit tune: --target %q: want A+ or A\n", *target)
-		return 2
-	case *v4 && *v6:
-		fmt.Fprintln(stderr, "sqmkit tune: -4 and -6 exclude each other")
-		return 2
-	case *sweep != "" && (*write || *undo):
-		fmt.Fprintln(stderr, "sqmkit tune: --sweep measures and changes nothing; it does not combine with --write or --undo")
-		return 2
-	case *sweep == "" && sweepOnly(fs) != "":
-		fmt.Fprintf(stderr, "sqmkit tune: %s goes with --sweep FROM:TO (a search measures the line and sets its own phases)\n", sweepOnly(fs))
-		return 2
-	case len(pos) > want || !*undo && len(pos) == 0:
-		fmt.Fprintln(stderr, "sqmkit tune: want SERVER[:PORT] and at most one SECTION or IFACE (see -h)")
+	if msg := tuneUsage(fs, known, *target, *v4 && *v6, *sweep != "", *write || *undo, len(pos) > want || !*undo && len(pos) == 0); msg != "" {
+		fmt.Fprintln(stderr, "sqmkit tune:", msg)
 		return 2
 	}
 	sel := ""
@@ -118,14 +106,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	out, err := s.Run(ctx)
 	if out != nil && out.Report != nil {
 		printTune(stdout, out)
-		if *jsonFile != "" {
-			writeTuneJSON(*jsonFile, out, stderr)
-		}
-		if *plotFile != "" {
-			if werr := writeTunePlot(*plotFile, out.Report); werr != nil {
-				fmt.Fprintf(stderr, "sqmkit tune: %v\n", werr)
-			}
-		}
+		writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
@@ -134,8 +115,38 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// tuneUsage says what is wrong with tune's flags and arguments, "" when
+// nothing is.
+func tuneUsage(fs *flag.FlagSet, known bool, target string, both46, sweep, writeOrUndo, badArgs bool) string {
+	switch {
+	case !known:
+		return fmt.Sprintf("--target %q: want A+ or A", target)
+	case both46:
+		return "-4 and -6 exclude each other"
+	case sweep && writeOrUndo:
+		return "--sweep measures and changes nothing; it does not combine with --write or --undo"
+	case !sweep && sweepOnly(fs) != "":
+		return sweepOnly(fs) + " goes with --sweep FROM:TO (a search measures the line and sets its own phases)"
+	case badArgs:
+		return "want SERVER[:PORT] and at most one SECTION or IFACE (see -h)"
+	}
+	return ""
+}
+
+// writeTuneFiles writes the search as JSON and its plot where asked.
+func writeTuneFiles(jsonFile, plotFile string, out *tune.Outcome, stderr io.Writer) {
+	if jsonFile != "" {
+		writeTuneJSON(jsonFile, out, stderr)
+	}
+	if plotFile != "" {
+		if err := writeTunePlot(plotFile, out.Report); err != nil {
+			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+		}
+	}
+}
+
 // printSteps prints one line per rate tried.
-func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
+func printSteps(w io.Writer, t search.Target, steps []search.Step) {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "phase\trate kbit/s\t% of line\tadded median/p95 ms\tdown/up ms\tgoodput kbit/s\tverdict\t")
 	for _, st := range steps {
@@ -153,7 +164,7 @@ func printSteps(w io.Writer, t tune.Target, steps []tune.Step) {
 			v += " (borderline, no budget to measure again)"
 		}
 		rate, share := fmt.Sprint(st.RateKbit), fmt.Sprintf("%.0f", 100*st.Share)
-		if st.Kind == tune.Bidir {
+		if st.Kind == search.Bidir {
 			rate, share = fmt.Sprintf("%d/%d", st.RateKbit, st.Other), "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s / %s\t%s / %s\t%d\t%s\t\n", st.Kind, rate, share, bbresult.Signed(st.AddedMedian, 1), bbresult.Signed(st.AddedP95, 1),
@@ -169,7 +180,7 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	printSteps(w, r.Target, r.Steps)
 	for _, c := range []struct {
 		name string
-		ch   tune.Choice
+		ch   search.Choice
 	}{{"download", r.Download}, {"upload", r.Upload}} {
 		l := c.ch.Line
 		fmt.Fprintf(w, "%s: %d kbit/s (%.0f%% of the line's %d): %s\n", c.name, c.ch.RateKbit, 100*float64(c.ch.RateKbit)/float64(max(l.RateKbit, 1)), l.RateKbit, c.ch.Why)
@@ -190,15 +201,14 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	if r.BidirOutOfReach != "" {
 		fmt.Fprintf(w, "bidirectional: judged against %s: %s\n", r.BidirTarget.Name, r.BidirOutOfReach)
 	}
-	// The figures printed are the ones tune judged, after each phase's
-	// first tune.Transient seconds: the whole phase's p95 can hold a
-	// start-up burst that a grade of A+ beside it seems to contradict
-	// (vdsl × fq_codel, 0a2e127: bidirectional +1.7/+31.6 ms whole).
+	// The figures printed are the ones tune judged, after each phase's first
+	// search.Transient seconds: the whole phase's p95 can hold a start-up
+	// burst that the grade beside it seems to contradict (TestPrintTuneJudged).
 	if o.Confirm != nil {
-		fmt.Fprintf(w, "confirming test: grade %s; judged after each phase's first %g s:", o.Confirm.Grades.DSLReports, tune.Transient)
+		fmt.Fprintf(w, "confirming test: grade %s; judged after each phase's first %g s:", o.Confirm.Grades.DSLReports, search.Transient)
 		sep := " "
 		for _, ph := range o.Confirm.Phases {
-			if p, err := tune.PhaseOf(o.Confirm, tune.Kind(ph.Name)); err == nil && ph.Grade != "" {
+			if p, err := search.PhaseOf(o.Confirm, search.Kind(ph.Name)); err == nil && ph.Grade != "" {
 				fmt.Fprintf(w, "%s%s %s/%s ms", sep, ph.Name, bbresult.Signed(p.AddedMedian, 1), bbresult.Signed(p.AddedP95, 1))
 				sep = ", "
 			}
@@ -207,7 +217,7 @@ func printTune(w io.Writer, o *tune.Outcome) {
 	}
 	if o.Again != nil {
 		for _, ph := range o.Again.Phases {
-			if p, err := tune.PhaseOf(o.Again, tune.Kind(ph.Name)); err == nil && ph.Grade != "" {
+			if p, err := search.PhaseOf(o.Again, search.Kind(ph.Name)); err == nil && ph.Grade != "" {
 				fmt.Fprintf(w, "  its %s phase measured again: %s/%s ms (judged on the mean of the two)\n", ph.Name, bbresult.Signed(p.AddedMedian, 1), bbresult.Signed(p.AddedP95, 1))
 			}
 		}
@@ -233,8 +243,8 @@ func sweepOnly(fs *flag.FlagSet) string {
 }
 
 // sweepConfig parses --sweep FROM:TO (percent) and --line DOWN:UP (kbit/s).
-func sweepConfig(sweep, line string, stopAfter int, phase time.Duration) (tune.SweepConfig, error) {
-	c := tune.SweepConfig{Step: 0.01, StopAfter: stopAfter, Phase: phase}
+func sweepConfig(sweep, line string, stopAfter int, phase time.Duration) (search.SweepConfig, error) {
+	c := search.SweepConfig{Step: 0.01, StopAfter: stopAfter, Phase: phase}
 	var from, to float64
 	if n, err := fmt.Sscanf(sweep, "%g:%g", &from, &to); n != 2 || err != nil || from <= 0 || to < from || to > 200 {
 		return c, fmt.Errorf("--sweep %q: want FROM:TO in percent of the line, e.g. 80:100", sweep)
@@ -252,14 +262,14 @@ func sweepConfig(sweep, line string, stopAfter int, phase time.Duration) (tune.S
 	}
 	// a phase must hold some steady state after the transient tune
 	// leaves out of every judgement
-	if least := time.Duration(2 * tune.Transient * float64(time.Second)); phase < least {
-		return c, fmt.Errorf("--sweep-phase %v: want at least %v (the first %gs of each phase are left out as slow start's transient)", phase, least, tune.Transient)
+	if least := time.Duration(2 * search.Transient * float64(time.Second)); phase < least {
+		return c, fmt.Errorf("--sweep-phase %v: want at least %v (the first %gs of each phase are left out as slow start's transient)", phase, least, search.Transient)
 	}
 	return c, nil
 }
 
 // runSweep prints every step and the best rate per direction.
-func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile string, stdout, stderr io.Writer) int {
+func runSweep(ctx context.Context, s *tune.Session, c search.SweepConfig, jsonFile string, stdout, stderr io.Writer) int {
 	r, err := s.Sweep(ctx, c)
 	if r != nil {
 		printSteps(stdout, r.Target, r.Steps)
@@ -277,7 +287,7 @@ func runSweep(ctx context.Context, s *tune.Session, c tune.SweepConfig, jsonFile
 				continue
 			}
 			fmt.Fprintf(stdout, "%s: best %d kbit/s (%.0f%% of %d): the highest rate meeting %s in its phase (the next lower step meeting it too) and in each of %d bidirectional phases%s\n",
-				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, d.target, tune.HoldPhases, alone)
+				d.name, d.best, 100*float64(d.best)/float64(d.line), d.line, d.target, search.HoldPhases, alone)
 		}
 		if jsonFile != "" {
 			writeTuneJSON(jsonFile, r, stderr)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
@@ -36,16 +37,16 @@ func TestSweepConfig(t *testing.T) {
 		sweep, line string
 		stop        int
 		phase       time.Duration
-		want        tune.SweepConfig
+		want        search.SweepConfig
 		err         string
 	}{
-		{"80:100", "", 3, 30 * time.Second, tune.SweepConfig{From: 0.8, To: 1, Step: 0.01, StopAfter: 3, Phase: 30 * time.Second}, ""},
-		{"90:100", "40000:8000", 0, tune.DefaultStep, tune.SweepConfig{From: 0.9, To: 1, Step: 0.01, LineDown: 40000, LineUp: 8000, Phase: tune.DefaultStep}, ""},
-		{"100:80", "", 0, tune.DefaultStep, tune.SweepConfig{}, "want FROM:TO"},
-		{"80:100", "", -1, tune.DefaultStep, tune.SweepConfig{}, "--sweep-stop -1"},
+		{"80:100", "", 3, 30 * time.Second, search.SweepConfig{From: 0.8, To: 1, Step: 0.01, StopAfter: 3, Phase: 30 * time.Second}, ""},
+		{"90:100", "40000:8000", 0, tune.DefaultStep, search.SweepConfig{From: 0.9, To: 1, Step: 0.01, LineDown: 40000, LineUp: 8000, Phase: tune.DefaultStep}, ""},
+		{"100:80", "", 0, tune.DefaultStep, search.SweepConfig{}, "want FROM:TO"},
+		{"80:100", "", -1, tune.DefaultStep, search.SweepConfig{}, "--sweep-stop -1"},
 		// three seconds hold the 1.5 s transient and as much steady state
-		{"80:100", "", 0, 3 * time.Second, tune.SweepConfig{From: 0.8, To: 1, Step: 0.01, Phase: 3 * time.Second}, ""},
-		{"80:100", "", 0, 2 * time.Second, tune.SweepConfig{}, "--sweep-phase 2s: want at least 3s"},
+		{"80:100", "", 0, 3 * time.Second, search.SweepConfig{From: 0.8, To: 1, Step: 0.01, Phase: 3 * time.Second}, ""},
+		{"80:100", "", 0, 2 * time.Second, search.SweepConfig{}, "--sweep-phase 2s: want at least 3s"},
 	} {
 		got, err := sweepConfig(c.sweep, c.line, c.stop, c.phase)
 		switch {
@@ -75,7 +76,7 @@ func TestPrintTuneAgain(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printTune(&b, &tune.Outcome{Report: &tune.Report{}, Confirm: confirm, Again: c.again})
+			printTune(&b, &tune.Outcome{Report: &search.Report{}, Confirm: confirm, Again: c.again})
 			got := b.String()
 			if c.want == "" && strings.Contains(got, "measured again") || c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("printed:\n%s\nwant %q", got, c.want)
@@ -85,7 +86,7 @@ func TestPrintTuneAgain(t *testing.T) {
 }
 
 // The confirm's line prints the figures tune judged (after each phase's
-// first tune.Transient seconds), not the whole phase's, whose p95 holds
+// first search.Transient seconds), not the whole phase's, whose p95 holds
 // the start-up burst: here +60 ms in the first second, +2 ms after it.
 func TestPrintTuneJudged(t *testing.T) {
 	res := &bbresult.Result{Phases: []bbresult.Phase{
@@ -103,7 +104,7 @@ func TestPrintTuneJudged(t *testing.T) {
 		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: ts, RTT: rtt})
 	}
 	var b bytes.Buffer
-	printTune(&b, &tune.Outcome{Report: &tune.Report{}, Confirm: res, Again: res})
+	printTune(&b, &tune.Outcome{Report: &search.Report{}, Confirm: res, Again: res})
 	got := b.String()
 	for _, want := range []string{
 		"judged after each phase's first 1.5 s: bidirectional +2.0/+2.0 ms\n",
@@ -123,12 +124,12 @@ func TestPrintTuneJudged(t *testing.T) {
 func TestPrintTuneBidirOutOfReach(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		r    tune.Report
+		r    search.Report
 		want string // "" when no line may say "judged against"
 	}{
-		{"flat", tune.Report{BidirTarget: tune.A, BidirOutOfReach: "bidirectional: no rate meets the target (A+): +6.6/+16.2 ms"},
+		{"flat", search.Report{BidirTarget: search.A, BidirOutOfReach: "bidirectional: no rate meets the target (A+): +6.6/+16.2 ms"},
 			"bidirectional: judged against A: bidirectional: no rate meets the target (A+): +6.6/+16.2 ms\n"},
-		{"met", tune.Report{}, ""},
+		{"met", search.Report{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer

@@ -110,19 +110,8 @@ func readInt(path string) (int, error) {
 // Run follows the link until ctx ends; it then leaves the shaper at the
 // base rates (the configured ones).
 func (d *Daemon) Run(ctx context.Context) error {
+	d.defaults()
 	p := d.Params
-	if d.Summary == 0 {
-		d.Summary = time.Minute
-	}
-	if d.Sleep == 0 {
-		d.Sleep, d.SleepProbe = 30*time.Second, time.Second
-	}
-	if d.Probe == 0 {
-		d.Probe = fastProbe
-	}
-	if d.Metrics == nil {
-		d.Metrics = &Metrics{}
-	}
 	now := time.Now()
 	c, err := New(p, now)
 	if err != nil {
@@ -139,30 +128,18 @@ func (d *Daemon) Run(ctx context.Context) error {
 		stopSource()
 		<-srcDone
 	}()
-
-	var counters [2]*counter
+	f := &follower{d: d, c: c, baselines: map[string]*Baseline{}, lastRead: now, lastStep: now, stale: true,
+		nextSummary: now.Add(d.Summary), probe: d.Probe}
 	for dir, dev := range d.Devices {
-		counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev), fd: -1}
-		defer counters[dir].close()
+		f.counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev), fd: -1}
+		defer f.counters[dir].close()
 	}
-	baselines := map[string]*Baseline{}
-	var last [2]uint64
-	var ifindex [2]int
-	lastRead := now
-	stale := true   // the counters' previous values are not usable
-	resync := false // the tree must be read again before a change
-	var idleSince time.Time
-	nextSummary := now.Add(d.Summary)
-	changes := 0
 	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s", p.Min[Down], p.Max[Down], p.Min[Up], p.Max[Up], p.Base[Down], p.Base[Up], d.Source.Name())
 	// One timer for everything: each tick reads the replies that came
 	// back and sends the next probe; every Interval it also decides. A
 	// wakeup is what costs on a router (see stamped).
-	probe := d.Probe
-	tick := time.NewTicker(probe)
-	defer tick.Stop()
-	var raws []Raw
-	lastStep := now
+	f.tick = time.NewTicker(f.probe)
+	defer f.tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -175,94 +152,156 @@ func (d *Daemon) Run(ctx context.Context) error {
 				return nil
 			}
 			return fmt.Errorf("delay source %s stopped: %w", d.Source.Name(), err)
-		case now = <-tick.C:
+		case now = <-f.tick.C:
 		}
-		quiet := c.State(Down) != Loaded && c.State(Down) != Bloated && c.State(Up) != Loaded && c.State(Up) != Bloated
-		raws = d.Source.Probe(now, raws[:0])
-		for _, r := range raws {
-			b := baselines[r.Path]
-			if b == nil {
-				b = &Baseline{}
-				baselines[r.Path] = b
-			}
-			added := b.Add(r.At, r.Ms, quiet)
-			c.Add(Sample{At: r.At, AddedMs: added, Both: r.Both, Dir: r.Dir})
-			d.Metrics.sample(r, added)
-		}
-		if now.Sub(lastStep)+probe/2 < p.Interval {
+		f.sample(now)
+		if now.Sub(f.lastStep)+f.probe/2 < p.Interval {
 			continue
 		}
-		lastStep = now
-		// the shaper's carried load since the last tick
-		var load [2]int
-		dt := now.Sub(lastRead).Seconds()
-		lastRead = now
-		for dir, dev := range d.Devices {
-			v, idx, err := counters[dir].read()
-			if err != nil || idx != ifindex[dir] {
-				// gone (PPPoE down) or re-created (a reconnect): its tree is
-				// a new one, read it again once it is back
-				if !stale {
-					d.log("%s %s: %v; waiting for it", Dir(dir), dev, errOr(err, "re-created"))
-				}
-				// the first sight of a device is not a change of it
-				resync = resync || err != nil || ifindex[dir] != 0
-				stale = true
-				ifindex[dir] = idx
-				last[dir] = v
-				continue
-			}
-			if !stale && v >= last[dir] && dt > 0 {
-				load[dir] = int(float64(v-last[dir]) * 8 / 1000 / dt)
-			}
-			last[dir] = v
+		f.lastStep = now
+		f.step(now)
+	}
+}
+
+// defaults fills what the caller left zero.
+func (d *Daemon) defaults() {
+	if d.Summary == 0 {
+		d.Summary = time.Minute
+	}
+	if d.Sleep == 0 {
+		d.Sleep, d.SleepProbe = 30*time.Second, time.Second
+	}
+	if d.Probe == 0 {
+		d.Probe = fastProbe
+	}
+	if d.Metrics == nil {
+		d.Metrics = &Metrics{}
+	}
+}
+
+// follower is one Run's state between ticks.
+type follower struct {
+	d         *Daemon
+	c         *Controller
+	counters  [2]*counter
+	baselines map[string]*Baseline
+	last      [2]uint64
+	ifindex   [2]int
+	lastRead  time.Time
+	stale     bool // the counters' previous values are not usable
+	resync    bool // the tree must be read again before a change
+	idleSince time.Time
+	// nextSummary is when the next summary line is due.
+	nextSummary time.Time
+	changes     int
+	probe       time.Duration
+	tick        *time.Ticker
+	raws        []Raw
+	lastStep    time.Time
+}
+
+// sample reads the delay source's replies into the controller.
+func (f *follower) sample(now time.Time) {
+	c := f.c
+	quiet := c.State(Down) != Loaded && c.State(Down) != Bloated && c.State(Up) != Loaded && c.State(Up) != Bloated
+	f.raws = f.d.Source.Probe(now, f.raws[:0])
+	for _, r := range f.raws {
+		b := f.baselines[r.Path]
+		if b == nil {
+			b = &Baseline{}
+			f.baselines[r.Path] = b
 		}
-		if stale {
-			stale = ifindex[0] == 0 || ifindex[1] == 0
+		added := b.Add(r.At, r.Ms, quiet)
+		c.Add(Sample{At: r.At, AddedMs: added, Both: r.Both, Dir: r.Dir})
+		f.d.Metrics.sample(r, added)
+	}
+}
+
+// step decides once: reads the load, finds the shaper again after its
+// device came back, changes the rates, and paces the ticks.
+func (f *follower) step(now time.Time) {
+	d, c := f.d, f.c
+	load, ok := f.load(now)
+	if !ok {
+		return
+	}
+	if f.resync {
+		got, err := d.Shaper.Resync()
+		if err != nil {
+			return // a start may still be building it
+		}
+		f.resync = false
+		d.log("shaper found again at %d/%d kbit/s", got.Download, got.Upload)
+		if got.Download != c.Rate(Down) || got.Upload != c.Rate(Up) {
+			d.set(c, nil, &f.resync)
+		}
+	}
+	if ch := c.Step(now, load); len(ch) > 0 {
+		d.set(c, ch, &f.resync)
+		f.changes += len(ch)
+	}
+	d.Metrics.update(c, load, f.changes)
+	f.pace(now)
+	if !now.Before(f.nextSummary) {
+		f.nextSummary = now.Add(d.Summary)
+		d.log("summary download=%d upload=%d state=%s/%s load=%d/%d changes=%d", c.Rate(Down), c.Rate(Up), c.State(Down), c.State(Up), load[Down], load[Up], f.changes)
+	}
+}
+
+// load is the shaper's carried load since the last step; not ok while a
+// device is gone or its counters were just (re)opened.
+func (f *follower) load(now time.Time) (load [2]int, ok bool) {
+	dt := now.Sub(f.lastRead).Seconds()
+	f.lastRead = now
+	for dir, dev := range f.d.Devices {
+		v, idx, err := f.counters[dir].read()
+		if err != nil || idx != f.ifindex[dir] {
+			// gone (PPPoE down) or re-created (a reconnect): its tree is
+			// a new one, read it again once it is back
+			if !f.stale {
+				f.d.log("%s %s: %v; waiting for it", Dir(dir), dev, errOr(err, "re-created"))
+			}
+			// the first sight of a device is not a change of it
+			f.resync = f.resync || err != nil || f.ifindex[dir] != 0
+			f.stale = true
+			f.ifindex[dir] = idx
+			f.last[dir] = v
 			continue
 		}
-		if resync {
-			got, err := d.Shaper.Resync()
-			if err != nil {
-				continue // a start may still be building it
-			}
-			resync = false
-			d.log("shaper found again at %d/%d kbit/s", got.Download, got.Upload)
-			if got.Download != c.Rate(Down) || got.Upload != c.Rate(Up) {
-				d.set(c, nil, &resync)
-			}
+		if !f.stale && v >= f.last[dir] && dt > 0 {
+			load[dir] = int(float64(v-f.last[dir]) * 8 / 1000 / dt)
 		}
-		ch := c.Step(now, load)
-		if len(ch) > 0 {
-			d.set(c, ch, &resync)
-			changes += len(ch)
+		f.last[dir] = v
+	}
+	if f.stale {
+		f.stale = f.ifindex[0] == 0 || f.ifindex[1] == 0
+		return load, false
+	}
+	return load, true
+}
+
+// pace sleeps while nothing moves: the tick, and with it the probes and
+// the decisions, slows to one per SleepProbe; the first loaded tick wakes
+// it.
+func (f *follower) pace(now time.Time) {
+	d := f.d
+	want := d.Probe
+	if f.c.State(Down) == Idle && f.c.State(Up) == Idle {
+		if f.idleSince.IsZero() {
+			f.idleSince = now
 		}
-		d.Metrics.update(c, load, changes)
-		// sleep while nothing moves: the tick, and with it the probes and
-		// the decisions, slows to one per SleepProbe; the first loaded
-		// tick wakes it
-		want := d.Probe
-		if c.State(Down) == Idle && c.State(Up) == Idle {
-			if idleSince.IsZero() {
-				idleSince = now
-			}
-			if now.Sub(idleSince) >= d.Sleep {
-				want = d.SleepProbe
-			}
-		} else {
-			idleSince = time.Time{}
+		if now.Sub(f.idleSince) >= d.Sleep {
+			want = d.SleepProbe
 		}
-		if probe != want {
-			if want == d.SleepProbe {
-				d.log("idle for %v: probing every %v", d.Sleep, d.SleepProbe)
-			}
-			probe = want
-			tick.Reset(probe)
+	} else {
+		f.idleSince = time.Time{}
+	}
+	if f.probe != want {
+		if want == d.SleepProbe {
+			d.log("idle for %v: probing every %v", d.Sleep, d.SleepProbe)
 		}
-		if !now.Before(nextSummary) {
-			nextSummary = now.Add(d.Summary)
-			d.log("summary download=%d upload=%d state=%s/%s load=%d/%d changes=%d", c.Rate(Down), c.Rate(Up), c.State(Down), c.State(Up), load[Down], load[Up], changes)
-		}
+		f.probe = want
+		f.tick.Reset(f.probe)
 	}
 }
 

@@ -162,13 +162,12 @@ func isIdle(name string) bool {
 
 // analyze turns raw data into the result's phases, grades, samples and notes.
 func analyze(rw *raw, res *bbresult.Result) {
-	inSpan := func(t float64, s span) bool { return t >= s.start && t < s.end }
 	markReordered(rw.probes)
 	byPhase := map[string][]record{}
 	for _, r := range rw.probes {
 		t := float64(r.sent) / 1e9
 		for _, s := range rw.spans {
-			if inSpan(t, s) {
+			if s.holds(t) {
 				byPhase[s.name] = append(byPhase[s.name], r)
 			}
 		}
@@ -192,111 +191,130 @@ func analyze(rw *raw, res *bbresult.Result) {
 	res.Samples.Throughput = rw.throughput
 	res.Samples.InFlow = rw.inflow
 
-	type perPhase struct {
-		rtt, up, down []float64
-		flows         [][]float64 // rtt by probe flow
-	}
 	series := map[string]*perPhase{}
-	for _, s := range rw.spans {
-		pp := &perPhase{}
-		for _, p := range res.Samples.Probes {
-			if inSpan(p.T, s) && p.Lost == "" {
-				pp.rtt = append(pp.rtt, p.RTT)
-				pp.up = append(pp.up, p.Up)
-				pp.down = append(pp.down, p.Down)
-				for len(pp.flows) <= p.Flow {
-					pp.flows = append(pp.flows, nil)
-				}
-				pp.flows[p.Flow] = append(pp.flows[p.Flow], p.RTT)
-			}
-		}
-		series[s.name] = pp
-	}
 	var idle []float64
 	for _, s := range rw.spans {
+		series[s.name] = seriesOf(res.Samples.Probes, s)
 		if isIdle(s.name) {
 			idle = append(idle, series[s.name].rtt...)
 		}
 	}
 	res.IdleRTT = median(idle)
-
-	// The baseline is the idle phase before the load. The one after it
-	// starts while the bottleneck's queue is still draining, which would
-	// flatter a bloated link; it serves the drift estimate and shows whether
-	// latency came back down.
-	base := series[bbresult.PhaseIdleBefore]
-	if base == nil || len(base.rtt) == 0 {
-		base = series[bbresult.PhaseIdleAfter]
-	}
-	var baseMean, baseMedian, baseUp, baseDown float64
-	if base != nil && len(base.rtt) > 0 {
-		st := summarize(slices.Clone(base.rtt))
-		baseMean, baseMedian = st.Mean, st.Median
-		baseUp, baseDown = median(base.up), median(base.down)
-	} else {
-		// No idle phase: the fastest probe is the best guess of the
-		// unloaded path.
-		all := repliedRTTs(res.Samples.Probes)
-		if len(all) > 0 {
-			baseMean = slices.Min(all)
-			baseMedian = baseMean
-		}
-		res.Notes = append(res.Notes, "no idle phase: added latency is relative to the fastest probe of the whole test")
-	}
-
+	b := baselineOf(series, res)
 	res.Phases = nil
 	for _, s := range rw.spans {
-		pp := series[s.name]
-		ph := bbresult.Phase{Name: s.name, Start: s.start, End: s.end}
-		if d := s.end - s.start; d > 0 {
-			ph.DownloadMbps = float64(s.down) * 8 / 1e6 / d
-			ph.UploadMbps = float64(s.up) * 8 / 1e6 / d
-		}
-		ph.Latency = summarize(slices.Clone(pp.rtt))
-		var in []float64
-		for _, f := range rw.inflow {
-			if inSpan(f.T, s) {
-				in = append(in, f.RTT)
-			}
-		}
-		ph.InFlow = summarize(in)
-		for _, r := range byPhase[s.name] {
-			ph.ProbesSent++
-			if r.reordered {
-				ph.Reordered++
-			}
-		}
-		for _, p := range res.Samples.Probes {
-			if inSpan(p.T, s) {
-				switch p.Lost {
-				case "up":
-					ph.LostUp++
-				case "down":
-					ph.LostDown++
-				}
-			}
-		}
-		if ph.Latency.N > 0 {
-			ph.AddedMean = ph.Latency.Mean - baseMean
-			ph.AddedMedian = ph.Latency.Median - baseMedian
-			ph.AddedP95 = ph.Latency.P95 - baseMedian
-			ph.AddedP99 = ph.Latency.P99 - baseMedian
-			ph.AddedUp = median(pp.up) - baseUp
-			ph.AddedDown = median(pp.down) - baseDown
-			if len(pp.flows) > 1 {
-				for _, f := range pp.flows {
-					ph.FlowsAdded = append(ph.FlowsAdded, median(f)-baseMedian)
-				}
-			}
-			if s.loaded {
-				ph.Grade = bbresult.Grade(ph.AddedMean)
-			}
-		}
-		res.Phases = append(res.Phases, ph)
+		res.Phases = append(res.Phases, phaseOf(rw, res, s, series[s.name], byPhase[s.name], b))
 	}
 	res.Grades = grade(res.Phases)
 	res.Notes = append(res.Notes, rw.notes...)
 	res.Notes = append(res.Notes, notes(res, model)...)
+}
+
+// holds says whether t (seconds into the test) falls in the span.
+func (s span) holds(t float64) bool { return t >= s.start && t < s.end }
+
+// perPhase are a phase's replied probes: round trips, one-way delays, and
+// round trips by probe flow.
+type perPhase struct {
+	rtt, up, down []float64
+	flows         [][]float64
+}
+
+func seriesOf(probes []bbresult.Probe, s span) *perPhase {
+	pp := &perPhase{}
+	for _, p := range probes {
+		if !s.holds(p.T) || p.Lost != "" {
+			continue
+		}
+		pp.rtt = append(pp.rtt, p.RTT)
+		pp.up = append(pp.up, p.Up)
+		pp.down = append(pp.down, p.Down)
+		for len(pp.flows) <= p.Flow {
+			pp.flows = append(pp.flows, nil)
+		}
+		pp.flows[p.Flow] = append(pp.flows[p.Flow], p.RTT)
+	}
+	return pp
+}
+
+// baseline is what a phase's latency is added to.
+type baseline struct{ mean, median, up, down float64 }
+
+// baselineOf is the idle phase before the load. The one after it starts
+// while the bottleneck's queue is still draining, which would flatter a
+// bloated link; it serves the drift estimate and shows whether latency
+// came back down. With no idle phase, the fastest probe is the best guess
+// of the unloaded path.
+func baselineOf(series map[string]*perPhase, res *bbresult.Result) baseline {
+	base := series[bbresult.PhaseIdleBefore]
+	if base == nil || len(base.rtt) == 0 {
+		base = series[bbresult.PhaseIdleAfter]
+	}
+	var b baseline
+	if base != nil && len(base.rtt) > 0 {
+		st := summarize(slices.Clone(base.rtt))
+		b.mean, b.median = st.Mean, st.Median
+		b.up, b.down = median(base.up), median(base.down)
+		return b
+	}
+	if all := repliedRTTs(res.Samples.Probes); len(all) > 0 {
+		b.mean = slices.Min(all)
+		b.median = b.mean
+	}
+	res.Notes = append(res.Notes, "no idle phase: added latency is relative to the fastest probe of the whole test")
+	return b
+}
+
+// phaseOf is span s's phase: goodput, latency over the baseline, losses
+// and reordering, and a grade when loaded.
+func phaseOf(rw *raw, res *bbresult.Result, s span, pp *perPhase, sent []record, b baseline) bbresult.Phase {
+	ph := bbresult.Phase{Name: s.name, Start: s.start, End: s.end}
+	if d := s.end - s.start; d > 0 {
+		ph.DownloadMbps = float64(s.down) * 8 / 1e6 / d
+		ph.UploadMbps = float64(s.up) * 8 / 1e6 / d
+	}
+	ph.Latency = summarize(slices.Clone(pp.rtt))
+	var in []float64
+	for _, f := range rw.inflow {
+		if s.holds(f.T) {
+			in = append(in, f.RTT)
+		}
+	}
+	ph.InFlow = summarize(in)
+	for _, r := range sent {
+		ph.ProbesSent++
+		if r.reordered {
+			ph.Reordered++
+		}
+	}
+	for _, p := range res.Samples.Probes {
+		if s.holds(p.T) {
+			switch p.Lost {
+			case "up":
+				ph.LostUp++
+			case "down":
+				ph.LostDown++
+			}
+		}
+	}
+	if ph.Latency.N == 0 {
+		return ph
+	}
+	ph.AddedMean = ph.Latency.Mean - b.mean
+	ph.AddedMedian = ph.Latency.Median - b.median
+	ph.AddedP95 = ph.Latency.P95 - b.median
+	ph.AddedP99 = ph.Latency.P99 - b.median
+	ph.AddedUp = median(pp.up) - b.up
+	ph.AddedDown = median(pp.down) - b.down
+	if len(pp.flows) > 1 {
+		for _, f := range pp.flows {
+			ph.FlowsAdded = append(ph.FlowsAdded, median(f)-b.median)
+		}
+	}
+	if s.loaded {
+		ph.Grade = bbresult.Grade(ph.AddedMean)
+	}
+	return ph
 }
 
 func repliedRTTs(ps []bbresult.Probe) []float64 {

@@ -50,66 +50,11 @@ func TestAgainstReferenceTools(t *testing.T) {
 	}
 
 	self, _ := os.Executable()
-	srv := background(srvNS, []string{helperEnv + "=server", "BBTEST_LISTEN=" + srvIP + ":8693"}, self)
-	out, _ := srv.StdoutPipe()
-	srv.Stderr = os.Stderr
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { srv.Process.Kill(); srv.Wait() }()
-	if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
-		t.Fatalf("sqmkit server: %q", line)
-	}
-	for _, c := range []*exec.Cmd{
-		background(srvNS, nil, "iperf3", "-s", "-B", srvIP),
-		background(srvNS, nil, "irtt", "server", "-b", srvIP),
-	} {
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		defer func() { c.Process.Kill(); c.Wait() }()
-	}
+	startServers(t, background, srvNS, srvIP, self)
 	time.Sleep(300 * time.Millisecond)
 
 	const load = 5 * time.Second
-	iperf := func(reverse bool) float64 {
-		args := []string{"iperf3", "-c", srvIP, "-P", "4", "-t", fmt.Sprint(load.Seconds()), "-J"}
-		if reverse {
-			args = append(args, "-R")
-		}
-		b, err := background(cliNS, nil, args...).Output()
-		var r struct {
-			End struct {
-				SumReceived struct {
-					Bps float64 `json:"bits_per_second"`
-				} `json:"sum_received"`
-			} `json:"end"`
-		}
-		if err != nil || json.Unmarshal(b, &r) != nil || r.End.SumReceived.Bps == 0 {
-			t.Fatalf("iperf3 %v: %v\n%s", args, err, b)
-		}
-		return r.End.SumReceived.Bps / 1e6
-	}
-	irtt := func(d time.Duration) float64 {
-		f := t.TempDir() + "/irtt.json"
-		if out, err := background(cliNS, nil, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", f, srvIP).CombinedOutput(); err != nil {
-			t.Fatalf("irtt: %v\n%s", err, out)
-		}
-		var r struct {
-			Stats struct {
-				RTT struct {
-					Median float64 `json:"median"`
-				} `json:"rtt"`
-			} `json:"stats"`
-		}
-		b, _ := os.ReadFile(f)
-		if json.Unmarshal(b, &r) != nil || r.Stats.RTT.Median == 0 {
-			t.Fatalf("irtt output: %.200s", b)
-		}
-		return r.Stats.RTT.Median / 1e6
-	}
-
-	refDown, refUp := iperf(true), iperf(false)
+	refDown, refUp := iperf(t, background, cliNS, srvIP, load, true), iperf(t, background, cliNS, srvIP, load, false)
 
 	// Latency is compared on the same queue at the same time: irtt probes
 	// alongside sqmkit's own probes in three windows of sqmkit's run (idle,
@@ -139,7 +84,7 @@ func TestAgainstReferenceTools(t *testing.T) {
 	for _, w := range windows {
 		time.Sleep(time.Until(t0.Add(w.at)))
 		w.start = time.Now()
-		w.irtt = irtt(w.d)
+		w.irtt = irtt(t, background, cliNS, srvIP, w.d)
 	}
 	if err := cli.Wait(); err != nil {
 		t.Fatalf("sqmkit client: %v", err)
@@ -167,6 +112,74 @@ func TestAgainstReferenceTools(t *testing.T) {
 		t.Logf("median RTT %s: sqmkit %.3f, irtt %.3f ms", w.name, w.sqm, w.irtt)
 		within("RTT "+w.name+" (ms)", w.sqm, w.irtt, max(1, 0.1*w.irtt))
 	}
+}
+
+// startServers starts sqmkit's server (this test binary as its helper),
+// iperf3's and irtt's in ns on srvIP, stopped at the test's end.
+func startServers(t *testing.T, run nsCmd, ns, srvIP, self string) {
+	srv := run(ns, []string{helperEnv + "=server", "BBTEST_LISTEN=" + srvIP + ":8693"}, self)
+	out, _ := srv.StdoutPipe()
+	srv.Stderr = os.Stderr
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); !strings.HasPrefix(line, "ready") {
+		t.Fatalf("sqmkit server: %q", line)
+	}
+	for _, c := range []*exec.Cmd{
+		run(ns, nil, "iperf3", "-s", "-B", srvIP),
+		run(ns, nil, "irtt", "server", "-b", srvIP),
+	} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	}
+}
+
+// nsCmd is a command in a network namespace with extra environment.
+type nsCmd func(ns string, env []string, args ...string) *exec.Cmd
+
+// iperf is iperf3's goodput (Mbit/s) from ns to srvIP over 4 streams for
+// load, reverse for the download.
+func iperf(t *testing.T, run nsCmd, ns, srvIP string, load time.Duration, reverse bool) float64 {
+	args := []string{"iperf3", "-c", srvIP, "-P", "4", "-t", fmt.Sprint(load.Seconds()), "-J"}
+	if reverse {
+		args = append(args, "-R")
+	}
+	b, err := run(ns, nil, args...).Output()
+	var r struct {
+		End struct {
+			SumReceived struct {
+				Bps float64 `json:"bits_per_second"`
+			} `json:"sum_received"`
+		} `json:"end"`
+	}
+	if err != nil || json.Unmarshal(b, &r) != nil || r.End.SumReceived.Bps == 0 {
+		t.Fatalf("iperf3 %v: %v\n%s", args, err, b)
+	}
+	return r.End.SumReceived.Bps / 1e6
+}
+
+// irtt is irtt's median RTT (ms) from ns to srvIP over d at 10 ms.
+func irtt(t *testing.T, run nsCmd, ns, srvIP string, d time.Duration) float64 {
+	f := t.TempDir() + "/irtt.json"
+	if out, err := run(ns, nil, "irtt", "client", "-Q", "-i", "10ms", "-d", d.String(), "-o", f, srvIP).CombinedOutput(); err != nil {
+		t.Fatalf("irtt: %v\n%s", err, out)
+	}
+	var r struct {
+		Stats struct {
+			RTT struct {
+				Median float64 `json:"median"`
+			} `json:"rtt"`
+		} `json:"stats"`
+	}
+	b, _ := os.ReadFile(f)
+	if json.Unmarshal(b, &r) != nil || r.Stats.RTT.Median == 0 {
+		t.Fatalf("irtt output: %.200s", b)
+	}
+	return r.Stats.RTT.Median / 1e6
 }
 
 func medianRTT(ps []bbresult.Probe, from, to float64) float64 {

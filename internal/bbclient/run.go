@@ -39,11 +39,8 @@ type Config struct {
 	Tool          string // "sqmkit <version>", recorded in the result
 
 	// OneSegment makes the upload streams hand the kernel one TCP segment
-	// per packet (sockopt.WriteSegments), as a router forwards its
-	// clients' packets. tune sets it on the router itself when the upload
-	// line is slow: there its own TCP's segment pairs, let out back to
-	// back by the shaper, read 8–9 ms more than the clients' traffic
-	// (docs/lab-notes.md, "2026-11-28, afternoon").
+	// per packet (sockopt.WriteSegments), as a router forwards its clients'
+	// packets; tune sets it on a router whose upload line is slow.
 	OneSegment bool
 
 	// Progress, when set, is called about four times a second.
@@ -140,23 +137,12 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		return nil, err
 	}
 	t := &tester{cfg: cfg, downS: newCounts(max(cfg.Streams, 0)), upS: newCounts(max(cfg.Streams, 0))}
-
-	phases := []span{
-		{name: bbresult.PhaseIdleBefore, end: cfg.Idle.Seconds()},
-		{name: bbresult.PhaseDownload, end: cfg.Download.Seconds(), loaded: true},
-		{name: bbresult.PhaseUpload, end: cfg.Upload.Seconds(), loaded: true},
-		{name: bbresult.PhaseBidir, end: cfg.Bidir.Seconds(), loaded: true},
-		{name: bbresult.PhaseIdleAfter, end: cfg.Idle.Seconds()},
-	}
-	total := time.Duration(0)
+	phases := cfg.phases()
 	for _, p := range phases {
-		total += time.Duration(p.end * 1e9)
+		t.total += time.Duration(p.end * 1e9)
 	}
-	t.total = total
 	// Slack for stream setup and for late probe replies (see drain).
-	total += 5 * time.Second
-
-	hello := bbproto.Hello{Version: bbproto.Version, Token: cfg.Token, Duration: int64(total),
+	hello := bbproto.Hello{Version: bbproto.Version, Token: cfg.Token, Duration: int64(t.total + 5*time.Second),
 		Streams: cfg.Streams, ProbeInterval: int64(cfg.ProbeInterval)}
 	ss, err := Open(ctx, cfg.Server, cfg.Network, hello)
 	if err != nil {
@@ -165,33 +151,16 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	ctl := ss.Ctl
 	defer ctl.Close()
 	t.addr, t.sess = ss.Addr, ss.ID
-	acc := ss.Accept
 	t.log("testing against %s (%s), session %s", t.addr, family(t.addr), t.sess)
-
-	// Unconnected: a server with several addresses may answer from another
-	// one than the client wrote to, and a connected socket would drop those
-	// replies as if the path lost them. Replies are matched by session,
-	// sequence number and echoed send time instead.
-	udpNet := "udp4"
-	if t.addr.Addr().Is6() {
-		udpNet = "udp6"
-	}
-	udps := make([]*net.UDPConn, ProbeFlows)
+	udps, err := probeSockets(t.addr)
 	closeAll := func() {
 		for _, c := range udps {
-			if c != nil {
-				c.Close()
-			}
+			c.Close()
 		}
 	}
 	defer closeAll()
-	for i := range udps {
-		if udps[i], err = net.ListenUDP(udpNet, nil); err != nil {
-			return nil, fmt.Errorf("opening the probe sockets: %w", err)
-		}
-		// Without receive stamps (not Linux) a reply's arrival is when the
-		// test read it.
-		sockopt.StampReceives(udps[i])
+	if err != nil {
+		return nil, err
 	}
 	t.start = time.Now()
 	t.wall0 = t.start.UnixNano()
@@ -201,17 +170,12 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	// at the end or as soon as it cuts the test short (duration or byte
 	// budget). Reading it all along stops the phases at once instead of
 	// loading a server that no longer answers.
-	var rep struct {
-		typ  bbproto.MsgType
-		body []byte
-		err  error
-	}
-	reported := make(chan struct{})
+	rep := &serverReport{done: make(chan struct{})}
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
 	go func() {
 		rep.typ, rep.body, rep.err = bbproto.ReadMsg(ctl)
-		close(reported)
+		close(rep.done)
 		stopRun()
 	}()
 
@@ -238,35 +202,87 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 	// Replies still in flight are not lost: wait as long as the slowest
 	// reply so far took (the queue has drained by now), within reason.
 	stopProbes()
-	drain := min(max(2*t.probes.maxRTT(), 200*time.Millisecond), 3*time.Second)
-	time.Sleep(drain)
+	time.Sleep(min(max(2*t.probes.maxRTT(), 200*time.Millisecond), 3*time.Second))
 	closeAll()
 	bg.Wait()
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-
-	ctl.SetDeadline(time.Now().Add(10 * time.Second))
-	select {
-	case <-reported:
-	default:
-		if err := bbproto.WriteMsg(ctl, bbproto.MsgDone, bbproto.Done{}); err != nil {
-			return nil, fmt.Errorf("ending the test: %w", err)
-		}
-		<-reported
-	}
-	err = rep.err
-	if err == nil && rep.typ != bbproto.MsgReport {
-		err = fmt.Errorf("message type %d instead of the report", rep.typ)
-	}
-	var report bbproto.Report
-	if err == nil {
-		err = bbproto.Decode(rep.body, &report)
-	}
+	report, err := rep.wait(ctl)
 	if err != nil {
 		return nil, fmt.Errorf("reading the server's report: %w", err)
 	}
+	return t.result(report, ss.Accept.MaxBytes, phases, spans, rec), nil
+}
 
+// phases are the test's phases in order, each end its length in seconds.
+func (cfg Config) phases() []span {
+	return []span{
+		{name: bbresult.PhaseIdleBefore, end: cfg.Idle.Seconds()},
+		{name: bbresult.PhaseDownload, end: cfg.Download.Seconds(), loaded: true},
+		{name: bbresult.PhaseUpload, end: cfg.Upload.Seconds(), loaded: true},
+		{name: bbresult.PhaseBidir, end: cfg.Bidir.Seconds(), loaded: true},
+		{name: bbresult.PhaseIdleAfter, end: cfg.Idle.Seconds()},
+	}
+}
+
+// probeSockets opens the probe flows' sockets toward addr, unconnected: a
+// server with several addresses may answer from another one than the
+// client wrote to, and a connected socket would drop those replies as if
+// the path lost them. Replies are matched by session, sequence number and
+// echoed send time instead. The sockets opened are returned on error too.
+func probeSockets(addr netip.AddrPort) ([]*net.UDPConn, error) {
+	udpNet := "udp4"
+	if addr.Addr().Is6() {
+		udpNet = "udp6"
+	}
+	var udps []*net.UDPConn
+	for range ProbeFlows {
+		c, err := net.ListenUDP(udpNet, nil)
+		if err != nil {
+			return udps, fmt.Errorf("opening the probe sockets: %w", err)
+		}
+		// Without receive stamps (not Linux) a reply's arrival is when the
+		// test read it.
+		sockopt.StampReceives(c)
+		udps = append(udps, c)
+	}
+	return udps, nil
+}
+
+// serverReport is the server's one message on the control connection.
+type serverReport struct {
+	typ  bbproto.MsgType
+	body []byte
+	err  error
+	done chan struct{}
+}
+
+// wait asks the server for its report, unless it sent it already, and
+// decodes it.
+func (r *serverReport) wait(ctl net.Conn) (bbproto.Report, error) {
+	var report bbproto.Report
+	ctl.SetDeadline(time.Now().Add(10 * time.Second))
+	select {
+	case <-r.done:
+	default:
+		if err := bbproto.WriteMsg(ctl, bbproto.MsgDone, bbproto.Done{}); err != nil {
+			return report, fmt.Errorf("ending the test: %w", err)
+		}
+		<-r.done
+	}
+	if r.err != nil {
+		return report, r.err
+	}
+	if r.typ != bbproto.MsgReport {
+		return report, fmt.Errorf("message type %d instead of the report", r.typ)
+	}
+	return report, bbproto.Decode(r.body, &report)
+}
+
+// result analyzes what the test recorded beside the server's report.
+func (t *tester) result(report bbproto.Report, maxBytes int64, phases, spans []span, rec *recorder) *bbresult.Result {
+	cfg := t.cfg
 	res := &bbresult.Result{
 		SchemaVersion: bbresult.SchemaVersion,
 		Tool:          cfg.Tool,
@@ -301,11 +317,11 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	if report.Ended != "" {
-		res.Incomplete = endedNote(report.Ended, acc.MaxBytes, phases, spans)
+		res.Incomplete = endedNote(report.Ended, maxBytes, phases, spans)
 		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	analyze(rw, res)
-	return res, nil
+	return res
 }
 
 // dialHint names the likely cause of a failed connection and its fix.

@@ -343,9 +343,45 @@ func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, erro
 	if limit == 0 {
 		limit, limitWhy = queueLimit(s.rate, l.mtu)
 	}
+	target, interval, targetWhy, intervalWhy, err := codelTimes(q, s)
+	if err != nil {
+		return nil, err
+	}
+	quantum := l.mtu
+	quantumWhy := fmt.Sprintf("effective MTU at >= %d kbit/s", fastKbit)
+	if s.rate < fastKbit {
+		quantum = l.mtu/5 + 1
+		quantumWhy = fmt.Sprintf("%d/5+1 below %d kbit/s: small packets get a head start", l.mtu, fastKbit)
+	}
+	g, args := codelArgs(s, nss, limit, quantum, target, interval)
+	user, err := parseOpts(s.opts, g)
+	if err != nil {
+		return nil, q.Bad(s.optsFd, s.opts, "%v", err)
+	}
+	final := override(args, user)
+	from := func(key, why string) string {
+		if _, ok := lookup(user, key); ok {
+			return s.optsFd
+		}
+		return why
+	}
+	if err := d.takeCodel(q, s, final, from); err != nil {
+		return nil, err
+	}
+	d.note("limit %d packets: %s", d.Limit, from("limit", limitWhy))
+	d.note("target %s: %s", tcTime(d.Target), from("target", targetWhy))
+	d.note("interval %s: %s", tcTime(d.Interval), from("interval", intervalWhy))
+	d.note("quantum %d bytes: %s", d.FQQuantum, from("quantum", quantumWhy))
+	d.note("flows %d", d.Flows)
+	d.note("%s", ecnNote(d.ECN, s, user, nss))
+	return words(final), nil
+}
 
-	target, interval := defaultTarget, defaultInterval
-	targetWhy, intervalWhy := "default", "default"
+// codelTimes are s's target and interval and why: the defaults, a target
+// that fits one worst-case ATM packet on a slow link, or the configured one.
+func codelTimes(q config.Queue, s side) (target, interval time.Duration, targetWhy, intervalWhy string, err error) {
+	target, interval = defaultTarget, defaultInterval
+	targetWhy, intervalWhy = "default", "default"
 	switch s.target {
 	case "", "auto":
 		if us := slowTargetUS / s.rate; us > int(defaultTarget/time.Microsecond) {
@@ -357,18 +393,16 @@ func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, erro
 	default:
 		t, err := tcstats.ParseTime(s.target) // config.Validate accepted it
 		if err != nil {
-			return nil, q.Bad(s.targetField, s.target, "%v; or use auto", err)
+			return 0, 0, "", "", q.Bad(s.targetField, s.target, "%v; or use auto", err)
 		}
 		target, targetWhy = t, s.targetField
 	}
+	return target, interval, targetWhy, intervalWhy, nil
+}
 
-	quantum := l.mtu
-	quantumWhy := fmt.Sprintf("effective MTU at >= %d kbit/s", fastKbit)
-	if s.rate < fastKbit {
-		quantum = l.mtu/5 + 1
-		quantumWhy = fmt.Sprintf("%d/5+1 below %d kbit/s: small packets get a head start", l.mtu, fastKbit)
-	}
-
+// codelArgs are the computed arguments in the order tc prints them, and the
+// grammar the user's option string is parsed with.
+func codelArgs(s side, nss bool, limit, quantum int, target, interval time.Duration) (grammar, []arg) {
 	g := fqCodelGrammar
 	args := []arg{
 		{key: "limit", val: strconv.Itoa(limit), group: "limit"},
@@ -391,32 +425,26 @@ func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, erro
 	default:
 		args = append(args, arg{key: "noecn", group: "ecn"})
 	}
+	return g, args
+}
 
-	user, err := parseOpts(s.opts, g)
-	if err != nil {
-		return nil, q.Bad(s.optsFd, s.opts, "%v", err)
-	}
-	final := override(args, user)
-	from := func(key, why string) string {
-		if _, ok := lookup(user, key); ok {
-			return s.optsFd
-		}
-		return why
-	}
-	// A bad value is the user's when their option string set it; a computed
-	// one can only come from a device fact, which checkFacts bounds.
+// takeCodel records the final arguments in d, refusing what fq_codel
+// would: a bad value is the user's when their option string set it; a
+// computed one can only come from a device fact, which checkFacts bounds.
+func (d *Dir) takeCodel(q config.Queue, s side, final []arg, from func(key, why string) string) error {
 	blame := func(key string, err error) error {
 		if from(key, "") == s.optsFd {
 			return q.Bad(s.optsFd, s.opts, "%s %v", key, err)
 		}
 		return fmt.Errorf("computed %s: %v", key, err)
 	}
+	var err error
 	for _, v := range []struct {
 		key string
 		to  *int
 	}{{"limit", &d.Limit}, {"quantum", &d.FQQuantum}, {"flows", &d.Flows}} {
 		if *v.to, err = intOpt(final, v.key); err != nil {
-			return nil, blame(v.key, err)
+			return blame(v.key, err)
 		}
 	}
 	for _, v := range []struct {
@@ -424,7 +452,7 @@ func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, erro
 		to  *time.Duration
 	}{{"target", &d.Target}, {"interval", &d.Interval}} {
 		if *v.to, err = timeOpt(final, v.key); err != nil {
-			return nil, blame(v.key, err)
+			return blame(v.key, err)
 		}
 	}
 	if d.Target >= d.Interval {
@@ -432,20 +460,13 @@ func codelLeaf(d *Dir, q config.Queue, l link, s side, nss bool) ([]string, erro
 		if from("target", "") != s.optsFd && s.target != "" {
 			field, value = s.targetField, s.target
 		}
-		return nil, q.Bad(field, value, "target %s is not below interval %s; lower the target or raise the interval", tcTime(d.Target), tcTime(d.Interval))
+		return q.Bad(field, value, "target %s is not below interval %s; lower the target or raise the interval", tcTime(d.Target), tcTime(d.Interval))
 	}
 	if v, ok := lookup(final, "accel_mode"); ok && v != "0" {
-		return nil, q.Bad(s.optsFd, s.opts, "accel_mode %s; nss needs accel_mode 0 so the whole tree is offloaded, remove it", v)
+		return q.Bad(s.optsFd, s.opts, "accel_mode %s; nss needs accel_mode 0 so the whole tree is offloaded, remove it", v)
 	}
 	d.ECN = has(final, "ecn")
-
-	d.note("limit %d packets: %s", d.Limit, from("limit", limitWhy))
-	d.note("target %s: %s", tcTime(d.Target), from("target", targetWhy))
-	d.note("interval %s: %s", tcTime(d.Interval), from("interval", intervalWhy))
-	d.note("quantum %d bytes: %s", d.FQQuantum, from("quantum", quantumWhy))
-	d.note("flows %d", d.Flows)
-	d.note("%s", ecnNote(d.ECN, s, user, nss))
-	return words(final), nil
+	return nil
 }
 
 // queueLimit is the packets that fill limitWindowMS at rate, at least

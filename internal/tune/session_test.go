@@ -3,7 +3,6 @@ package tune
 import (
 	"context"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +19,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
 )
 
@@ -63,7 +63,7 @@ func session(t *testing.T, write bool) (*Session, fakeKernel, func()) {
 	test := bbclient.Config{Server: addr, Streams: 2, ProbeInterval: 10 * time.Millisecond}
 	return &Session{
 		Live:   &Live{Target: tg, Opts: opts, Test: test, Idle: 200 * time.Millisecond, Step: 400 * time.Millisecond, Line: 4 * time.Second, LineUp: 4 * time.Second},
-		Target: APlus, Write: write, Root: root, Log: func(s string) { t.Log(s) },
+		Target: search.APlus, Write: write, Root: root, Log: func(s string) { t.Log(s) },
 	}, k, stop
 }
 
@@ -180,7 +180,7 @@ func TestSessionBudget(t *testing.T) {
 	}
 	s, k, _ := session(t, false)
 	l := s.Live
-	s.Budget = l.fixedCost() + minSteps*l.phase(l.Step) + l.phase(l.Step)/2
+	s.Budget = l.fixedCost() + search.MinSteps*l.phase(l.Step) + l.phase(l.Step)/2
 	o, err := s.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -217,7 +217,7 @@ func TestSessionSweep(t *testing.T) {
 		if lose {
 			time.AfterFunc(2*time.Second, stop)
 		}
-		r, err := s.Sweep(context.Background(), SweepConfig{LineDown: 30000, LineUp: 12000, From: 0.97, To: 1.00, Step: 0.01, Phase: 600 * time.Millisecond})
+		r, err := s.Sweep(context.Background(), search.SweepConfig{LineDown: 30000, LineUp: 12000, From: 0.97, To: 1.00, Step: 0.01, Phase: 600 * time.Millisecond})
 		switch {
 		case lose && err == nil:
 			t.Error("the server went away and the sweep did not say so")
@@ -227,7 +227,7 @@ func TestSessionSweep(t *testing.T) {
 			// loopback is never bloated: every step passes, the best is
 			// the line; 4 steps per direction, then the bidirectional
 			// pair at both one-way bests, measured HoldPhases times
-			if len(r.Steps) != 8+HoldPhases || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != Bidir || r.Steps[10].Other != 12000 {
+			if len(r.Steps) != 8+search.HoldPhases || r.BestDown != 30000 || r.BestUp != 12000 || r.Steps[8].Kind != search.Bidir || r.Steps[10].Other != 12000 {
 				t.Errorf("sweep %+v", r)
 			}
 			// every step ran the sweep's phase, not the search's 400 ms,
@@ -250,7 +250,7 @@ func TestSessionSweep(t *testing.T) {
 // download, or the upload's for Upload)
 // in its first n runs, and counts the runs. Its phases are long enough to
 // have a steady part (the session's steps are shorter than Transient).
-func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbclient.Config) (*bbresult.Result, error) {
+func doctor(k search.Kind, add float64, n int, runs *int) func(context.Context, bbclient.Config) (*bbresult.Result, error) {
 	return func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
 		for _, d := range []*time.Duration{&c.Download, &c.Upload, &c.Bidir} {
 			if *d > 0 { // a phase measured again alone keeps its one phase
@@ -276,13 +276,13 @@ func doctor(k Kind, add float64, n int, runs *int) func(context.Context, bbclien
 			if ph.Name != string(k) || len(idle) == 0 {
 				continue
 			}
-			if k == Upload {
+			if k == search.Upload {
 				ph.AddedUp += add
 			} else {
 				ph.AddedDown += add
 			}
 			for j := range res.Samples.Probes {
-				if p := &res.Samples.Probes[j]; p.Lost == "" && p.T >= ph.Start+Transient && p.T < ph.End {
+				if p := &res.Samples.Probes[j]; p.Lost == "" && p.T >= ph.Start+search.Transient && p.T < ph.End {
 					p.RTT = idle[len(idle)/2] + add
 				}
 			}
@@ -302,7 +302,7 @@ func TestSessionConfirmMiss(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name        string
-		k           Kind
+		k           search.Kind
 		add         float64 // ms in the confirm's steady phase (A+: median 5)
 		misses      int     // confirms (and phases measured again) doctored
 		written     bool
@@ -313,22 +313,22 @@ func TestSessionConfirmMiss(t *testing.T) {
 		// are written unconfirmed
 		budget bool
 	}{
-		{"bidirectional by a little", Bidir, 5.5, 2, true, true, false, 3, true, false},
+		{"bidirectional by a little", search.Bidir, 5.5, 2, true, true, false, 3, true, false},
 		// +7 ms (1.4 bars) is a one-step miss to the search: one step here too
-		{"bidirectional by under half a bar", Bidir, 7, 2, true, true, false, 3, true, false},
+		{"bidirectional by under half a bar", search.Bidir, 7, 2, true, true, false, 3, true, false},
 		// the phase measured again reads the loopback's ~0: the mean meets
-		{"bidirectional once", Bidir, 7, 1, true, false, false, 2, true, false},
-		{"upload by a little", Upload, 5.5, 2, true, false, true, 3, true, false},
-		{"by a little twice", Bidir, 5.5, 3, false, false, false, 3, true, false},
-		{"clearly", Download, 20, 1, false, false, false, 1, false, false},
-		{"by a little, no budget for another", Upload, 5.5, 2, true, false, true, 2, true, true},
+		{"bidirectional once", search.Bidir, 7, 1, true, false, false, 2, true, false},
+		{"upload by a little", search.Upload, 5.5, 2, true, false, true, 3, true, false},
+		{"by a little twice", search.Bidir, 5.5, 3, false, false, false, 3, true, false},
+		{"clearly", search.Download, 20, 1, false, false, false, 1, false, false},
+		{"by a little, no budget for another", search.Upload, 5.5, 2, true, false, true, 2, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			s, k, _ := session(t, true)
 			if c.budget {
 				l := s.Live
-				s.Budget = l.fixedCost() + minSteps*l.phase(l.Step) + l.phase(l.Step)/2
+				s.Budget = l.fixedCost() + search.MinSteps*l.phase(l.Step) + l.phase(l.Step)/2
 			}
 			runs := 0
 			s.confirmTest = doctor(c.k, c.add, c.misses, &runs)
@@ -346,7 +346,7 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if again := o.Again != nil && len(o.Again.Phases) > 0; again != c.again {
 				t.Errorf("the missed phase measured again: %v, want %v", again, c.again)
 			} else if again {
-				if _, err := PhaseOf(o.Again, c.k); err != nil {
+				if _, err := search.PhaseOf(o.Again, c.k); err != nil {
 					t.Errorf("measured again: %v", err)
 				}
 			}
@@ -365,10 +365,10 @@ func TestSessionConfirmMiss(t *testing.T) {
 			d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
 			wantD, wantU := searched[0], searched[1]
 			if c.lowDn {
-				wantD = int(float64(wantD) * (1 - BidirStep))
+				wantD = int(float64(wantD) * (1 - search.BidirStep))
 			}
 			if c.lowU {
-				wantU = int(float64(wantU) * (1 - BidirStep))
+				wantU = int(float64(wantU) * (1 - search.BidirStep))
 			}
 			lowered := 0
 			if c.lowDn || c.lowU {
@@ -380,7 +380,7 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if !atRates(t, s, k, d, u) {
 				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
 			}
-			if o.Unconfirmed != c.budget || c.budget && !o.Report.Upload.Has(RuleNoRoomToConfirm) {
+			if o.Unconfirmed != c.budget || c.budget && !o.Report.Upload.Has(search.RuleNoRoomToConfirm) {
 				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Report.Upload.Why)
 			}
 			// the last confirming test ran at the written rates, or, with
@@ -396,85 +396,30 @@ func TestSessionConfirmMiss(t *testing.T) {
 	}
 }
 
-// The shaper rate one kbit/s of goodput needs is the frame the plan's
-// shaper counts for a full-size segment's 1448 bytes of payload.
-func TestRatePerGoodput(t *testing.T) {
-	for _, tc := range []struct {
-		name, opts string
-		proto      string
-		kind       string  // linkinfo.Facts.Kind of the shaped device
-		want       float64 // bytes counted per 1448 of payload
-		// ack: bytes of a 52-byte ACK the shaper does not count, in its
-		// count's scale for full-size frames
-		ack float64
-	}{
-		{"cake, Ethernet detected", "option qdisc 'cake'", "dhcp", "", 1518, 0},
-		{"cake, PPPoE detected", "option qdisc 'cake'", "pppoe", "", 1528, 0},
-		{"fq_codel, overhead set", "option qdisc 'fq_codel'\n\toption linklayer 'ethernet'\n\toption overhead '34'", "dhcp", "", 1534, 0},
-		// 1500 + 18 bytes are 32 cells of 48 on ATM, each 53 on the wire
-		{"cake on ATM", "option qdisc 'cake'\n\toption linklayer 'atm'", "dhcp", "", 32 * 53, 0},
-		// nsstbl counts the frame on the port whatever sized its mtu: under
-		// PPPoE the Ethernet header and PPPoE's 8 bytes; an ACK costs
-		// 52 + 32 bytes on PPPoE as the plan models it for nss (its 4
-		// bytes of NSS framing included), 84 × 1522/1532 in nsstbl's
-		// scale, of which it counts 74
-		{"nss under PPPoE", "option script 'nss-zk.qos'", "pppoe", "", 1522, 84.0*1522/1532 - 74},
-		// on the PPP device itself it counts bare IP
-		{"nss on the PPP device", "option script 'nss-zk.qos'", "pppoe", "ppp", 1500, 84.0*1500/1532 - 52},
-		// cable's 18 bytes configured: 70 × 1514/1518 - 66, 3.8 bytes
-		{"nss, overhead set", "option script 'nss-zk.qos'\n\toption linklayer 'ethernet'\n\toption overhead '18'", "dhcp", "", 1514, 70.0*1514/1518 - 66},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			root := t.TempDir()
-			os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
-			os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\t"+tc.opts+"\n"), 0o644)
-			qs, err := config.Resolve(root, "", nil, "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tg := apply.Target{Queue: qs[0], Facts: linkinfo.Facts{Device: "wan", Exists: true, OperUp: true, MTU: 1500, Kind: tc.kind, Proto: tc.proto, LowerDevice: "eth0"}}
-			if got, want := RatePerGoodput(tg), tc.want/1448; math.Abs(got-want) > 1e-9 {
-				t.Errorf("%.4f, want %.4f (%.0f/1448)", got, want, tc.want)
-			}
-			if got, want := AckUncounted(tg), tc.ack/2/1448; math.Abs(got-want) > 1e-9 {
-				t.Errorf("ACKs uncounted %.6f per kbit/s of goodput, want %.6f (%.1f bytes per two segments)", got, want, tc.ack)
-			}
-			// a 64-byte probe is a 92-byte IP packet, every 10 ms
-			probe := 92 + tc.want - 1500
-			if tc.name == "cake on ATM" {
-				probe = 3 * 53 // 92 + 18 bytes in three cells
-			}
-			if got, want := ProbeKbit(tg, 10*time.Millisecond), probe*8/1000/0.01; math.Abs(got-want) > 1e-9 {
-				t.Errorf("probes %.1f kbit/s, want %.1f", got, want)
-			}
-		})
-	}
-}
-
-// A long phase takes longSteps steps' test time, and what the confirming
+// A long phase takes search.LongSteps steps' test time, and what the confirming
 // test's long bidirectional phase costs beyond a short one fits in the
 // phase the budget keeps for measuring a missed confirm phase again.
 func TestPhaseLengths(t *testing.T) {
 	l := &Live{Idle: time.Second, Step: 6 * time.Second, Line: 30 * time.Second, LineUp: 12 * time.Second}
 	for _, c := range []struct {
-		k    Kind
-		n    Length
+		k    search.Kind
+		n    search.Length
 		want time.Duration
 	}{
-		{Download, StepPhase, 6 * time.Second},
-		{Bidir, StepPhase, 6 * time.Second},
-		{Bidir, LongPhase, 14 * time.Second},
-		{Download, LinePhase, 30 * time.Second},
-		{Upload, LinePhase, 12 * time.Second},
+		{search.Download, search.StepPhase, 6 * time.Second},
+		{search.Bidir, search.StepPhase, 6 * time.Second},
+		{search.Bidir, search.LongPhase, 14 * time.Second},
+		{search.Download, search.LinePhase, 30 * time.Second},
+		{search.Upload, search.LinePhase, 12 * time.Second},
 	} {
 		if got := l.length(c.k, c.n); got != c.want {
 			t.Errorf("%s phase %d: %v, want %v", c.k, c.n, got, c.want)
 		}
 	}
-	if got, want := l.phase(l.length(Bidir, LongPhase)), longSteps*l.phase(l.Step); got != want {
-		t.Errorf("a long phase's test time %v, want %d steps', %v", got, longSteps, want)
+	if got, want := l.phase(l.length(search.Bidir, search.LongPhase)), search.LongSteps*l.phase(l.Step); got != want {
+		t.Errorf("a long phase's test time %v, want %d steps', %v", got, search.LongSteps, want)
 	}
-	short, long := l.confirming(StepPhase), l.confirming(LongPhase)
+	short, long := l.confirming(search.StepPhase), l.confirming(search.LongPhase)
 	if short.Bidir != l.Step || long.Bidir != 14*time.Second || long.Download != l.Step || long.Upload != l.Step {
 		t.Errorf("confirming tests: %+v, %+v", short, long)
 	}
@@ -482,10 +427,10 @@ func TestPhaseLengths(t *testing.T) {
 		t.Errorf("a confirming test sends one segment per packet before SlowUpload")
 	}
 	l.SlowUpload()
-	if !l.one(Bidir, l.Step).OneSegment || !l.confirming(LongPhase).OneSegment {
+	if !l.one(search.Bidir, l.Step).OneSegment || !l.confirming(search.LongPhase).OneSegment {
 		t.Errorf("after SlowUpload a step or the confirming test still sends segment pairs")
 	}
-	if got, kept := l.confirmCost(LongPhase)-l.confirmCost(StepPhase), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(StepPhase); got > kept {
+	if got, kept := l.confirmCost(search.LongPhase)-l.confirmCost(search.StepPhase), l.fixedCost()-l.phase(l.Line)-l.phase(l.LineUp)-l.confirmCost(search.StepPhase); got > kept {
 		t.Errorf("the long confirming test costs %v more, over the %v fixedCost keeps beside the short one", got, kept)
 	}
 }

@@ -9,28 +9,28 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
-	"github.com/sqmkit/sqmkit/internal/tune"
+	"github.com/sqmkit/sqmkit/internal/search"
 )
 
 // WriteTune renders a tune search: per direction, the added latency
 // (median and p95) and the goodput at each rate tried, against the rate as
 // a share of the measured line, with the target's bars and the rates
 // chosen.
-func WriteTune(path string, r *tune.Report) error {
+func WriteTune(path string, r *search.Report) error {
 	return write(path, func(c vg.CanvasSizer) error { return drawTune(c, r) })
 }
 
-func drawTune(c vg.CanvasSizer, r *tune.Report) error {
+func drawTune(c vg.CanvasSizer, r *search.Report) error {
 	lat, good := plot.New(), plot.New()
 	lat.Title.Text = fmt.Sprintf("sqmkit tune, target %s: added latency and goodput by shaper rate", r.Target.Name)
 	lat.Y.Label.Text = "added latency, ms"
 	good.Y.Label.Text = "goodput, Mbit/s"
 	good.X.Label.Text = "shaper rate, % of the measured line"
 	for _, d := range []struct {
-		k   tune.Kind
-		ch  tune.Choice
+		k   search.Kind
+		ch  search.Choice
 		col color.RGBA
-	}{{tune.Download, r.Download, color.RGBA{B: 0xc0, A: 0xff}}, {tune.Upload, r.Upload, color.RGBA{R: 0xd0, G: 0x70, A: 0xff}}} {
+	}{{search.Download, r.Download, color.RGBA{B: 0xc0, A: 0xff}}, {search.Upload, r.Upload, color.RGBA{R: 0xd0, G: 0x70, A: 0xff}}} {
 		var med, p95, gp plotter.XYs
 		for _, st := range r.Steps {
 			if st.Kind != d.k || d.ch.Line.RateKbit == 0 {
@@ -74,7 +74,7 @@ func drawTune(c vg.CanvasSizer, r *tune.Report) error {
 		}
 	}
 	for _, bar := range []float64{r.Target.MedianMs, r.Target.P95Ms} {
-		l, err := plotter.NewLine(plotter.XYs{{X: 100 * tune.Floor, Y: bar}, {X: 100, Y: bar}})
+		l, err := plotter.NewLine(plotter.XYs{{X: 100 * search.Floor, Y: bar}, {X: 100, Y: bar}})
 		if err != nil {
 			return err
 		}
@@ -92,7 +92,7 @@ func drawTune(c vg.CanvasSizer, r *tune.Report) error {
 
 // tops are the highest latency (p95) and goodput (Mbit/s) of r's steps,
 // for the vertical markers of the chosen rates.
-func tops(r *tune.Report) (lat, good float64) {
+func tops(r *search.Report) (lat, good float64) {
 	lat, good = r.Target.P95Ms, 1
 	for _, st := range r.Steps {
 		lat, good = max(lat, st.AddedP95), max(good, float64(st.GoodputKbit)/1000)

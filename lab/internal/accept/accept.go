@@ -8,7 +8,7 @@ import (
 	"math"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/tune"
+	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
 
@@ -19,10 +19,8 @@ import (
 // "Grading and bars"): with both directions loaded on an asymmetric link,
 // the download's ACKs queue behind the upload, its ACK clock turns bursty,
 // and bursts fill the modem's FIFO before the ingress shaper behind it can
-// act. At the lab's fixed 95 % rates its median measured 2.8–5.5 ms on a
-// quiet host for unchanged code (cable, 2026-11-23, 12 runs): a 5 ms bar
-// there graded luck. sqmkit tune holds it to 5/15 by lowering the rates
-// (on cable to 94 %/97 % of the measured line).
+// act; at the lab's fixed 95 % rates a 5 ms bar there grades luck. sqmkit
+// tune holds it to 5/15 by lowering the rates (TestShaped).
 var (
 	MaxMedianMs      = bbresult.APlus.MedianMs
 	MaxP95Ms         = bbresult.APlus.P95Ms
@@ -165,14 +163,13 @@ func MissesLatency(p Phase) bool {
 }
 
 // Unsure says whether a second measurement could turn p's verdict against
-// its shaped bars: sqmkit tune's borderline rule (tune.Unsure), so the lab
+// its shaped bars: sqmkit tune's borderline rule (search.Unsure), so the lab
 // judges a phase at the knee the way tune judges a step there. At tune's
 // rates a phase sits at its bar by design, and one measurement of it is a
-// coin toss (the CI run of 207eb28: bidirectional +10.1 ms against 10 at
-// tune's rates on cable × cake, every other bar met).
+// coin toss (TestUnsure).
 func Unsure(p Phase) bool {
 	med, p95 := bars(p.Name)
-	return tune.Unsure(tune.Target{MedianMs: med, P95Ms: p95}, p.AddedMedian, p.AddedP95)
+	return search.Unsure(search.Target{MedianMs: med, P95Ms: p95}, p.AddedMedian, p.AddedP95)
 }
 
 // Mean is the phase measured twice: the mean of a's and b's figures, with

@@ -44,24 +44,13 @@ const (
 // bucketMs is how long a tbf of the emulated line may go unserved and
 // still carry its rate: its bucket holds that many ms of tokens. A real
 // line's serializer does not lose capacity while a CPU is busy; tbf does
-// whenever its timer fires later than its bucket lasts, and in the
-// emulated guest under a bidirectional load it fired late by more than
-// 2 ms often: with a 2 ms bucket the cable modem's download carried
-// 36.6–38.4 Mbit/s of its 40 while 40 KB to 1.3 MB stood queued in it
-// (`sqmkit-lab ab`, 2026-11-27 01:41, 38800 / 7760), so cake at 97 % sat
-// above the line it was shaping for. That loss grew as a boot slowed and
-// with the guest's own load, which differs between the client's traffic
-// and the router's: it was the lab's "slow boots" (the same rates read
-// twice as high) and its "router's own downloads fill the modem". With
-// 10 ms the modem stayed empty and the client, the router and tune's step
-// read +3.8, +3.2 and +2.9 ms (sd 0.4–0.6) in the same boot where 2 ms
-// had read +35.8, +76.3 and +80.6 (sd 43–84). The price: a burst the
-// server sends above the line's rate passes up to 10 ms of it at once to
-// the router's ingress shaper, which queues it with flow isolation, where
-// a serializer would queue it in the modem's FIFO (fiber's bidirectional
-// phase read +7 ms at 2 ms, +1 ms at 10, on 2026-11-25). Providers'
-// shapers have buckets of that order (DOCSIS' maximum traffic burst, a
-// BNG's committed burst), so this is still a line users have.
+// whenever its timer fires later than its bucket lasts, which in the
+// emulated guest under load happens often past 2 ms, so the modem carried
+// less than its line and the shaper above it sat over the line it shaped
+// for (docs/lab-notes.md has the A/B). The price: a burst above the line's
+// rate passes up to 10 ms of it at once to the router's ingress shaper.
+// Providers' shapers have buckets of that order (DOCSIS' maximum traffic
+// burst, a BNG's committed burst), so this is still a line users have.
 const bucketMs = 10
 
 // Batch returns the `tc -batch` lines for the modem's egress device dev.
@@ -88,11 +77,9 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 		// rate, drained at most at the boost rate (tbf's peak bucket,
 		// mtu); after an idle spell the bucket is full again. The peak
 		// bucket holds ten frames: with one, tbf waits on a timer for
-		// every frame, and in the emulated guest under the bidirectional
-		// load those waits ran late enough that the modem carried less
-		// than the line (a static cake at 95 % of it read +412.6/+538.6
-		// ms there, 0c77a28); a DOCSIS modem sends in bursts of grants
-		// anyway.
+		// every frame, and in the emulated guest those waits ran late
+		// enough that the modem carried less than the line; a DOCSIS modem
+		// sends in bursts of grants anyway.
 		peak := rate * p.BoostPct / 100
 		shaper = fmt.Sprintf("tbf rate %dkbit burst %d peakrate %dkbit mtu %d limit %d",
 			rate, p.BoostMB*1000000, peak, max(boostPeakFrames*maxFrame, bucketMs*peak/8), limit)

@@ -51,8 +51,7 @@ func Stats(v []int) (lo, mean, hi int) {
 
 // SustainedMin is the lowest capacity held for a second: the minimum of
 // the moving one-second means. A dropout (starlink's: 100–400 ms at 0) is
-// not a rate anyone would shape to; a static shaper "at the minimum" set
-// from one read 64 kbit/s and carried nothing (2026-11-23).
+// not a rate anyone would shape to (TestSustainedMin).
 func SustainedMin(v []int) int {
 	n := int(time.Second / Step)
 	if len(v) < n {

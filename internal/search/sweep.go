@@ -1,4 +1,4 @@
-package tune
+package search
 
 import (
 	"context"
@@ -39,9 +39,8 @@ type SweepConfig struct {
 // one way, the highest one that meets the target with the next lower step
 // meeting it too (one passing step among misses is noise, not a rate to
 // keep); with both directions loaded, the highest pair that meets it in
-// each of HoldPhases phases (descend). The one-way knees measured so far
-// are sharp (adsl-atm × nss's upload: +9.7 ms at 850, +101.7 at 860);
-// the coin is the pair's, where each direction waits on the other's ACKs.
+// each of HoldPhases phases (descend). One-way knees are sharp; the coin
+// is the pair's, where each direction waits on the other's ACKs.
 type SweepResult struct {
 	Target           Target
 	LineDown, LineUp int
@@ -63,7 +62,7 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	if c.Step <= 0 || c.From <= 0 || c.To < c.From {
 		return nil, fmt.Errorf("sweep range %.2f..%.2f step %.2f: want 0 < from <= to and a positive step", c.From, c.To, c.Step)
 	}
-	s := &search{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, ProbeKbit: c.ProbeKbit, Progress: c.Progress}, r: &Report{Target: c.Target}}
+	s := &searcher{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, ProbeKbit: c.ProbeKbit, Progress: c.Progress}, r: &Report{Target: c.Target}}
 	s.r.Download.Line.RateKbit, s.r.Upload.Line.RateKbit = c.LineDown, c.LineUp
 	if c.LineDown == 0 || c.LineUp == 0 {
 		if err := l.SetRates(ctx, c.OpenDown, c.OpenUp); err != nil {
@@ -135,51 +134,25 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 
 // HoldPhases is how many bidirectional phases at one pair must each meet
 // the target before the pair is the sweep's best: a best is a rate that
-// holds the grade, not one that met it once. On adsl-atm × nss the pair's
-// phase is a coin over 5 % of the upload (6880 / 776: eight of sixteen 30 s
-// phases met A; 6880 / 745: ten of ten), so a best taken from one pass and
-// a lower one (the rule before 2026-11-28) landed where the coin first came
-// up twice, 790, about 5 % above where the pair holds, and tune, held to
-// 97 % of it, had to land on the coin too (docs/lab-notes.md, "2026-11-27,
-// night"). Three of three is the first count a pair passing half its phases
-// meets less often than once in seven; a pair that passes nine in ten meets
-// it seven times in ten, and the next step down, a 1 % lowering, is then
-// the best. Measuring the same pair again, not the step below it in both
-// directions, is the test: the step below also lowers the download, whose
-// fewer ACKs leave the upload room (6600 / 776 met A ten of ten times).
+// holds the grade, not one that met it once. Three of three is the first
+// count a pair passing half its phases meets less often than once in
+// seven; the same pair is measured again, not the step below, which also
+// lowers the download and leaves the upload room (TestSweepSettles).
 const HoldPhases = 3
 
-// descend finds the best pair of the bidirectional phase: A+ is every
-// phase, so each direction's best holds it beside the other's stream.
-// From both one-way bests it lowers, one step at a time, the direction
-// whose queue a miss was, by tune's rule (lowered: the upload when its
-// one-way delay carries three quarters of the added delay, else the
-// download, whose ingress shaper sits behind the modem the upload's ACK
-// bursts fill), until a pair whose HoldPhases phases each meet the
+// descend finds the best pair of the bidirectional phase: from both
+// one-way bests it lowers, one step at a time, the direction whose queue a
+// miss was (Queued), until a pair whose HoldPhases phases each meet the
 // target; a pass that a later phase misses is lowered by that miss. It is
-// the exhaustive form of tune's own descent, so the two are judged on one
-// path through the two-dimensional frontier: the sweep held one direction
-// at its one-way best while it swept the other before, and on fiber
-// (2026-11-25) both one-way bests, 98 % and 99 % of the line, queued
-// beside each other, so no rate of either passed beside the other's
-// (0/0), where the download's own delay fell to +1.7-3.2 ms at 87-90 % and
-// the misses there were the upload's (+26 ms upstream).
-// It departs from tune's descent in two rules. It never puts back a
-// lowering that left the delay flat (helped): its 1 % steps move the
-// delay less than a 30 s phase's noise, so "no help" is noise (at
-// 45a24e2 that rule walked vdsl × cake's upload from 9800 to 9000 at a
-// flat +5 to +8 ms while the download, whose queue every split showed,
-// ~5 against ~1.5 ms, went back and forth between 27000 and 27300). And
-// it marks no slow line, so beside one it lowers by Queued's rule (the
-// download, at an even split) where tune lowers the slow line's
-// direction (lowered): both paths cross one frontier and end at
-// different pairs of it (adsl-atm × nss: 6600 / 776 and 6880 / 745 each
-// met A in ten phases of ten, 6880 / 776 in eight of sixteen;
-// docs/lab-notes.md, "2026-11-27, night"; on tune's path the 22:55 sweep
-// found the same best).
+// the exhaustive form of tune's descent, so the two walk one path through
+// the two-dimensional frontier (TestSweep).
+// It departs from tune's descent in two rules: it never puts back a
+// lowering that left the delay flat (its 1 % steps move the delay less
+// than a phase's noise), and it marks no slow line, so both cross one
+// frontier and may end at different pairs of it.
 // A direction is never lowered below From of its line; when none can be,
 // there is no best (0, 0).
-func (s *search) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
+func (s *searcher) descend(ctx context.Context, c SweepConfig, down, up int) (int, int, error) {
 	d, u := &s.r.Download, &s.r.Upload
 	floor := func(ch *Choice) int { return int(math.Round(c.From * float64(ch.Line.RateKbit))) }
 	stepOf := func(ch *Choice) int { return int(math.Round(c.Step * float64(ch.Line.RateKbit))) }

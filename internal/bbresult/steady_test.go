@@ -1,20 +1,18 @@
-package bbclient
+package bbresult
 
 import (
 	"encoding/json"
 	"math"
 	"os"
 	"testing"
-
-	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // Steady leaves the phase's start out: a transient of 100 ms RTT in its
 // first second, 21 ms after, over an idle 20 ms.
 func TestSteady(t *testing.T) {
-	r := &bbresult.Result{Phases: []bbresult.Phase{
-		{Name: bbresult.PhaseIdleBefore, Start: 0, End: 2},
-		{Name: bbresult.PhaseDownload, Start: 2, End: 8},
+	r := &Result{Phases: []Phase{
+		{Name: PhaseIdleBefore, Start: 0, End: 2},
+		{Name: PhaseDownload, Start: 2, End: 8},
 	}}
 	for i := 0; i < 800; i++ {
 		tm := float64(i) / 100
@@ -25,7 +23,7 @@ func TestSteady(t *testing.T) {
 		case tm >= 3:
 			rtt = 21
 		}
-		p := bbresult.Probe{T: tm, RTT: rtt}
+		p := Probe{T: tm, RTT: rtt}
 		if i%50 == 7 {
 			p.Lost, p.RTT = "down", 0 // lost probes never count
 		}
@@ -34,12 +32,12 @@ func TestSteady(t *testing.T) {
 	for _, c := range []struct {
 		skip, med, p95 float64
 	}{{1.5, 1, 1}, {0, 1, 80}} {
-		med, p95, ok := Steady(r, bbresult.PhaseDownload, c.skip, 0)
+		med, p95, ok := Steady(r, PhaseDownload, c.skip, 0)
 		if !ok || math.Abs(med-c.med) > 1e-9 || math.Abs(p95-c.p95) > 1e-9 {
 			t.Errorf("skip %v: %v/%v %v, want %v/%v", c.skip, med, p95, ok, c.med, c.p95)
 		}
 	}
-	if _, _, ok := Steady(r, bbresult.PhaseUpload, 1, 0); ok {
+	if _, _, ok := Steady(r, PhaseUpload, 1, 0); ok {
 		t.Error("a missing phase is not ok")
 	}
 }
@@ -48,10 +46,10 @@ func TestSteady(t *testing.T) {
 // long phase it stands for; one whose delay rose, or fell by little, or
 // that is as long already, as it is.
 func TestSteadyStandsForLong(t *testing.T) {
-	phase := func(end float64, added func(tm float64) float64) *bbresult.Result {
-		r := &bbresult.Result{Phases: []bbresult.Phase{
-			{Name: bbresult.PhaseIdleBefore, Start: 0, End: 2},
-			{Name: bbresult.PhaseBidir, Start: 2, End: end},
+	phase := func(end float64, added func(tm float64) float64) *Result {
+		r := &Result{Phases: []Phase{
+			{Name: PhaseIdleBefore, Start: 0, End: 2},
+			{Name: PhaseBidir, Start: 2, End: end},
 		}}
 		for i := 0; i < int(end*100); i++ {
 			tm := float64(i) / 100
@@ -59,7 +57,7 @@ func TestSteadyStandsForLong(t *testing.T) {
 			if tm >= 2 {
 				rtt += added(tm)
 			}
-			r.Samples.Probes = append(r.Samples.Probes, bbresult.Probe{T: tm, RTT: rtt})
+			r.Samples.Probes = append(r.Samples.Probes, Probe{T: tm, RTT: rtt})
 		}
 		return r
 	}
@@ -83,7 +81,7 @@ func TestSteadyStandsForLong(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name     string
-		r        *bbresult.Result
+		r        *Result
 		long     float64
 		med, p95 float64
 	}{
@@ -99,24 +97,23 @@ func TestSteadyStandsForLong(t *testing.T) {
 		// the 30 s phase itself reads as the short one judged as it
 		{"long already", phase(32, drain), 30, 10, 100},
 	} {
-		med, p95, ok := Steady(c.r, bbresult.PhaseBidir, 1.5, c.long)
+		med, p95, ok := Steady(c.r, PhaseBidir, 1.5, c.long)
 		if !ok || math.Abs(med-c.med) > 1e-9 || math.Abs(p95-c.p95) > 1e-9 {
 			t.Errorf("%s: +%v/+%v %v, want +%v/+%v", c.name, med, p95, ok, c.med, c.p95)
 		}
 	}
 }
 
-// The confirming test's 6 s download phase of adsl-atm × fq_codel at
-// 7802 kbit/s (c4bd8c7): past 1.5 s its start-up drained for another
-// second (24, then 5.6 ms per half second) and made its p95, not its
-// median. Judged as the 30 s phase, whose sweep passed 7840 at
-// +1.3/+6.9, it meets A+; judged as it is, it does not.
+// A recorded confirming test's 6 s download phase (lab adsl-atm ×
+// fq_codel, testdata/confirm-download-drain.json): past 1.5 s its
+// start-up drained for another second and made its p95, not its median.
+// Judged as the 30 s phase it meets A+; judged as it is, it does not.
 func TestSteadyRecordedTail(t *testing.T) {
 	b, err := os.ReadFile("testdata/confirm-download-drain.json")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r bbresult.Result
+	var r Result
 	if err := json.Unmarshal(b, &r); err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +121,7 @@ func TestSteadyRecordedTail(t *testing.T) {
 		long float64
 		pass bool
 	}{{0, false}, {30, true}} {
-		med, p95, ok := Steady(&r, bbresult.PhaseDownload, 1.5, c.long)
+		med, p95, ok := Steady(&r, PhaseDownload, 1.5, c.long)
 		if !ok || (med <= 5 && p95 <= 15) != c.pass {
 			t.Errorf("long %v: +%.1f/+%.1f %v, want A+ %v", c.long, med, p95, ok, c.pass)
 		}

@@ -1,4 +1,4 @@
-package tune
+package search
 
 import (
 	"context"
@@ -27,10 +27,8 @@ func (l lucky) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
 }
 
 // edgeOnce passes the bidirectional phase at the download's share at (per
-// mille) the first passes times only (0: once): a pair on the edge of the bar (cable × nss,
-// 18a4893: +4.7 ms at 97 % of the line, measured twice; then +5.0-7.3
-// beside every upload rate; adsl-atm × nss, 2026-11-27: 6880 / 776 met A
-// in eight phases of sixteen).
+// mille) the first passes times only (0: once): a pair on the edge of the
+// bar, which meets it in about half its phases.
 type edgeOnce struct {
 	*sim
 	at, passes int
@@ -51,8 +49,8 @@ func (e *edgeOnce) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
 // upAtLine misses the bidirectional phase (+11 ms) whenever the upload is
 // at or above upAt, its one-way best, and the download above downAbove
 // (per mille; its ACKs tip the upload over its line): the upload's own
-// queue decides the phase (cable × cake and cable-boost × cake, 596eb29).
-// With upQueue the phase's one-way delays say it is the upload's queue.
+// queue decides the phase. With upQueue the phase's one-way delays say it
+// is the upload's queue.
 type upAtLine struct {
 	*sim
 	upAt      float64
@@ -98,8 +96,7 @@ func (b *bothQueue) Load(ctx context.Context, k Kind, n Length) (Phase, error) {
 
 // flatNoisy is a bidirectional frontier that is the download's queue: flat
 // at +6 ms, with a 30 s phase's noise (-0.1 to +0.7 ms), while the
-// download is above the share below of its line, and +3 ms at or under it
-// (vdsl × cake, 45a24e2).
+// download is above the share below of its line, and +3 ms at or under it.
 type flatNoisy struct {
 	*sim
 	below float64
@@ -151,10 +148,9 @@ func TestSweep(t *testing.T) {
 		{"a miss of no one's queue lowers both", func(s *sim) Link {
 			return &upAtLine{sim: s, upAt: 7220}
 		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.94, 0.94},
-		// both one-way bests queue beside each other (fiber, 2026-11-25:
-		// the download's knee 6-7 % lower with both loaded, and the upload
-		// at its one-way best queued upstream): each comes down by its own
-		// misses
+		// both one-way bests queue beside each other (the download's knee
+		// 6-7 % lower with both loaded, and the upload at its one-way best
+		// queued upstream): each comes down by its own misses
 		{"both give way", func(s *sim) Link {
 			return &bothQueue{sim: s, shift: 0.065, upAt: 7220}
 		}, func(c *SweepConfig) { c.StopAfter = 3 }, 0.95, 8, 0.89, 0.94},
@@ -187,30 +183,7 @@ func TestSweep(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, d := range []struct {
-				k          Kind
-				best, line int
-			}{{Download, r.BestDown, r.LineDown}, {Upload, r.BestUp, r.LineUp}} {
-				if math.Abs(float64(d.line)-map[Kind]float64{Download: s.down, Upload: s.up}[d.k]) > 2 {
-					t.Errorf("%s: line %d", d.k, d.line)
-				}
-				share := tc.best
-				if x := map[Kind]float64{Download: tc.bestDown, Upload: tc.bestUp}[d.k]; x > 0 {
-					share = x
-				}
-				if want := int(math.Round(share * float64(d.line))); d.best != want {
-					t.Errorf("%s: best %d, want %d (%.2f of %d)", d.k, d.best, want, share, d.line)
-				}
-				n := 0
-				for _, st := range r.Steps {
-					if st.Kind == d.k {
-						n++
-					}
-				}
-				if n > tc.maxSteps || c.StopAfter == 0 && n != tc.maxSteps {
-					t.Errorf("%s: %d steps, want %d", d.k, n, tc.maxSteps)
-				}
-			}
+			checkBests(t, r, s, c, map[Kind]float64{Download: tc.bestDown, Upload: tc.bestUp}, tc.best, tc.maxSteps)
 			// the first step is the line rate, the last no lower than From
 			if st := r.Steps[0]; st.Kind != Download || st.RateKbit != r.LineDown {
 				t.Errorf("first step %+v", st)
@@ -219,6 +192,36 @@ func TestSweep(t *testing.T) {
 				t.Errorf("left the link at %v/%v", s.rateD, s.rateU)
 			}
 		})
+	}
+}
+
+// checkBests checks each direction's line, best (share of the line, or
+// moved's where the bidirectional phase moved it) and step count.
+func checkBests(t *testing.T, r *SweepResult, s *sim, c SweepConfig, moved map[Kind]float64, best float64, maxSteps int) {
+	t.Helper()
+	for _, d := range []struct {
+		k          Kind
+		best, line int
+	}{{Download, r.BestDown, r.LineDown}, {Upload, r.BestUp, r.LineUp}} {
+		if math.Abs(float64(d.line)-map[Kind]float64{Download: s.down, Upload: s.up}[d.k]) > 2 {
+			t.Errorf("%s: line %d", d.k, d.line)
+		}
+		share := best
+		if x := moved[d.k]; x > 0 {
+			share = x
+		}
+		if want := int(math.Round(share * float64(d.line))); d.best != want {
+			t.Errorf("%s: best %d, want %d (%.2f of %d)", d.k, d.best, want, share, d.line)
+		}
+		n := 0
+		for _, st := range r.Steps {
+			if st.Kind == d.k {
+				n++
+			}
+		}
+		if n > maxSteps || c.StopAfter == 0 && n != maxSteps {
+			t.Errorf("%s: %d steps, want %d", d.k, n, maxSteps)
+		}
 	}
 }
 

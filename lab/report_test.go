@@ -1,0 +1,88 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/lab/internal/accept"
+)
+
+func TestPrintTable(t *testing.T) {
+	m := &accept.Measurement{Tool: "sqmkit dev", Grade: "A", Phases: []accept.Phase{
+		{Name: accept.Download, AddedMedian: 2.3, AddedP95: 25.1, DownMbps: 6.3},
+		{Name: accept.Upload, AddedMedian: 10.8, AddedP95: 70, UpMbps: 0.7},
+		{Name: accept.Bidir, AddedMedian: 27, AddedP95: 62.5, DownMbps: 6.2, UpMbps: 0.5},
+	}}
+	rs := []result{{
+		Profile: "adsl-atm", Backend: "cake", Status: "limitation", Limitation: "ATM at 1 Mbit/s", Test: m,
+		Checks:      []accept.Check{{Name: "upload median added ms", Got: 10.8, Want: "<= 5"}, {Name: "download goodput", Got: 6.3, Want: ">= 6", OK: true}},
+		CrossChecks: []accept.Check{{Name: "upload Mbit/s", Got: 0.7, Want: "0.8 ± 5% (iperf3+irtt)"}},
+		Start:       &startCost{First: cost{WallMs: 812.4}, Warm: cost{WallMs: 96.2, Processes: 4, Execs: 3}},
+	}, {Profile: "cable", Backend: "nss", Status: "error", Error: "start changed no qdisc", Dir: "/r/cable/nss"},
+		{Profile: "cable", Backend: "fq_codel", Status: "inconclusive", Error: "inconclusive: host busy (no clean upload phase in 3 tries)", Dir: "/r/cable/fq_codel",
+			Discarded: []discarded{{Phase: "upload", Run: "test", Why: "vCPUs stalled"}}},
+		{Profile: "adsl-atm", Backend: "ext:htb-fifo", Status: "pass", Test: m, Start: &startCost{Warm: cost{Processes: -1}}},
+		{Profile: "vdsl", Backend: "hotplug:cake", Status: "pass", FirstTry: "inconclusive: host busy (no clean storm phase in 1 tries)", Dir: "/r/vdsl/hotplug-cake"},
+		{Profile: "cable", Backend: "cake", Status: "pass", Test: m, Tune: &tuned{LineDown: 40000, LineUp: 8000, Rule95Down: 38000, Rule95Up: 7600,
+			Down: 39000, Up: 7300, BoostDown: 47000, TestSeconds: 151}, Sweep: &swept{From: 80, To: 100, Stop: 3, BestDown: 38800, BestUp: 7600, OneWayDown: 39200, OneWayUp: 7600, Steps: 17, WallSeconds: 170}}}
+	var b strings.Builder
+	printTable(&b, rs)
+	out := b.String()
+	for _, want := range []string{
+		"\nadsl-atm\nbackend",
+		"cake          limitation  A      2.3 / 25.1",
+		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7               812 / 96             4 / 3\n",
+		"ext:htb-fifo  pass        A      2.3 / 25.1",
+		"\ncable\nbackend",
+		"adsl-atm/cake: FAIL upload median added ms = 10.8 (want <= 5)",
+		"adsl-atm/cake: expected limitation: ATM at 1 Mbit/s",
+		"adsl-atm/cake: cross-check differs (recorded, not graded): upload Mbit/s = 0.7 vs 0.8 ± 5% (iperf3+irtt)",
+		"cable/nss: error: start changed no qdisc (logs in /r/cable/nss)",
+		"cable/fq_codel: inconclusive: host busy (no clean upload phase in 3 tries) (logs in /r/cable/fq_codel)",
+		"cable/fq_codel: upload phase of run test discarded: vCPUs stalled",
+		"vdsl/hotplug:cake: second pass; the first was inconclusive: host busy (no clean storm phase in 1 tries) (its files in /r/vdsl/hotplug-cake.busy)",
+		"cable/cake: tune: download 39000 (98% of line 40000; 95% rule 38000) upload 7300 (91% of 8000; rule 7600), test time 151 s; boost seen 47000/0 kbit/s goodput",
+		"cable/cake: sweep 80-100% (a direction ends after 3 passing steps in a row): best A+ download 38800, upload 7600 (one-way phases alone 39200/7600; 17 steps, 170 s)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "download goodput") {
+		t.Errorf("a passing check was printed:\n%s", out)
+	}
+	if strings.Contains(out, "inconclusive: inconclusive") {
+		t.Errorf("an inconclusive error's status was printed twice:\n%s", out)
+	}
+	if i, j := strings.Index(out, "ext:htb-fifo"), strings.Index(out, "\ncable\n"); i > j {
+		t.Errorf("adsl-atm's rows are not in one table:\n%s", out)
+	}
+}
+
+func TestUpdateResults(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "results.md")
+	body := "# x\n\n## Results\n" + resultsBegin + "\nold table\n" + resultsEnd + "\n\n## Limits\n"
+	os.WriteFile(path, []byte(body), 0o644)
+	rs := []result{{Profile: "cable", Backend: "cake", Status: "pass", Date: "2026-11-23T10:00:00Z", Commit: "abc1234", Kernel: "6.1.0-56-amd64",
+		Test: &accept.Measurement{Grade: "A+", Phases: []accept.Phase{{Name: accept.Download, AddedMedian: 1.2, AddedP95: 3.4, DownMbps: 36.1},
+			{Name: accept.Upload, UpMbps: 7.2}}}}}
+	if err := updateResults(path, rs); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	got := string(b)
+	for _, want := range []string{"Lab run of 2026-11-23, commit abc1234, guest kernel 6.1.0-56-amd64", "**cable**", "| cake | pass | A+ | 1.2 / 3.4 |", "## Limits", "# x"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the results lack %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "old table") {
+		t.Errorf("old table kept:\n%s", got)
+	}
+	os.WriteFile(path, []byte("# no markers\n"), 0o644)
+	if err := updateResults(path, rs); err == nil {
+		t.Error("a file without markers: no error")
+	}
+}

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/lab/internal/trace"
+)
+
+// A trace run's figures: utilisation against the trace's capacity over the
+// loaded part, added delay over the lead-in's lowest delay, per direction.
+func TestTraceFigures(t *testing.T) {
+	tr := &trace.Trace{Down: []int{10000, 10000, 20000, 20000}, Up: []int{2000, 2000, 2000, 2000}} // 400 ms
+	res := &bbresult.Result{ProbeInterval: 100}
+	start := traceIdle.Seconds()
+	for i := range 5 { // the idle lead-in: 20 ms down, 10 ms up
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: float64(i) * 0.5, Down: 20 + float64(i), Up: 10})
+	}
+	for i, added := range []float64{0, 10, 40, 50} { // loaded: 100 ms apart
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: start + 0.05 + float64(i)*0.1, Down: 20 + added, Up: 10 + added/2})
+	}
+	res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: start + 0.2, Lost: "up"})
+	for i := range 4 { // half the capacity down, all of it up
+		res.Samples.Throughput = append(res.Samples.Throughput, bbresult.Throughput{T: start + float64(i+1)*0.1, Download: float64(tr.Down[i]) / 2000, Upload: 2})
+	}
+	x := traceFigures(res, tr)
+	if math.Abs(x.Utilisation[0]-0.5) > 1e-9 || math.Abs(x.Utilisation[1]-1) > 1e-9 {
+		t.Errorf("utilisation %v", x.Utilisation)
+	}
+	if x.P50[0] != 25 || x.P50[1] != 12.5 || x.P99[0] < 49 || x.P99[0] > 50 {
+		t.Errorf("added p50 %v p99 %v", x.P50, x.P99)
+	}
+	if x.Over30s[0] != 0.2 || x.Over30s[1] != 0 {
+		t.Errorf("seconds over 30 ms %v", x.Over30s)
+	}
+}
+
+// The bars of an autorate trace run: a following controller's figures
+// pass; each way of not following misses.
+func TestTraceChecks(t *testing.T) {
+	good := traced{Utilisation: [2]float64{0.70, 0.68}, P95: [2]float64{23.2, 21.3}, Changes: 146}
+	for _, tc := range []struct {
+		name   string
+		x      traced
+		failed []string
+	}{
+		{"following", good, nil},
+		{"rate left at the mean", traced{Utilisation: [2]float64{0.68, 0.63}, P95: [2]float64{2556, 1324}, Changes: 0},
+			[]string{"download added p95 ms", "upload added p95 ms", "rate changes"}},
+		{"sunk to the floor", traced{Utilisation: [2]float64{0.34, 0.31}, P95: [2]float64{6.0, 8.6}, Changes: 40},
+			[]string{"download utilisation", "upload utilisation"}},
+	} {
+		var failed []string
+		for _, c := range traceChecks(tc.x) {
+			if !c.OK {
+				failed = append(failed, c.Name)
+			}
+		}
+		if !slices.Equal(failed, tc.failed) {
+			t.Errorf("%s: failed %q, want %q", tc.name, failed, tc.failed)
+		}
+	}
+	// ci runs the first minute of lte with sqmkit's controller
+	r := ciTrace("/repo")
+	if r.Mode != "trace" || r.Seconds != 60 || r.Trace != "/repo/lab/traces/lte.trace" || !slices.Equal(r.Backends, []string{ctlSqmkit}) {
+		t.Errorf("ci trace %+v", r)
+	}
+}
