@@ -388,7 +388,7 @@ func (g *guest) doctor(t *topo, b backend, sc *scenario, r *result) {
 // --json`, decoded with the doctor's own report type.
 func doctorCheck(out string) accept.Check {
 	c := accept.Check{Name: "doctor fail findings", Want: "0"}
-	var r doctor.Report
+	var r doctor.Diagnosis
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		c.Want = "0 (doctor printed no JSON report: " + err.Error() + ")"
 		return c

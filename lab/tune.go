@@ -232,17 +232,17 @@ func floorChecks(test accept.Measurement, o tune.Outcome, downLine, upLine int) 
 			seen = append(seen, measured{confirmed, "tune's confirming test", confirm.Phase(dir)},
 				measured{confirmed, "tune's confirming test", confirm.Phase(accept.Bidir)})
 		}
-		return againstLine(dir, c.RateKbit, line, c.Target, append(seen, stepsOf(o.Report, dir)...)...)
+		return againstLine(dir, c.RateKbit, line, c.Target, append(seen, stepsOf(o.Search, dir)...)...)
 	}
 	return []accept.Check{
-		check(accept.Download, o.Report.Download, downLine, o.ConfirmedAt.Download),
-		check(accept.Upload, o.Report.Upload, upLine, o.ConfirmedAt.Upload),
+		check(accept.Download, o.Search.Download, downLine, o.ConfirmedAt.Download),
+		check(accept.Upload, o.Search.Upload, upLine, o.ConfirmedAt.Upload),
 	}
 }
 
 // stepsOf are the steps of tune's search that loaded direction dir: its
 // own, and the bidirectional ones at that direction's rate.
-func stepsOf(r *search.Report, dir string) []measured {
+func stepsOf(r *search.Result, dir string) []measured {
 	var out []measured
 	for _, st := range r.Steps {
 		rate := st.RateKbit
@@ -348,10 +348,10 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	if err == nil {
 		err = json.Unmarshal(bs, &o)
 	}
-	if err != nil || o.Report == nil {
+	if err != nil || o.Search == nil {
 		return fmt.Errorf("%s: %v", js, err)
 	}
-	d, u := o.Report.Download, o.Report.Upload
+	d, u := o.Search.Download, o.Search.Upload
 	r.Tune = &tuned{LineDown: t.p.Down, LineUp: t.p.Up, Rule95Down: t.p.Down * 95 / 100, Rule95Up: t.p.Up * 95 / 100,
 		Down: d.RateKbit, Up: u.RateKbit, BoostDown: d.Line.BoostKbit, BoostUp: u.Line.BoostKbit, IPv6: v6,
 		TestSeconds: o.Spent.Seconds(), WallSeconds: wall.Seconds(), Why: d.Why + " / " + u.Why}

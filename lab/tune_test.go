@@ -155,7 +155,7 @@ func TestFloorChecks(t *testing.T) {
 		{Name: bbresult.PhaseBidir, AddedMedian: 6.1, AddedP95: 16.5, AddedDown: 4.2, AddedUp: 1.5},
 	}}
 	outcome := func(down, up int, at config.Rates, c *bbresult.Result) tune.Outcome {
-		return tune.Outcome{Report: &search.Report{
+		return tune.Outcome{Search: &search.Result{
 			Download: search.Choice{RateKbit: down, Target: search.APlus},
 			Upload:   search.Choice{RateKbit: up, Target: search.APlus},
 		}, ConfirmedAt: at, Confirm: c}
@@ -212,7 +212,7 @@ func TestFloorChecks(t *testing.T) {
 			up = 7120
 		}
 		o := outcome(35770, up, config.Rates{Download: 35770, Upload: up}, passed)
-		o.Report.Steps = tc.steps
+		o.Search.Steps = tc.steps
 		cs := floorChecks(lab, o, 40000, 8000)
 		if len(cs) != 2 || cs[0].OK != tc.down || cs[1].OK != tc.up {
 			t.Errorf("%s: %+v", tc.name, cs)

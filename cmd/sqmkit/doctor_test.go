@@ -77,12 +77,12 @@ func buildSqmkit(t *testing.T) string {
 
 // doctorIn runs `sqmkit doctor --json args` in the namespace. With the
 // shim, tc on PATH is the lab's NSS stand-in.
-func doctorIn(t *testing.T, ns *tctest.Netns, bin string, args ...string) (*doctor.Report, int, string) {
+func doctorIn(t *testing.T, ns *tctest.Netns, bin string, args ...string) (*doctor.Diagnosis, int, string) {
 	t.Helper()
 	return sqmkitIn(t, ns, bin, false, append([]string{"doctor", "--json"}, args...)...)
 }
 
-func sqmkitIn(t *testing.T, ns *tctest.Netns, bin string, shim bool, args ...string) (*doctor.Report, int, string) {
+func sqmkitIn(t *testing.T, ns *tctest.Netns, bin string, shim bool, args ...string) (*doctor.Diagnosis, int, string) {
 	t.Helper()
 	env := []string{"env"}
 	if shim {
@@ -99,7 +99,7 @@ func sqmkitIn(t *testing.T, ns *tctest.Netns, bin string, shim bool, args ...str
 	} else if err != nil {
 		t.Fatal(err)
 	}
-	var r doctor.Report
+	var r doctor.Diagnosis
 	if code != 2 && args[0] == "doctor" {
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("doctor --json: %v\n%s\n%s", err, out, &stderr)
@@ -135,7 +135,7 @@ func setup(t *testing.T, ns *tctest.Netns, lines ...string) {
 	}
 }
 
-func has(r *doctor.Report, sev doctor.Severity, id, subject string) bool {
+func has(r *doctor.Diagnosis, sev doctor.Severity, id, subject string) bool {
 	for _, f := range r.Findings {
 		if f.Severity == sev && f.ID == id && strings.Contains(f.Subject, subject) {
 			return true
@@ -226,7 +226,7 @@ func doctorWindow(t *testing.T, bin string, base []string) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v\n%s", err, &out)
 	}
-	var r doctor.Report
+	var r doctor.Diagnosis
 	if err := json.Unmarshal(out.Bytes(), &r); err != nil {
 		t.Fatal(err)
 	}

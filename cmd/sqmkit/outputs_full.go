@@ -14,4 +14,4 @@ import (
 // with its fonts is most of the binary.
 func writePlot(name string, r *bbresult.Result) error   { return plot.WritePlot(name, r) }
 func writeFlent(name string, r *bbresult.Result) error  { return flent.WriteFlent(name, r) }
-func writeTunePlot(name string, r *search.Report) error { return plot.WriteTune(name, r) }
+func writeTunePlot(name string, r *search.Result) error { return plot.WriteTune(name, r) }

@@ -14,4 +14,4 @@ var errNotInRouterBuild = errors.New("not in the router build; write --json here
 
 func writePlot(string, *bbresult.Result) error   { return errNotInRouterBuild }
 func writeFlent(string, *bbresult.Result) error  { return errNotInRouterBuild }
-func writeTunePlot(string, *search.Report) error { return errNotInRouterBuild }
+func writeTunePlot(string, *search.Result) error { return errNotInRouterBuild }

@@ -104,7 +104,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
 	}
 	out, err := s.Run(ctx)
-	if out != nil && out.Report != nil {
+	if out != nil && out.Search != nil {
 		printTune(stdout, out)
 		writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	}
@@ -139,7 +139,7 @@ func writeTuneFiles(jsonFile, plotFile string, out *tune.Outcome, stderr io.Writ
 		writeTuneJSON(jsonFile, out, stderr)
 	}
 	if plotFile != "" {
-		if err := writeTunePlot(plotFile, out.Report); err != nil {
+		if err := writeTunePlot(plotFile, out.Search); err != nil {
 			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		}
 	}
@@ -176,7 +176,7 @@ func printSteps(w io.Writer, t search.Target, steps []search.Step) {
 // printTune prints the steps per direction, the rates chosen and why, and
 // the goodput gained over the 95 % rule.
 func printTune(w io.Writer, o *tune.Outcome) {
-	r := o.Report
+	r := o.Search
 	printSteps(w, r.Target, r.Steps)
 	for _, c := range []struct {
 		name string

@@ -76,7 +76,7 @@ func TestPrintTuneAgain(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printTune(&b, &tune.Outcome{Report: &search.Report{}, Confirm: confirm, Again: c.again})
+			printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: confirm, Again: c.again})
 			got := b.String()
 			if c.want == "" && strings.Contains(got, "measured again") || c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("printed:\n%s\nwant %q", got, c.want)
@@ -104,7 +104,7 @@ func TestPrintTuneJudged(t *testing.T) {
 		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: ts, RTT: rtt})
 	}
 	var b bytes.Buffer
-	printTune(&b, &tune.Outcome{Report: &search.Report{}, Confirm: res, Again: res})
+	printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: res, Again: res})
 	got := b.String()
 	for _, want := range []string{
 		"judged after each phase's first 1.5 s: bidirectional +2.0/+2.0 ms\n",
@@ -124,16 +124,16 @@ func TestPrintTuneJudged(t *testing.T) {
 func TestPrintTuneBidirOutOfReach(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		r    search.Report
+		r    search.Result
 		want string // "" when no line may say "judged against"
 	}{
-		{"flat", search.Report{BidirTarget: search.A, BidirOutOfReach: "bidirectional: no rate meets the target (A+): +6.6/+16.2 ms"},
+		{"flat", search.Result{BidirTarget: search.A, BidirOutOfReach: "bidirectional: no rate meets the target (A+): +6.6/+16.2 ms"},
 			"bidirectional: judged against A: bidirectional: no rate meets the target (A+): +6.6/+16.2 ms\n"},
-		{"met", search.Report{}, ""},
+		{"met", search.Result{}, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printTune(&b, &tune.Outcome{Report: &c.r})
+			printTune(&b, &tune.Outcome{Search: &c.r})
 			got := b.String()
 			if c.want == "" && strings.Contains(got, "judged against") || c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("printed:\n%s\nwant %q", got, c.want)

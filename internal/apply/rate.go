@@ -75,7 +75,7 @@ func (o *Options) keepRates(p *plan.Plan, by string) {
 	if o.RateDir == "" {
 		return
 	}
-	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Download: rateIn(p, plan.Ingress), Upload: rateIn(p, plan.Egress), By: by, At: time.Now().UTC()}); err != nil {
+	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: config.Rates{Download: rateIn(p, plan.Ingress), Upload: rateIn(p, plan.Egress)}, By: by, At: time.Now().UTC()}); err != nil {
 		o.log("%s: rates changed, but not remembered (%v); status will report a drift", p.Device, err)
 	}
 }

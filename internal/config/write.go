@@ -12,8 +12,12 @@ import (
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
 
-// Rates are a queue's configured download and upload, kbit/s.
-type Rates struct{ Download, Upload int }
+// Rates are a queue's download and upload, kbit/s: the one pair of rates
+// the config, tune, autorate and the kept state (ratestate) speak of.
+type Rates struct {
+	Download int `json:"download_kbit,omitempty"`
+	Upload   int `json:"upload_kbit,omitempty"`
+}
 
 // Check applies the config's rules for rates to a pair about to be
 // written (a tune result, an undo record): each 0 or within

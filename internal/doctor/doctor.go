@@ -104,9 +104,9 @@ type Input struct {
 	Offload Offload
 }
 
-// Report is the outcome of Check; its JSON form is what `sqmkit doctor
+// Diagnosis is the outcome of Check; its JSON form is what `sqmkit doctor
 // --json` prints.
-type Report struct {
+type Diagnosis struct {
 	Status Severity `json:"status"` // the worst severity among the findings
 	// Basis says which counters were judged: "window" (two samples) or
 	// "totals" (since boot / since the qdisc was created).
@@ -143,9 +143,9 @@ const (
 )
 
 // Check judges in and returns the findings, failures first.
-func Check(in Input) *Report {
+func Check(in Input) *Diagnosis {
 	c := newChecker(in)
-	r := &Report{Devices: c.wans, Basis: "totals"}
+	r := &Diagnosis{Devices: c.wans, Basis: "totals"}
 	if in.Prev != nil {
 		r.Basis, r.WindowSeconds = "window", in.Window.Seconds()
 		r.Note = fmt.Sprintf("counters judged over a %s window", in.Window)

@@ -48,7 +48,7 @@ func load(t *testing.T, s sample, devs []string) Sample {
 	return smp
 }
 
-func ids(r *Report) map[string]int {
+func ids(r *Diagnosis) map[string]int {
 	m := map[string]int{}
 	for _, f := range r.Findings {
 		m[f.Severity.String()+" "+f.ID]++
@@ -56,7 +56,7 @@ func ids(r *Report) map[string]int {
 	return m
 }
 
-func dump(r *Report) string {
+func dump(r *Diagnosis) string {
 	var b bytes.Buffer
 	r.WriteText(&b)
 	return b.String()

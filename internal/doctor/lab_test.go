@@ -158,7 +158,7 @@ func wire(t *testing.T, ns *tctest.Netns) string {
 // send writes 500 datagrams of 1000 bytes to addr from inside the
 // namespace; full queues and the policer drop some, the counters move.
 // evidence joins the evidence of the first finding with the given id.
-func evidence(r *Report, id string) string {
+func evidence(r *Diagnosis, id string) string {
 	for _, f := range r.Findings {
 		if f.ID == id {
 			return strings.Join(f.Evidence, "; ")

@@ -8,7 +8,7 @@ import (
 
 // WriteText prints the report for people: a header saying what was judged
 // and how, then one block per finding, failures first.
-func (r *Report) WriteText(w io.Writer) error {
+func (r *Diagnosis) WriteText(w io.Writer) error {
 	var b strings.Builder
 	devs := strings.Join(r.Devices, ", ")
 	if devs == "" {

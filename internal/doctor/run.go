@@ -34,7 +34,7 @@ type Options struct {
 // Run gathers the input (pasted files or two live samples), the
 // expectations from the config, and judges them. Any error means the
 // doctor could not inspect (exit code 2).
-func Run(o Options) (*Report, error) {
+func Run(o Options) (*Diagnosis, error) {
 	offline := o.Stats != ""
 	switch {
 	case !offline && (o.Classes != "" || o.Filters != ""):

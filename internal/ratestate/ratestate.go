@@ -25,12 +25,12 @@ import (
 // DefaultDir is where the state lives on a router.
 const DefaultDir = "/var/run/sqmkit/rate"
 
-// Rates are a queue's current rates, kbit/s; 0 keeps the configured one.
+// Rates are a queue's current rates, kbit/s (0 keeps the configured one),
+// and who set them when.
 type Rates struct {
-	Download int       `json:"download_kbit,omitempty"`
-	Upload   int       `json:"upload_kbit,omitempty"`
-	By       string    `json:"by"` // "sqmkit rate", "sqmkit tune", "sqmkit autorate"
-	At       time.Time `json:"at"`
+	config.Rates
+	By string    `json:"by"` // "sqmkit rate", "sqmkit tune", "sqmkit autorate"
+	At time.Time `json:"at"`
 }
 
 func path(dir, iface string) string { return filepath.Join(dir, iface+".json") }

@@ -17,7 +17,7 @@ func TestSaveApplyClear(t *testing.T) {
 	if ok, err := Apply(dir, &q); ok || err != nil || q.Download != 38000 {
 		t.Fatalf("nothing kept: applied %v %v %+v", ok, err, q)
 	}
-	if err := Save(dir, "wan", Rates{Download: 31000, Upload: 7600, By: "sqmkit autorate", At: at}); err != nil {
+	if err := Save(dir, "wan", Rates{Rates: config.Rates{Download: 31000, Upload: 7600}, By: "sqmkit autorate", At: at}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, err := Apply(dir, &q); !ok || err != nil || q.Download != 31000 || q.Upload != 7600 {
@@ -49,5 +49,28 @@ func TestCorruptState(t *testing.T) {
 	q := config.Queue{Interface: "wan", Download: 38000}
 	if _, err := Apply(dir, &q); err == nil || !strings.Contains(err.Error(), "run sqmkit start") {
 		t.Errorf("corrupt state: err %v", err)
+	}
+}
+
+// The kept file's keys name their unit, as they did before the rates
+// became config.Rates: a file an older sqmkit wrote still loads.
+func TestFileFormat(t *testing.T) {
+	dir := t.TempDir()
+	const kept = `{"download_kbit": 31000, "upload_kbit": 7600, "by": "sqmkit rate", "at": "2026-11-23T12:00:00Z"}`
+	if err := os.WriteFile(filepath.Join(dir, "wan.json"), []byte(kept), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r, ok, err := Load(dir, "wan")
+	if !ok || err != nil || r.Download != 31000 || r.Upload != 7600 || r.By != "sqmkit rate" {
+		t.Fatalf("loaded %+v %v %v", r, ok, err)
+	}
+	if err := Save(dir, "wan", r); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "wan.json"))
+	for _, k := range []string{`"download_kbit":31000`, `"upload_kbit":7600`, `"by":"sqmkitrate"`} {
+		if !strings.Contains(strings.ReplaceAll(string(b), " ", ""), k) {
+			t.Errorf("saved %s, want %s in it", b, k)
+		}
 	}
 }

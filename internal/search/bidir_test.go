@@ -154,10 +154,10 @@ func (s *script) Load(context.Context, Kind, Length) (Phase, error) {
 
 // scriptedBidir runs the bidirectional check on a script of phases from
 // the rates lr: download line and rate, upload line and rate.
-func scriptedBidir(t *testing.T, lr [4]int, slow Kind, phases ...Phase) (*script, *Report) {
+func scriptedBidir(t *testing.T, lr [4]int, slow Kind, phases ...Phase) (*script, *Result) {
 	t.Helper()
 	l := &script{phases: phases}
-	r := &Report{Target: APlus}
+	r := &Result{Target: APlus}
 	r.Download.Line.RateKbit, r.Download.RateKbit = lr[0], lr[1]
 	r.Upload.Line.RateKbit, r.Upload.RateKbit = lr[2], lr[3]
 	if slow != "" {
@@ -238,7 +238,7 @@ func TestBidirAboveLineFirst(t *testing.T) {
 func TestBidirBackToLineStays(t *testing.T) {
 	l := newSim()
 	l.down, l.up, l.knee, l.slopeMs, l.bidirShift = 10000, 8000, 0.99, 3, 0.06 // the download's queue
-	r := &Report{Target: APlus}
+	r := &Result{Target: APlus}
 	r.Download.Line.RateKbit, r.Download.RateKbit = 10000, 10000
 	r.Upload.Line.RateKbit, r.Upload.RateKbit = 7600, 7800 // a line read low, a step above it
 	s := &searcher{l: l, c: Config{Target: APlus}, r: r}
@@ -288,7 +288,7 @@ func TestBidirAckUncounted(t *testing.T) {
 func TestBidirMissOutOfBudget(t *testing.T) {
 	l := newSim()
 	l.flat, l.bidirExtra, l.bidirUp = true, 30, true // the upload's queue
-	r := &Report{Target: APlus}
+	r := &Result{Target: APlus}
 	for _, c := range []*Choice{&r.Download, &r.Upload} {
 		c.Line.RateKbit, c.RateKbit = 10000, 9500
 	}
@@ -320,7 +320,7 @@ func TestBidirAtLineUnsettled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newSim()
 			l.flat, l.bidirExtra = true, tc.extra
-			r := &Report{Target: APlus}
+			r := &Result{Target: APlus}
 			for _, c := range []*Choice{&r.Download, &r.Upload} {
 				c.Line.RateKbit = 10000
 				c.RateKbit = int(tc.share * 10000)

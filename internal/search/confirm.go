@@ -11,7 +11,7 @@ import (
 
 // Confirmed takes the final goodput from the confirming test res: the
 // bidirectional check may have lowered the rates below every step.
-func (r *Report) Confirmed(res *bbresult.Result) {
+func (r *Result) Confirmed(res *bbresult.Result) {
 	for _, ph := range res.Phases {
 		switch Kind(ph.Name) {
 		case Download:
@@ -25,7 +25,7 @@ func (r *Report) Confirmed(res *bbresult.Result) {
 // ConfirmMiss is the first graded phase of a confirming test that misses
 // the grade r tuned it for after its first Transient seconds, with the
 // figures judged.
-func (r *Report) ConfirmMiss(res *bbresult.Result) (Kind, Phase, bool) {
+func (r *Result) ConfirmMiss(res *bbresult.Result) (Kind, Phase, bool) {
 	for _, ph := range res.Phases {
 		if ph.Grade == "" {
 			continue
@@ -57,7 +57,7 @@ func MeasureAgain(t Target, p Phase) bool {
 // link now, and it returns false. confirmAgain false marks the lowering
 // unconfirmed: the rates that missed by a little are the alternative, not
 // the old ones (TestLowerAfterConfirm, and TestSessionConfirmMiss on a live session).
-func (r *Report) LowerAfterConfirm(k Kind, p Phase, confirmAgain bool) bool {
+func (r *Result) LowerAfterConfirm(k Kind, p Phase, confirmAgain bool) bool {
 	t := r.TargetOf(k)
 	if r.ConfirmLowered > 0 || missSteps(t, p.AddedMedian, p.AddedP95) > 1 {
 		return false

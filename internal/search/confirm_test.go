@@ -29,7 +29,7 @@ func TestLowerAfterConfirm(t *testing.T) {
 		{"bidirectional, both by a little", Bidir, Phase{AddedMedian: 5.5, AddedP95: 9, AddedDown: 2.75, AddedUp: 2.75}, 0, false, true, 9800, 2000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := &Report{Target: APlus, Download: Choice{RateKbit: 10000}, Upload: Choice{RateKbit: 2000}, ConfirmLowered: c.lowered}
+			r := &Result{Target: APlus, Download: Choice{RateKbit: 10000}, Upload: Choice{RateKbit: 2000}, ConfirmLowered: c.lowered}
 			if ok := r.LowerAfterConfirm(c.k, c.p, c.confirmAgain); ok != c.ok {
 				t.Fatalf("lowered %v, want %v", ok, c.ok)
 			}

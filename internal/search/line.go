@@ -17,7 +17,7 @@ import (
 func (s *searcher) slowLine(l Line) bool { return s.packetMs(l) > 2*APlus.MedianMs }
 
 // markSlow marks the slow lines, which make the bidirectional phases
-// LongPhases (Report.longBidir). The confirming test's bidirectional
+// LongPhases (Result.longBidir). The confirming test's bidirectional
 // phase is long too; the budget's phase for measuring a missed confirm
 // phase again pays for it (Live.fixedCost).
 func (s *searcher) markSlow() {

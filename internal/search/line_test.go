@@ -16,7 +16,7 @@ func TestLineRate(t *testing.T) {
 		s := newSim()
 		s.v6 = v6
 		s.SetRates(context.Background(), 400000, 80000)
-		r := &searcher{l: s, c: c, r: &Report{}}
+		r := &searcher{l: s, c: c, r: &Result{}}
 		l, err := r.line(context.Background(), Download)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestLineSeries(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSim()
 			s.series = tc.series
-			r := &searcher{l: s, c: searchConfig(), r: &Report{}}
+			r := &searcher{l: s, c: searchConfig(), r: &Result{}}
 			l, err := r.line(context.Background(), Upload)
 			if err != nil {
 				t.Fatal(err)
@@ -83,7 +83,7 @@ func TestLineBoostStallAtEnd(t *testing.T) {
 	s := newSim()
 	s.series = []int{42585, 45642, 45638, 45655, 45635, 45558, 45643, 45601, 45603, 45580, 38989, 38022, 38021, 38016, 22525,
 		53471, 38006, 38305, 37757, 38021, 38018, 38023, 23044, 52889, 38005, 38009, 38020, 38043, 29336, 46541}
-	r := &searcher{l: s, c: searchConfig(), r: &Report{}}
+	r := &searcher{l: s, c: searchConfig(), r: &Result{}}
 	l, err := r.line(context.Background(), Download)
 	if err != nil {
 		t.Fatal(err)

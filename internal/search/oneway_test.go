@@ -110,7 +110,7 @@ func TestAboveLineUncarried(t *testing.T) {
 func TestAboveLineCarriedOutOfBudget(t *testing.T) {
 	s := newSim()
 	s.lineRead, s.knee, s.slopeMs = 0.96, 0.995, 40
-	r := &Report{Target: APlus}
+	r := &Result{Target: APlus}
 	c := searchConfig()
 	c.MaxSteps, c.Resolution = 3, 0.01 // the budget ends after the look at 103 %
 	sr := &searcher{l: s, c: c, r: r}

@@ -16,11 +16,11 @@ import (
 
 // Search finds the rates. On error the Link is left wherever the search
 // was: the caller restores the rates it started with.
-func Search(ctx context.Context, l Link, c Config) (*Report, error) {
+func Search(ctx context.Context, l Link, c Config) (*Result, error) {
 	if c.Resolution <= 0 {
 		c.Resolution = 0.01
 	}
-	r := &Report{Target: c.Target}
+	r := &Result{Target: c.Target}
 	s := &searcher{l: l, c: c, r: r}
 	if err := l.SetRates(ctx, c.OpenDown, c.OpenUp); err != nil {
 		return r, err
@@ -69,7 +69,7 @@ func Search(ctx context.Context, l Link, c Config) (*Report, error) {
 type searcher struct {
 	l Link
 	c Config
-	r *Report
+	r *Result
 	// used counts the loaded phases after the line measurements; reserve
 	// is how many of c.MaxSteps the steps still to come need.
 	used, reserve int
@@ -89,7 +89,7 @@ func (s *searcher) load(ctx context.Context, k Kind) (Phase, error) {
 
 // Length is how long a step, or the confirming test's phase, of kind k
 // runs.
-func (r *Report) Length(k Kind) Length {
+func (r *Result) Length(k Kind) Length {
 	if k == Bidir && r.longBidir() {
 		return LongPhase
 	}
@@ -136,7 +136,7 @@ func (s *searcher) target(k Kind) Target { return s.r.TargetOf(k) }
 // TargetOf is what a phase of kind k must meet: its direction's target,
 // and for the bidirectional phase the weaker of the two (both directions'
 // queues are in it).
-func (r *Report) TargetOf(k Kind) Target {
+func (r *Result) TargetOf(k Kind) Target {
 	if k != Bidir {
 		if t := r.choice(k).Target; t.Name != "" {
 			return t
@@ -156,7 +156,7 @@ func (r *Report) TargetOf(k Kind) Target {
 }
 
 // choice is direction k's choice (the download's for Bidir).
-func (r *Report) choice(k Kind) *Choice {
+func (r *Result) choice(k Kind) *Choice {
 	if k == Upload {
 		return &r.Upload
 	}

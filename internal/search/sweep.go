@@ -62,7 +62,7 @@ func Sweep(ctx context.Context, l Link, c SweepConfig) (*SweepResult, error) {
 	if c.Step <= 0 || c.From <= 0 || c.To < c.From {
 		return nil, fmt.Errorf("sweep range %.2f..%.2f step %.2f: want 0 < from <= to and a positive step", c.From, c.To, c.Step)
 	}
-	s := &searcher{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, ProbeKbit: c.ProbeKbit, Progress: c.Progress}, r: &Report{Target: c.Target}}
+	s := &searcher{l: l, c: Config{Target: c.Target, RatePerGoodput: c.RatePerGoodput, ProbeKbit: c.ProbeKbit, Progress: c.Progress}, r: &Result{Target: c.Target}}
 	s.r.Download.Line.RateKbit, s.r.Upload.Line.RateKbit = c.LineDown, c.LineUp
 	if c.LineDown == 0 || c.LineUp == 0 {
 		if err := l.SetRates(ctx, c.OpenDown, c.OpenUp); err != nil {

@@ -9,13 +9,13 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
-// Kind is a loaded phase.
+// Kind is a loaded phase, named as the test names it (bbresult).
 type Kind string
 
 const (
-	Download Kind = "download"
-	Upload   Kind = "upload"
-	Bidir    Kind = "bidirectional"
+	Download Kind = bbresult.PhaseDownload
+	Upload   Kind = bbresult.PhaseUpload
+	Bidir    Kind = bbresult.PhaseBidir
 )
 
 // Target is the latency a rate must keep in its loaded phase: a grade's
@@ -80,7 +80,7 @@ type Length int
 const (
 	// StepPhase is a search step.
 	StepPhase Length = iota
-	// LongPhase is a bidirectional step on a slow line (Report.longBidir):
+	// LongPhase is a bidirectional step on a slow line (Result.longBidir):
 	// the test time of LongSteps search steps.
 	LongPhase
 	// LinePhase is the unshaped measurement of the line itself.
@@ -219,8 +219,8 @@ func (c *Choice) also(r Rule, format string, a ...any) {
 // Has says whether the rate went through rule r.
 func (c Choice) Has(r Rule) bool { return slices.Contains(c.Rules, r) }
 
-// Report is a whole search.
-type Report struct {
+// Result is a whole search.
+type Result struct {
 	Target         Target
 	Download       Choice
 	Upload         Choice
@@ -241,7 +241,7 @@ type Report struct {
 
 // longBidir: a line is slow (Choice.Slow), so every bidirectional phase,
 // the search's and the confirming test's, is a LongPhase.
-func (r *Report) longBidir() bool { return r.Download.Slow || r.Upload.Slow }
+func (r *Result) longBidir() bool { return r.Download.Slow || r.Upload.Slow }
 
 // ErrNoRate: no rate down to Floor of the line met the target.
 var ErrNoRate = errors.New("no rate meets the target")

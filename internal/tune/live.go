@@ -75,7 +75,7 @@ func (l *Live) length(k search.Kind, n search.Length) time.Duration {
 }
 
 // confirming is the confirming test: an idle baseline, the three loaded
-// phases (the bidirectional one bidir long: Report.length), an idle end.
+// phases (the bidirectional one bidir long: search.Result.Length), an idle end.
 func (l *Live) confirming(bidir search.Length) bbclient.Config {
 	full := l.Test
 	full.Idle, full.Download, full.Upload, full.Bidir = ConfirmIdle, l.Step, l.Step, l.length(search.Bidir, bidir)

@@ -37,7 +37,7 @@ type Session struct {
 
 // Outcome is what a session did.
 type Outcome struct {
-	Report  *search.Report
+	Search  *search.Result
 	Confirm *bbresult.Result // the full test at the chosen rates
 	// Again is the first confirming test's missed phase measured once
 	// more (measureAgain), whose mean with the confirm's was judged; nil
@@ -87,7 +87,7 @@ func (s *Session) Run(ctx context.Context) (o *Outcome, err error) {
 	if err != nil {
 		return o, err
 	}
-	if o.Report, err = search.Search(ctx, l, cfg); err != nil {
+	if o.Search, err = search.Search(ctx, l, cfg); err != nil {
 		return o, err
 	}
 	if err := s.confirmAll(ctx, o); err != nil || !s.Write {
@@ -119,7 +119,7 @@ func (s *Session) config() (search.Config, error) {
 // confirmAll runs the confirming test at the searched rates, and once more
 // at the rates search.LowerAfterConfirm lowered after a miss by a little.
 func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
-	l, r := s.Live, o.Report
+	l, r := s.Live, o.Search
 	for try := 0; ; try++ {
 		s.log("confirming %d/%d kbit/s with a full test", r.Download.RateKbit, r.Upload.RateKbit)
 		o.ConfirmedAt = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
@@ -164,7 +164,7 @@ func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
 // write puts the confirmed rates in the config and keeps the ones they
 // replaced for --undo.
 func (s *Session) write(o *Outcome) error {
-	r, q := o.Report, s.Live.Target.Queue
+	r, q := o.Search, s.Live.Target.Queue
 	now := config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
 	var err error
 	if o.Old, err = config.WriteRates(s.Root, s.File, q.Section, now); err != nil {

@@ -92,7 +92,7 @@ func TestSessionWriteUndo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
+	d, u := o.Search.Download.RateKbit, o.Search.Upload.RateKbit
 	if !o.Written || o.Old != (config.Rates{Download: 20000, Upload: 10000}) || d == 0 || u == 0 {
 		t.Fatalf("outcome %+v", o)
 	}
@@ -362,7 +362,7 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if err != nil || !o.Written {
 				t.Fatalf("written %v, err %v", o.Written, err)
 			}
-			d, u := o.Report.Download.RateKbit, o.Report.Upload.RateKbit
+			d, u := o.Search.Download.RateKbit, o.Search.Upload.RateKbit
 			wantD, wantU := searched[0], searched[1]
 			if c.lowDn {
 				wantD = int(float64(wantD) * (1 - search.BidirStep))
@@ -374,14 +374,14 @@ func TestSessionConfirmMiss(t *testing.T) {
 			if c.lowDn || c.lowU {
 				lowered = 1
 			}
-			if d != wantD || u != wantU || o.Report.ConfirmLowered != lowered {
-				t.Errorf("written %d/%d (lowered %d times) after confirming %v; want %d/%d", d, u, o.Report.ConfirmLowered, searched, wantD, wantU)
+			if d != wantD || u != wantU || o.Search.ConfirmLowered != lowered {
+				t.Errorf("written %d/%d (lowered %d times) after confirming %v; want %d/%d", d, u, o.Search.ConfirmLowered, searched, wantD, wantU)
 			}
 			if !atRates(t, s, k, d, u) {
 				t.Errorf("the kernel is not at the written rates %d/%d", d, u)
 			}
-			if o.Unconfirmed != c.budget || c.budget && !o.Report.Upload.Has(search.RuleNoRoomToConfirm) {
-				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Report.Upload.Why)
+			if o.Unconfirmed != c.budget || c.budget && !o.Search.Upload.Has(search.RuleNoRoomToConfirm) {
+				t.Errorf("unconfirmed %v, want %v: %s", o.Unconfirmed, c.budget, o.Search.Upload.Why)
 			}
 			// the last confirming test ran at the written rates, or, with
 			// no room for it, at the searched ones above them

@@ -16,11 +16,11 @@ import (
 // (median and p95) and the goodput at each rate tried, against the rate as
 // a share of the measured line, with the target's bars and the rates
 // chosen.
-func WriteTune(path string, r *search.Report) error {
+func WriteTune(path string, r *search.Result) error {
 	return write(path, func(c vg.CanvasSizer) error { return drawTune(c, r) })
 }
 
-func drawTune(c vg.CanvasSizer, r *search.Report) error {
+func drawTune(c vg.CanvasSizer, r *search.Result) error {
 	lat, good := plot.New(), plot.New()
 	lat.Title.Text = fmt.Sprintf("sqmkit tune, target %s: added latency and goodput by shaper rate", r.Target.Name)
 	lat.Y.Label.Text = "added latency, ms"
@@ -92,7 +92,7 @@ func drawTune(c vg.CanvasSizer, r *search.Report) error {
 
 // tops are the highest latency (p95) and goodput (Mbit/s) of r's steps,
 // for the vertical markers of the chosen rates.
-func tops(r *search.Report) (lat, good float64) {
+func tops(r *search.Result) (lat, good float64) {
 	lat, good = r.Target.P95Ms, 1
 	for _, st := range r.Steps {
 		lat, good = max(lat, st.AddedP95), max(good, float64(st.GoodputKbit)/1000)

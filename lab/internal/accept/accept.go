@@ -97,9 +97,9 @@ func (m *Measurement) Phase(name string) *Phase {
 
 // Phase names, as sqmkit test names them.
 const (
-	Download = "download"
-	Upload   = "upload"
-	Bidir    = "bidirectional"
+	Download = bbresult.PhaseDownload
+	Upload   = bbresult.PhaseUpload
+	Bidir    = bbresult.PhaseBidir
 )
 
 // LoadPhases are the phases every bar looks at.
