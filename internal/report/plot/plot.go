@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -134,6 +135,7 @@ func throughputPanel(r *bbresult.Result) (*plot.Plot, error) {
 		down = append(down, plotter.XY{X: s.T, Y: s.Download})
 		up = append(up, plotter.XY{X: s.T, Y: s.Upload})
 	}
+	down, up = backfill(down, r.Phases), backfill(up, r.Phases)
 	scaleY(p, false, down, up)
 	if err := addLine(p, down, downColor, 1.5, "download"); err != nil {
 		return nil, err
@@ -143,6 +145,45 @@ func throughputPanel(r *bbresult.Result) (*plot.Plot, error) {
 	}
 	return p, nil
 }
+
+// backfill gives the bytes a sample read above its phase's usual rate
+// back to the samples of the catchUp seconds before it that read less.
+// Goodput is what the application reads, and TCP holds a stream's bytes
+// back while a retransmission fills a hole, then hands them over at once:
+// a 100 ms sample after a stall read five times a 40 Mbit/s link. Those
+// bytes crossed the link during the stall, so that is where the panel
+// shows them; each phase's bytes stay its own (TestBackfillStall). The
+// usual rate is the phase's 90th percentile, under a spike and over the
+// sawtooth.
+func backfill(xy plotter.XYs, phases []bbresult.Phase) plotter.XYs {
+	out := slices.Clone(xy)
+	for _, ph := range phases {
+		from := sort.Search(len(out), func(i int) bool { return out[i].X > ph.Start })
+		to := sort.Search(len(out), func(i int) bool { return out[i].X > ph.End })
+		in := out[from:to]
+		if len(in) < 10 {
+			continue
+		}
+		ys := make([]float64, len(in))
+		for i, p := range in {
+			ys[i] = p.Y
+		}
+		slices.Sort(ys)
+		usual := ys[len(ys)*9/10]
+		for i := range in {
+			for j := i - 1; j >= 0 && in[i].Y > usual && in[j].X >= in[i].X-catchUp; j-- {
+				moved := min(in[i].Y-usual, max(0, usual-in[j].Y))
+				in[i].Y -= moved
+				in[j].Y += moved
+			}
+		}
+	}
+	return out
+}
+
+// catchUp is how far back, in seconds, backfill looks for a stall: longer
+// than the stalls a lost packet's recovery takes at broadband RTTs.
+const catchUp = 2.0
 
 func latencyPanel(r *bbresult.Result) (*plot.Plot, error) {
 	p := newPanel(r, "Latency (ms)", false)

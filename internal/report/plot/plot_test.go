@@ -7,6 +7,7 @@ import (
 	"image/color"
 	"image/png"
 	"io"
+	"math"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -319,5 +320,49 @@ func TestTimeTicksRound(t *testing.T) {
 				t.Errorf("the unlabelled axis has label %q", tk.Label)
 			}
 		}
+	}
+}
+
+// TestBackfillStall: a stall and the burst that ends it (a 40 Mbit/s
+// link's application reads 0 for 0.4 s, then 200 Mbit/s in one 100 ms
+// sample) plot at the link's rate, each phase keeps its bytes, and the
+// idle phase before takes none.
+func TestBackfillStall(t *testing.T) {
+	phases := []bbresult.Phase{{Name: "idle", Start: 0, End: 2}, {Name: "download", Start: 2, End: 12}}
+	var xy plotter.XYs
+	for i := 1; i <= 120; i++ {
+		x, y := float64(i)/10, 40.0
+		switch {
+		case x <= 2.05:
+			y = 0
+		case x > 6 && x <= 6.45:
+			y = 0
+		case x > 6.45 && x <= 6.55:
+			y = 200
+		case i%2 == 0:
+			y = 38 // the sawtooth under the usual rate
+		}
+		xy = append(xy, plotter.XY{X: x, Y: y})
+	}
+	got := backfill(xy, phases)
+	var peak, before, after float64
+	for i, p := range got {
+		if p.X <= 2 {
+			if p.Y != 0 {
+				t.Errorf("idle sample at %.1f s reads %.1f", p.X, p.Y)
+			}
+			continue
+		}
+		peak = max(peak, p.Y)
+		before, after = before+xy[i].Y, after+p.Y
+	}
+	if peak > 40 {
+		t.Errorf("peak %.1f Mbit/s on a 40 Mbit/s link", peak)
+	}
+	if math.Abs(before-after) > 1e-9 {
+		t.Errorf("the download's bytes went from %.1f to %.1f", before, after)
+	}
+	if !slices.Equal(backfill(xy[:5], phases), xy[:5]) {
+		t.Error("a phase of a few samples changed")
 	}
 }
