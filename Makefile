@@ -14,7 +14,7 @@ build: $(BIN)/sqmkit $(BIN)/sqmkit-router $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)
 
 # Packages with TestLab* tests: they need the guest kernel (sfq, prio,
 # police, fq_codel), skip on the host, and sqmkit-lab runs them in the VM.
-LABTESTS := internal/doctor
+LABTESTS := internal/doctor internal/apply
 
 $(BIN)/sqmkit: FORCE
 	$(GOBUILD) -o $@ ./cmd/sqmkit

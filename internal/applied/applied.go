@@ -47,6 +47,10 @@ type Record struct {
 	IFBIndex   int  `json:"ifb_index,omitempty"`
 	Egress     bool `json:"egress"`
 	Ingress    bool `json:"ingress"`
+	// PlainCake says why the start shaped with plain cake where use_mq
+	// asked for cake_mq (tc or the kernel refused it): status, hotplug
+	// and rate changes plan what it applied; a start tries cake_mq again.
+	PlainCake string `json:"plain_cake,omitempty"`
 	// Script is sqm-scripts' script the section named, for the log.
 	Script string    `json:"script,omitempty"`
 	At     time.Time `json:"at"`

@@ -95,6 +95,9 @@ type DirResult struct {
 	// rollback, read back from the kernel; empty means no qdisc is left.
 	Left     []string
 	Warnings []string // e.g. ECN dropped because tc refused it
+	// PlainCake: tc or the kernel refused cake_mq, and the direction was
+	// shaped with plain cake for this reason.
+	PlainCake string
 }
 
 // Failed reports whether the queue or any of its directions failed.
@@ -116,7 +119,21 @@ func (o *Options) log(format string, a ...any) {
 	}
 }
 
+// build plans q as its last start applied it: plain cake where that start
+// found no cake_mq (applied.Record.PlainCake), so status, hotplug and rate
+// changes agree with the kernel. A start plans afresh (fresh).
 func (o *Options) build(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
+	if q.UseMQ {
+		if rec, ok, _ := o.Records.Get(q.Interface); ok && rec.PlainCake != "" {
+			q.UseMQ = false
+			q.Notes = append(q.Notes, "use_mq: the last start shaped with plain cake: "+rec.PlainCake)
+		}
+	}
+	return o.fresh(q, f)
+}
+
+// fresh plans q from its configuration alone.
+func (o *Options) fresh(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
 	if o.Build != nil {
 		return o.Build(q, f)
 	}

@@ -11,7 +11,7 @@ import (
 // builtRoots are the root qdiscs sqmkit builds (always handle 1:). A stop
 // removes a device's root only when it is one of them, so it never takes
 // away a tree somebody else configured on the WAN device.
-var builtRoots = map[string]bool{"htb": true, "cake": true, "nsstbl": true}
+var builtRoots = map[string]bool{"htb": true, "cake": true, "cake_mq": true, "nsstbl": true}
 
 // ours returns, in the one safe order, the tc lines that remove what the
 // kernel holds of a queue's directions on wan and its IFB, and what each

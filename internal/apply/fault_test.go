@@ -18,8 +18,7 @@ import (
 type fake struct{ *tcfake.Kernel }
 
 func (f fake) Link(name string) Link {
-	l := f.Kernel.Link(name)
-	return Link{Exists: l.Exists, Up: l.Up, Routable: l.Routable, Kind: l.Kind, Index: l.Index}
+	return Link(f.Kernel.Link(name))
 }
 
 func newFake() fake {

@@ -33,6 +33,9 @@ type Link struct {
 	// name from the one it created.
 	Kind  string
 	Index int
+	// TXQueues is the device's number of TX queues (IFLA_NUM_TX_QUEUES):
+	// an IFB made for plain cake has one, too few for cake_mq.
+	TXQueues int
 }
 
 // Prober validates batches before they touch a real device (tc.Prober).
@@ -50,7 +53,8 @@ func (System) Link(name string) Link {
 	if err != nil {
 		return Link{}
 	}
-	l := Link{Exists: true, Up: ifi.Flags&net.FlagUp != 0, Index: ifi.Index, Kind: linkKind(ifi.Index)}
+	l := Link{Exists: true, Up: ifi.Flags&net.FlagUp != 0, Index: ifi.Index}
+	l.Kind, l.TXQueues = linkInfo(ifi.Index)
 	addrs, _ := ifi.Addrs()
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
@@ -60,16 +64,20 @@ func (System) Link(name string) Link {
 	return l
 }
 
-// linkKind reads a device's IFLA_INFO_KIND from one rtnetlink dump; ""
-// when it has none (a physical port) or the dump fails.
-func linkKind(index int) string {
+// iflaNumTXQueues is IFLA_NUM_TX_QUEUES, which package syscall lacks.
+const iflaNumTXQueues = 31
+
+// linkInfo reads a device's IFLA_INFO_KIND ("" when it has none, a
+// physical port) and its TX queue count from one rtnetlink dump; zeros
+// when the dump fails.
+func linkInfo(index int) (kind string, txQueues int) {
 	b, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_UNSPEC)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	msgs, err := syscall.ParseNetlinkMessage(b)
 	if err != nil {
-		return ""
+		return "", 0
 	}
 	for _, m := range msgs {
 		if m.Header.Type != syscall.RTM_NEWLINK || len(m.Data) < syscall.SizeofIfInfomsg {
@@ -81,16 +89,19 @@ func linkKind(index int) string {
 		}
 		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
 		if err != nil {
-			return ""
+			return "", 0
 		}
 		for _, a := range attrs {
-			if a.Attr.Type == syscall.IFLA_LINKINFO {
-				return infoKind(a.Value)
+			switch {
+			case a.Attr.Type == syscall.IFLA_LINKINFO:
+				kind = infoKind(a.Value)
+			case a.Attr.Type == iflaNumTXQueues && len(a.Value) >= 4:
+				txQueues = int(binary.NativeEndian.Uint32(a.Value))
 			}
 		}
-		return ""
+		return kind, txQueues
 	}
-	return ""
+	return "", 0
 }
 
 // infoKind finds IFLA_INFO_KIND (1) among IFLA_LINKINFO's nested attributes.

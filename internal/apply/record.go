@@ -83,6 +83,12 @@ func (o *Options) keep(q config.Queue, r *Result, prev applied.Record, hadPrev b
 			held = true
 		}
 		left = left || held
+		switch {
+		case held && dr.PlainCake != "":
+			rec.PlainCake = dr.PlainCake
+		case held && (dr.Kept || dr.NotStarted || dr.Unchanged) && hadPrev && prev.PlainCake != "":
+			rec.PlainCake = prev.PlainCake // a hotplug event kept what that start applied
+		}
 		if d.Direction == plan.Egress {
 			rec.Egress = held
 		} else {
@@ -169,6 +175,12 @@ func (o *Options) ownsIFB(rec applied.Record) bool {
 	}
 	l := o.Kernel.Link(rec.IFB)
 	return l.Exists && l.Kind == "ifb" && l.Index == rec.IFBIndex
+}
+
+// madeIFB: wan's last start created its IFB, which is still that one.
+func (o *Options) madeIFB(wan string) bool {
+	rec, ok, err := o.Records.Get(wan)
+	return err == nil && ok && o.ownsIFB(rec)
 }
 
 // ifbOrNone is name when it is an IFB (or gone), else "": a stop never

@@ -78,7 +78,11 @@ func Start(ts []Target, o Options) []Result {
 // validate plans the queue and decides whether to touch it at all.
 func (o *Options) validate(t Target, r *Result) bool {
 	q := t.Queue
-	p, err := o.build(q, t.Facts)
+	build := o.fresh // a start tries cake_mq again; a hotplug event keeps what is there
+	if o.Hotplug {
+		build = o.build
+	}
+	p, err := build(q, t.Facts)
 	if err != nil {
 		r.State, r.Err = Failed, err
 		o.log("%s: not started: %v", q.Interface, err)
@@ -173,7 +177,7 @@ func (o *Options) start(t Target, r *Result) {
 		if todo[j] == redirectOnly {
 			lines = d.Redirect
 		} else if d.Direction == plan.Ingress {
-			created, err := o.raiseIFB(p.IFB, d)
+			created, err := o.raiseIFB(p.Device, p.IFB, d)
 			r.createdIFB = created
 			if err != nil {
 				dr.Err = err
@@ -268,9 +272,20 @@ func isRefusal(err error) bool {
 // raiseIFB creates and raises the IFB only when it is missing or down, so a
 // warm restart spends no process on it, and returns the ifindex of an IFB
 // it created (0 when it was there). An IFB this call created but could not
-// raise is deleted again.
-func (o *Options) raiseIFB(ifb string, d *plan.Dir) (created int, err error) {
+// raise is deleted again. An IFB of sqmkit's with fewer TX queues than a
+// cake_mq plan spreads over (one made for plain cake) is made again, after
+// wan's redirect to it is gone; another's stays, and cake_mq falls back to
+// cake on it (TestStartRemakesIFBForCakeMQ).
+func (o *Options) raiseIFB(wan, ifb string, d *plan.Dir) (created int, err error) {
 	before := o.Kernel.Link(ifb)
+	if before.Exists && d.Queues > 1 && before.TXQueues < d.Queues && o.madeIFB(wan) {
+		o.Kernel.Batch("tc", true, [][]string{{"qdisc", "del", "dev", wan, "ingress"}})
+		if _, err := o.Kernel.Batch("ip", false, plan.RemoveIFB(ifb)); err != nil {
+			return 0, fmt.Errorf("IFB %s has %d TX queues, cake_mq spreads over %d, and removing it to make it again failed: %w", ifb, before.TXQueues, d.Queues, err)
+		}
+		o.log("%s: IFB had %d TX queues; made again with %d for cake_mq", ifb, before.TXQueues, d.Queues)
+		before = Link{}
+	}
 	if before.Exists && before.Up {
 		return 0, nil
 	}
@@ -322,19 +337,22 @@ func (o *Options) applyDir(t Target, r *Result, j int, front, lines [][]string) 
 		return true, nil
 	}
 	r.Dirs[j].Left = o.rollback(r.Plan, d)
-	if !refusesECN(d, err) || len(r.Dirs[j].Left) > 0 {
+	if len(r.Dirs[j].Left) > 0 {
 		return true, err
 	}
-	nd, rerr := o.withoutECN(t, d)
+	nd, ok, rerr := o.fallback(t, d, err)
+	if !ok {
+		return true, err
+	}
 	if rerr != nil {
 		return true, rerr
 	}
-	o.adopt(r.Plan, j, &r.Dirs[j], nd)
+	o.adopt(r.Plan, j, &r.Dirs[j], nd, err)
 	if _, err := o.Kernel.Batch("tc", false, nd.TC); err != nil {
 		r.Dirs[j].Left = o.rollback(r.Plan, nd)
 		return true, err
 	}
-	o.log("%s %s: shaped at %d kbit/s without ECN", nd.Device, nd.Direction, nd.RateKbit)
+	o.log("%s %s: shaped at %d kbit/s (%s)", nd.Device, nd.Direction, nd.RateKbit, nd.Tree[0].Kind)
 	return true, nil
 }
 

@@ -64,6 +64,9 @@ type Queue struct {
 	Diffserv string // cake: diffserv3, diffserv4, diffserv8, besteffort, precedence
 	RTT      string // cake RTT preset (internet, regional, metro, lan, ...) or a duration
 	IFB      string // explicit IFB device name; "" derives it from Interface
+	// UseMQ asks for multi-queue cake (cake_mq) where the device has
+	// several queues (sqm-scripts' option use_mq).
+	UseMQ bool
 
 	// sqmkit autorate (UCI options autorate, autorate_min_download, ...):
 	// download/upload above are its base rates. 0 bounds take defaults

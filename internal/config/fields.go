@@ -82,6 +82,8 @@ var fields = []field{
 		return nil
 	}},
 	{"autorate_reflectors", "", "1.1.1.1 9.9.9.9", "", func(q *Queue, v string) error { q.AutorateReflectors = v; return nil }},
+	{"use_mq", "use-mq", "1", "cake backend: multi-queue cake (cake_mq) on a device with several queues, 1 or 0",
+		boolean(func(q *Queue) *bool { return &q.UseMQ })},
 	{"ifb", "ifb", "ifb4eth0", "IFB device for the download (default derived from the interface)",
 		func(q *Queue, v string) error { q.IFB = v; return nil }},
 }

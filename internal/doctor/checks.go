@@ -91,6 +91,7 @@ func (c *checker) run() {
 		c.bypass(wan, ifb)
 		c.overhead(wan)
 		c.mismatch(wan, ifb)
+		c.multiqueue(wan, ifb)
 	}
 	if c.in.Offload.Hardware {
 		c.add(Warn, "flow-offload", "firewall defaults",
@@ -197,7 +198,7 @@ func (c *checker) dead(t *tree) {
 	}
 	for _, n := range nodes[1:] {
 		r := n.rec
-		if !r.HasStats || n.packets > 0 || r.Type == "class" && flowKinds[r.Kind] {
+		if !r.HasStats || n.packets > 0 || r.Type == "class" && flowKinds[r.Kind] || mqInstance(n) {
 			continue
 		}
 		fix := "Remove it, or fix the filter or default class that should feed it."

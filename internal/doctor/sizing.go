@@ -179,7 +179,7 @@ func (c *checker) compensated(t *tree) bool {
 		}
 	}
 	switch {
-	case r.Kind == "cake":
+	case tcstats.IsCake(r.Kind):
 		o, _ := r.Get("overhead")
 		return o != "" && o != "0" || r.Has("atm") || r.Has("ptm")
 	case isNSS(r.Kind):

@@ -186,7 +186,7 @@ func values(d *plan.Dir, s *tcstats.Snapshot) []Diff {
 		times(leaf, "interval", d.Interval, diff)
 	}
 	switch {
-	case root.Kind == "cake":
+	case tcstats.IsCake(root.Kind):
 		if o, ok := root.Get("overhead"); ok && o != fmt.Sprint(d.Overhead) {
 			diff("overhead", o, fmt.Sprint(d.Overhead))
 		}
@@ -232,10 +232,10 @@ func Rate(d *plan.Dir, s *tcstats.Snapshot) (int, bool) {
 		return 0, false
 	}
 	at, key := root, "rate"
-	switch root.Kind {
-	case "cake":
+	switch {
+	case tcstats.IsCake(root.Kind):
 		key = "bandwidth"
-	case "htb":
+	case root.Kind == "htb":
 		at = s.Find(d.Device, "class", "1:1")
 	}
 	if at == nil {

@@ -9,8 +9,11 @@ type Facts struct {
 	Exists bool   // /sys/class/net/<dev> is present
 	OperUp bool   // operstate is "up" or "unknown"
 
-	MTU       int // from /sys/class/net/<dev>/mtu; 1500 (noted) when absent
-	SpeedMbit int // from /sys/class/net/<dev>/speed; 0 when unknown
+	MTU int // from /sys/class/net/<dev>/mtu; 1500 (noted) when absent
+	// TXQueues and RXQueues count /sys/class/net/<dev>/queues/tx-* and
+	// rx-*: 0 when the directory says nothing.
+	TXQueues, RXQueues int
+	SpeedMbit          int // from /sys/class/net/<dev>/speed; 0 when unknown
 
 	// Kind is the kernel's view: "ether", "vlan", "ppp", "ip6tnl", "ipip",
 	// "wireguard", "ifb", ... ("" when /sys says nothing).

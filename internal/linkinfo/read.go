@@ -117,6 +117,8 @@ func (r reader) sys(f *Facts) error {
 		f.Notes = append(f.Notes, fmt.Sprintf("%s/mtu absent: assuming mtu %d", dir, defaultMTU))
 	}
 
+	f.TXQueues, f.RXQueues = r.queues(dir, "tx-"), r.queues(dir, "rx-")
+
 	// The kernel refuses to report speed for links that are down or
 	// virtual (EINVAL, or -1): then it is simply unknown.
 	if speed, ok, _ := r.file(dir + "/speed"); ok {
@@ -173,6 +175,18 @@ func (r reader) sys(f *Facts) error {
 		f.Notes = append(f.Notes, note)
 	}
 	return nil
+}
+
+// queues counts dir's queue directories whose names start with prefix.
+func (r reader) queues(dir, prefix string) int {
+	es, _ := os.ReadDir(r.path(dir + "/queues"))
+	n := 0
+	for _, e := range es {
+		if strings.HasPrefix(e.Name(), prefix) {
+			n++
+		}
+	}
+	return n
 }
 
 // vlanLower returns the "Device:" line of a /proc/net/vlan/<dev> file.

@@ -51,6 +51,10 @@ func TestRead(t *testing.T) {
 			notes: []string{"type=65534 (none)", "DEVTYPE=wireguard"},
 		},
 		{
+			name: "four TX and RX queues", root: "multiqueue", dev: "eth0",
+			want: Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether", TXQueues: 4, RXQueues: 4},
+		},
+		{
 			name: "plain linux ppp0: assumed pppoe", root: "linux-ppp", dev: "ppp0",
 			want:  Facts{Exists: true, OperUp: true, MTU: 1492, Kind: "ppp", Proto: "pppoe"},
 			notes: []string{"assumed PPPoE"},

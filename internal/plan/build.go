@@ -64,6 +64,9 @@ type side struct {
 	limit        int
 	limitField   string
 	opts, optsFd string
+	// queues is how many queues of the device the shaper spreads over:
+	// above 1 only for cake_mq (mqQueues).
+	queues int
 }
 
 // Build computes the plan for q on the device described by f. It is pure:
@@ -126,6 +129,8 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 		p.note("download 0: ingress not shaped, no IFB")
 	}
 
+	up.queues = mqQueues(p, q, Egress, f.TXQueues, "TX")
+	down.queues = mqQueues(p, q, Ingress, f.RXQueues, "RX")
 	for _, s := range []side{up, down} {
 		if s.rate == 0 {
 			p.Clear = append(p.Clear, teardown(s.dir, q.Interface, ifb)...)
@@ -138,6 +143,39 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 		p.Dirs = append(p.Dirs, d)
 	}
 	return p, nil
+}
+
+// mqQueues is how many queues direction dir's cake_mq spreads over, 1 for
+// plain cake: the WAN's TX queues on egress; on ingress the IFB gets one
+// queue per RX queue of the WAN, since a redirected packet keeps the RX
+// queue it arrived on as its IFB queue, so more would stay idle. A single
+// queue takes plain cake, as cake_mq refuses it (TestPlanCakeMQ).
+func mqQueues(p *Plan, q config.Queue, dir Direction, n int, kind string) int {
+	if !q.UseMQ || (dir == Egress && q.Upload == 0) || (dir == Ingress && q.Download == 0) {
+		return 1
+	}
+	if q.Backend != config.Cake {
+		if dir == Egress {
+			p.note("use_mq: only cake has a multi-queue variant (cake_mq); backend %s shapes on one queue", q.Backend)
+		}
+		return 1
+	}
+	have := fmt.Sprintf("%s has %d %s queues", q.Interface, n, kind)
+	switch {
+	case n == 0:
+		have = fmt.Sprintf("the %s queues of %s are unknown here (no /sys/class/net/%s/queues)", kind, q.Interface, q.Interface)
+	case n == 1:
+		have = fmt.Sprintf("%s has one %s queue", q.Interface, kind)
+	}
+	if dir == Ingress {
+		have += "; a redirected packet's RX queue is its IFB queue"
+	}
+	if n < 2 {
+		p.note("use_mq: %s: %s, so plain cake (cake_mq needs two or more)", dir, have)
+		return 1
+	}
+	p.note("use_mq: %s: cake_mq over %d queues (%s)", dir, n, have)
+	return n
 }
 
 func (p *Plan) note(format string, a ...any) { p.Notes = append(p.Notes, fmt.Sprintf(format, a...)) }
@@ -183,7 +221,7 @@ func checkFacts(q config.Queue, f linkinfo.Facts) error {
 }
 
 func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
-	d := &Dir{Direction: s.dir, Device: s.dev, RateKbit: s.rate, Overhead: l.overhead, MTU: l.mtu, MPU: l.mpu}
+	d := &Dir{Direction: s.dir, Device: s.dev, RateKbit: s.rate, Overhead: l.overhead, MTU: l.mtu, MPU: l.mpu, Queues: s.queues}
 	d.note("%s on %s: %d kbit/s (%s)", s.dir, s.dev, s.rate, s.rateField)
 	var err error
 	switch q.Backend {
@@ -202,10 +240,11 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 	if s.dir == Egress {
 		return d, nil
 	}
-	d.Setup = [][]string{
-		{"link", "add", "name", ifb, "type", "ifb"},
-		{"link", "set", "dev", ifb, "up"},
+	add := []string{"link", "add", "name", ifb, "type", "ifb"}
+	if s.queues > 1 {
+		add = []string{"link", "add", "name", ifb, "numtxqueues", strconv.Itoa(s.queues), "type", "ifb"}
 	}
+	d.Setup = [][]string{add, {"link", "set", "dev", ifb, "up"}}
 	// The redirect comes last: the IFB is shaped before traffic arrives.
 	action := []string{"action", "mirred", "egress", "redirect", "dev", ifb}
 	if q.Backend == config.NSS {

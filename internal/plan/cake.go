@@ -68,6 +68,9 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	if err != nil {
 		return q.Bad(s.optsFd, s.opts, "%v", err)
 	}
+	if _, ok := lookup(user, "autorate-ingress"); ok && s.queues > 1 {
+		return q.Bad(s.optsFd, s.opts, "autorate-ingress does not work with cake_mq (the kernel refuses it); remove it, or set use_mq 0")
+	}
 	final := override(args, user)
 	var rttArg arg
 	for _, a := range final {
@@ -102,7 +105,16 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	if len(user) > 0 {
 		d.note("%s applied: %q", s.optsFd, s.opts)
 	}
-	d.TC = [][]string{append([]string{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", "cake"}, words(final)...)}
-	d.Tree = []Node{{Dev: s.dev, Type: "qdisc", Kind: "cake", Handle: "1:", Parent: "root"}}
+	kind := "cake"
+	if s.queues > 1 {
+		kind = "cake_mq"
+	}
+	d.TC = [][]string{append([]string{"qdisc", "add", "dev", s.dev, "root", "handle", "1:", kind}, words(final)...)}
+	d.Tree = []Node{{Dev: s.dev, Type: "qdisc", Kind: kind, Handle: "1:", Parent: "root"}}
+	if s.queues > 1 {
+		// The kernel attaches the instances itself (handle 0:, as the
+		// defaults it attaches to a bare device), so the tree is the root.
+		d.note("cake_mq: one cake per queue (parents 1:1 to 1:%d) sharing the configuration and the shaper's rate", s.queues)
+	}
 	return nil
 }

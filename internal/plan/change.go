@@ -26,9 +26,10 @@ func Change(from, to *Dir) ([][]string, error) {
 	dev := to.Device
 	var lines [][]string
 	switch root := to.Tree[0].Kind; root {
-	case "cake":
+	case "cake", "cake_mq":
+		// cake_mq's instances take their rate from the root only
 		if from.RateKbit != to.RateKbit {
-			lines = append(lines, []string{"qdisc", "change", "dev", dev, "root", "handle", "1:", "cake", "bandwidth", kbit(to.RateKbit)})
+			lines = append(lines, []string{"qdisc", "change", "dev", dev, "root", "handle", "1:", root, "bandwidth", kbit(to.RateKbit)})
 		}
 	case "htb":
 		if from.RateKbit != to.RateKbit || from.Burst != to.Burst || from.Quantum != to.Quantum {

@@ -56,6 +56,9 @@ type Dir struct {
 	Interval  time.Duration // cake: the rtt
 	Flows     int           // 0 for cake (fixed 1024 queues per tin)
 	ECN       bool          // always true for cake, which has no switch
+	// Queues is how many queues of Device a cake_mq root spreads over (one
+	// cake each); 1 for every other root.
+	Queues int
 
 	Setup [][]string // ip: create and raise the IFB (ingress only)
 	TC    [][]string // tc batch that builds the tree; the redirect comes last

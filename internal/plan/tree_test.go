@@ -1,6 +1,8 @@
 package plan
 
 import (
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -184,5 +186,78 @@ func TestCakeOptions(t *testing.T) {
 				t.Errorf("%s: cake dir without ECN", tc.name)
 			}
 		}
+	}
+}
+
+// TestPlanCakeMQ: use_mq plans cake_mq only on the cake backend and only
+// on a direction with two or more queues, says why otherwise, refuses
+// autorate-ingress beside it, and changes its rate on the root.
+func TestPlanCakeMQ(t *testing.T) {
+	mq := func(q config.Queue) config.Queue {
+		q.Section, q.Interface, q.UseMQ, q.IngressECN = "wan", "eth1", true, true
+		if q.Backend == "" {
+			q.Backend = config.Cake
+		}
+		return q
+	}
+	for _, c := range []struct {
+		name      string
+		q         config.Queue
+		tx, rx    int
+		egress    string // root kind on eth1; "" when not shaped
+		ingress   string // root kind on the IFB
+		ifbQueues int
+		note      string
+	}{
+		{"both ways", mq(config.Queue{Download: 50000, Upload: 20000}), 2, 2, "cake_mq", "cake_mq", 2, "cake_mq over 2 queues"},
+		{"more RX than TX queues", mq(config.Queue{Download: 50000, Upload: 20000}), 2, 8, "cake_mq", "cake_mq", 8, "8 RX queues"},
+		{"one TX queue, several RX queues", mq(config.Queue{Download: 50000, Upload: 20000}), 1, 4, "cake", "cake_mq", 4, "one TX queue"},
+		{"queues unknown", mq(config.Queue{Download: 50000, Upload: 20000}), 0, 0, "cake", "cake", 1, "unknown here"},
+		{"upload only", mq(config.Queue{Upload: 20000}), 4, 4, "cake_mq", "", 0, "cake_mq over 4 queues"},
+		{"fq_codel", mq(config.Queue{Backend: config.FQCodel, Download: 50000, Upload: 20000}), 4, 4, "htb", "htb", 1, "only cake has a multi-queue variant"},
+		{"off", config.Queue{Section: "wan", Interface: "eth1", Backend: config.Cake, Download: 50000, Upload: 20000}, 4, 4, "cake", "cake", 1, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := mustBuild(t, c.q, linkinfo.Facts{Device: "eth1", Exists: true, MTU: 1500, Kind: "ether", TXQueues: c.tx, RXQueues: c.rx})
+			kinds := map[Direction]string{}
+			for _, d := range p.Dirs {
+				kinds[d.Direction] = d.Tree[0].Kind
+				want := 1
+				if d.Tree[0].Kind == "cake_mq" {
+					want = map[Direction]int{Egress: c.tx, Ingress: c.rx}[d.Direction]
+				}
+				if d.Queues != want {
+					t.Errorf("%s: a %s root over %d queues, want %d", d.Direction, d.Tree[0].Kind, d.Queues, want)
+				}
+				if d.Direction == Ingress {
+					setup := line(d.Setup[0])
+					if has := strings.Contains(setup, "numtxqueues"); has != (c.ifbQueues > 1) || c.ifbQueues > 1 && !strings.Contains(setup, fmt.Sprintf("numtxqueues %d ", c.ifbQueues)) {
+						t.Errorf("IFB created with %q, want %d queues", setup, c.ifbQueues)
+					}
+				}
+			}
+			if kinds[Egress] != c.egress || kinds[Ingress] != c.ingress {
+				t.Errorf("roots egress %q ingress %q, want %q %q", kinds[Egress], kinds[Ingress], c.egress, c.ingress)
+			}
+			notes := strings.Join(p.Notes, "\n")
+			if c.note != "" && !strings.Contains(notes, c.note) || c.note == "" && strings.Contains(notes, "use_mq") {
+				t.Errorf("notes lack %q:\n%s", c.note, notes)
+			}
+		})
+	}
+
+	q := mq(config.Queue{Download: 50000, Upload: 20000, IQdiscOpts: "autorate-ingress"})
+	_, err := Build(q, linkinfo.Facts{Device: "eth1", MTU: 1500, TXQueues: 2, RXQueues: 2})
+	var fe *config.FieldError
+	if !errors.As(err, &fe) || fe.Option != "iqdisc_opts" || !strings.Contains(err.Error(), "use_mq 0") {
+		t.Errorf("autorate-ingress beside cake_mq: %v", err)
+	}
+
+	f := linkinfo.Facts{Device: "eth1", MTU: 1500, TXQueues: 2, RXQueues: 2}
+	from := mustBuild(t, mq(config.Queue{Download: 50000, Upload: 20000}), f)
+	to := mustBuild(t, mq(config.Queue{Download: 40000, Upload: 20000}), f)
+	lines, err := Change(from.Dirs[1], to.Dirs[1])
+	if err != nil || len(lines) != 1 || line(lines[0]) != "qdisc change dev ifb4eth1 root handle 1: cake_mq bandwidth 40000kbit" {
+		t.Errorf("rate change %q %v", lines, err)
 	}
 }

@@ -36,6 +36,15 @@ func TestWriteGolden(t *testing.T) {
 			linkinfo.Facts{Device: "eth1", Exists: true, MTU: 1500, Kind: "ether"}},
 		{"fq_codel-upload-only", config.Queue{Section: "lte", Interface: "wwan0", Backend: config.FQCodel,
 			Upload: 20000}, linkinfo.Facts{Device: "wwan0", MTU: 1500}},
+		// use_mq on a device with four TX and RX queues: cake_mq on it and
+		// on an IFB of four queues
+		{"cake_mq-fiber", config.Queue{Section: "wan", Interface: "eth1", Backend: config.Cake, Script: "piece_of_cake.qos",
+			Download: 900000, Upload: 400000, UseMQ: true, IngressECN: true},
+			linkinfo.Facts{Device: "eth1", Exists: true, MTU: 1500, Kind: "ether", TXQueues: 4, RXQueues: 4}},
+		// use_mq on a single-queue device: plain cake, with the reason
+		{"cake_mq-one-queue", config.Queue{Section: "wan", Interface: "eth1", Backend: config.Cake, Script: "piece_of_cake.qos",
+			Download: 90000, Upload: 40000, UseMQ: true, IngressECN: true},
+			linkinfo.Facts{Device: "eth1", Exists: true, MTU: 1500, Kind: "ether", TXQueues: 1, RXQueues: 1}},
 		{"cake-download-only-long-name", config.Queue{Section: "lan", Interface: "enp0s31f6.1001", Backend: config.Cake,
 			Download: 50000, IngressECN: true}, linkinfo.Facts{Device: "enp0s31f6.1001", MTU: 1500, Kind: "vlan"}},
 	} {

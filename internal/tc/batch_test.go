@@ -45,6 +45,11 @@ func TestHint(t *testing.T) {
 		{[]string{"filter", "add", "dev", "wan", "parent", "ffff:", "u32", "match", "u32", "0", "0", "action", "mirred", "egress"},
 			"Error: Failed to load TC action module.", "mirred is missing: load kernel module act_mirred (OpenWrt: opkg install kmod-sched-core)"},
 		{[]string{"qdisc", "add", "dev", "wan", "root", "cake", "bandwidth", "x"}, "Error: Exclusivity flag on, cannot modify.", ""},
+		// the kind, not an option that names another (cake's "ingress")
+		{[]string{"qdisc", "add", "dev", "ifb4wan", "root", "handle", "1:", "cake_mq", "bandwidth", "9000kbit", "ingress"},
+			"Error: Specified qdisc kind is unknown.", "cake_mq is missing: load kernel module sch_cake (OpenWrt: opkg install kmod-sched-cake); cake_mq is in Linux 7.0 and later and in OpenWrt 25.12's kernel, and needs tc from iproute2 7.1 or later"},
+		{[]string{"qdisc", "add", "dev", "wan", "handle", "ffff:", "ingress"},
+			"Error: Specified qdisc kind is unknown.", "ingress is missing: load kernel module sch_ingress (OpenWrt: opkg install kmod-sched-core)"},
 	} {
 		if got := hint(c.argv, c.msg); got != c.want {
 			t.Errorf("hint(%q, %q) = %q, want %q", c.argv, c.msg, got, c.want)

@@ -7,6 +7,7 @@ import "strings"
 var modules = map[string][2]string{
 	"fq_codel":    {"sch_fq_codel", "kmod-sched-core"},
 	"cake":        {"sch_cake", "kmod-sched-cake"},
+	"cake_mq":     {"sch_cake", "kmod-sched-cake"},
 	"htb":         {"sch_htb", "kmod-sched-core"},
 	"tbf":         {"sch_tbf", "kmod-sched-core"},
 	"ingress":     {"sch_ingress", "kmod-sched-core"},
@@ -23,7 +24,11 @@ func hintFor(kind string) string {
 	if !ok {
 		return ""
 	}
-	return kind + " is missing: load kernel module " + m[0] + " (OpenWrt: opkg install " + m[1] + ")"
+	h := kind + " is missing: load kernel module " + m[0] + " (OpenWrt: opkg install " + m[1] + ")"
+	if kind == "cake_mq" {
+		h += "; cake_mq is in Linux 7.0 and later and in OpenWrt 25.12's kernel, and needs tc from iproute2 7.1 or later"
+	}
+	return h
 }
 
 // hint names the missing module when msg says a kind is unknown. tc's own
@@ -54,9 +59,32 @@ func hint(argv []string, msg string) string {
 			}
 		}
 	}
+	if k := kindOf(argv); k != "" {
+		return hintFor(k)
+	}
 	for _, w := range argv {
 		if _, ok := modules[w]; ok {
 			return hintFor(w)
+		}
+	}
+	return ""
+}
+
+// kindOf is the qdisc or class kind a `qdisc|class add|change|replace dev
+// DEV ...` line names: the first word after its placement (root, handle H,
+// parent P, classid C). Words after it are options, which may name other
+// kinds (cake's "ingress").
+func kindOf(argv []string) string {
+	if len(argv) < 4 || argv[0] != "qdisc" && argv[0] != "class" || argv[2] != "dev" {
+		return ""
+	}
+	for i := 4; i < len(argv); i++ {
+		switch argv[i] {
+		case "root":
+		case "handle", "parent", "classid":
+			i++
+		default:
+			return argv[i]
 		}
 	}
 	return ""

@@ -131,9 +131,15 @@ func (p *Prober) run(batches [][][]string) (res []error, died bool, err error) {
 	for i, b := range batches {
 		start[i] = len(all) + 1
 		names := map[string]string{}
+		add := []string{"type", "ifb"}
+		if slices.ContainsFunc(b, func(l []string) bool { return slices.Contains(l, "cake_mq") }) {
+			// cake_mq refuses a single-queue device; the planner plans it
+			// only where the real one has several
+			add = []string{"numtxqueues", "2", "type", "ifb"}
+		}
 		for j, d := range devices(b) {
 			names[d] = fmt.Sprintf("sqmp%dd%d", i, j)
-			twins = append(twins, []string{"link", "add", "name", names[d], "type", "ifb"}, []string{"link", "set", "dev", names[d], "up"})
+			twins = append(twins, append([]string{"link", "add", "name", names[d]}, add...), []string{"link", "set", "dev", names[d], "up"})
 		}
 		for _, l := range b {
 			all = append(all, renameDevices(l, names))

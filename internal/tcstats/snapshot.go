@@ -53,6 +53,10 @@ var classful = map[string]bool{
 	"multiq": true, "nssprio": true, "nsswrr": true, "nsswfq": true, "nsshtb": true,
 }
 
+// IsCake reports cake and its multi-queue variant, whose root carries the
+// configuration (bandwidth, overhead, rtt) of every instance under it.
+func IsCake(kind string) bool { return kind == "cake" || kind == "cake_mq" }
+
 // Classful reports a qdisc kind whose classes are configuration.
 func Classful(kind string) bool { return classful[kind] }
 

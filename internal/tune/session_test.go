@@ -28,8 +28,7 @@ import (
 type fakeKernel struct{ *tcfake.Kernel }
 
 func (f fakeKernel) Link(name string) apply.Link {
-	l := f.Kernel.Link(name)
-	return apply.Link{Exists: l.Exists, Up: l.Up, Routable: l.Routable, Kind: l.Kind, Index: l.Index}
+	return apply.Link(f.Kernel.Link(name))
 }
 
 const sqmFile = `# tuned by hand before

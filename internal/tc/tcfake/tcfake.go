@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -32,6 +33,8 @@ type Kernel struct {
 	Fault func(Line) Fault
 	// Before, when set, runs before batch number n (0-based) executes.
 	Before func(k *Kernel, n int)
+	// NoCakeMQ simulates a kernel or tc without cake_mq (before 7.0).
+	NoCakeMQ bool
 }
 
 // Call is one batch as it was run.
@@ -67,6 +70,7 @@ type Dev struct {
 	Routable bool
 	Kind     string // "ifb" for what `ip link add ... type ifb` made; "" otherwise
 	Index    int
+	TXQueues int // 1 unless set, or created with numtxqueues
 	qdiscs   []*qdisc
 	classes  []*class
 	filters  []*filter
@@ -91,9 +95,18 @@ type filter struct {
 func (k *Kernel) AddDevice(name string, routable bool) *Dev {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	d := &Dev{Name: name, Up: true, Routable: routable, Index: k.nextIndex()}
+	d := &Dev{Name: name, Up: true, Routable: routable, Index: k.nextIndex(), TXQueues: 1}
 	k.devs = append(k.devs, d)
 	return d
+}
+
+// SetTXQueues gives a device n TX queues, as its driver would.
+func (k *Kernel) SetTXQueues(name string, n int) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if d := k.dev(name); d != nil {
+		d.TXQueues = n
+	}
 }
 
 // RemoveDevice deletes a device and everything on it, as a PPPoE reconnect
@@ -188,11 +201,11 @@ func (k *Kernel) exec(prog string, argv []string) error {
 	}
 	switch argv[0] + " " + argv[1] {
 	case "qdisc add":
-		return d.addQdisc(argv[4:])
+		return d.addQdisc(argv[4:], k.has)
 	case "qdisc del":
 		return d.delQdisc(argv[4:])
 	case "qdisc change", "qdisc replace":
-		return d.changeQdisc(argv[4:], argv[1] == "replace")
+		return d.changeQdisc(argv[4:], argv[1] == "replace", k.has)
 	case "class add", "class change":
 		return d.setClass(argv[4:], argv[1] == "add")
 	case "filter add":
@@ -203,11 +216,19 @@ func (k *Kernel) exec(prog string, argv []string) error {
 
 func (k *Kernel) ip(argv []string) error {
 	switch {
-	case len(argv) == 6 && argv[0] == "link" && argv[1] == "add" && argv[5] == "ifb":
+	case len(argv) == 6 && argv[0] == "link" && argv[1] == "add" && argv[5] == "ifb",
+		len(argv) == 8 && argv[0] == "link" && argv[1] == "add" && argv[4] == "numtxqueues" && argv[7] == "ifb":
 		if k.dev(argv[3]) != nil {
 			return errors.New("RTNETLINK answers: File exists")
 		}
-		k.devs = append(k.devs, &Dev{Name: argv[3], Kind: "ifb", Index: k.nextIndex()})
+		n := 1
+		if len(argv) == 8 {
+			var err error
+			if n, err = strconv.Atoi(argv[5]); err != nil || n < 1 {
+				return fmt.Errorf("Error: argument %q is wrong: invalid value", argv[5])
+			}
+		}
+		k.devs = append(k.devs, &Dev{Name: argv[3], Kind: "ifb", Index: k.nextIndex(), TXQueues: n})
 	case len(argv) == 5 && argv[0] == "link" && argv[1] == "set" && argv[4] == "up":
 		d := k.dev(argv[3])
 		if d == nil {
@@ -226,8 +247,10 @@ func (k *Kernel) ip(argv []string) error {
 }
 
 // kinds are the qdiscs this kernel has.
-var kinds = map[string]bool{"htb": true, "fq_codel": true, "cake": true, "nsstbl": true, "nssfq_codel": true,
+var kinds = map[string]bool{"htb": true, "fq_codel": true, "cake": true, "cake_mq": true, "nsstbl": true, "nssfq_codel": true,
 	"ingress": true, "tbf": true, "pfifo": true}
+
+func (k *Kernel) has(kind string) bool { return kinds[kind] && !(kind == "cake_mq" && k.NoCakeMQ) }
 
 // place parses "root | parent P | handle H" and an optional stab, up to the kind.
 func place(args []string) (parent, handle string, stab, rest []string) {
@@ -256,14 +279,17 @@ func place(args []string) (parent, handle string, stab, rest []string) {
 	return parent, handle, stab, nil
 }
 
-func (d *Dev) addQdisc(args []string) error {
+func (d *Dev) addQdisc(args []string, has func(string) bool) error {
 	parent, handle, stab, rest := place(args)
 	if len(rest) == 0 {
 		return errors.New("Error: qdisc kind is missing")
 	}
 	kind := rest[0]
-	if !kinds[kind] {
+	if !has(kind) {
 		return errors.New("Error: Specified qdisc kind is unknown.")
+	}
+	if kind == "cake_mq" && (d.TXQueues < 2 || parent != "root" || slices.Contains(rest, "autorate-ingress")) {
+		return errors.New("Error: cake_mq needs a multi-queue device, the root, and no autorate-ingress.")
 	}
 	if kind == "ingress" {
 		parent = tcstats.Ingress
@@ -278,6 +304,12 @@ func (d *Dev) addQdisc(args []string) error {
 		return errors.New("Error: Exclusivity flag on, cannot modify.")
 	}
 	d.qdiscs = append(d.qdiscs, &qdisc{kind: kind, handle: handle, parent: parent, opts: rest[1:], stab: stab})
+	if kind == "cake_mq" {
+		// one cake per TX queue under the root, configured through it
+		for i := range d.TXQueues {
+			d.qdiscs = append(d.qdiscs, &qdisc{kind: "cake", handle: "0:", parent: fmt.Sprintf("%s%d", handle, i+1), opts: rest[1:]})
+		}
+	}
 	return nil
 }
 
@@ -318,7 +350,7 @@ func (d *Dev) delQdisc(args []string) error {
 	return nil
 }
 
-func (d *Dev) changeQdisc(args []string, replace bool) error {
+func (d *Dev) changeQdisc(args []string, replace bool, has func(string) bool) error {
 	parent, handle, _, rest := place(args)
 	var q *qdisc
 	for _, x := range d.qdiscs {
@@ -328,13 +360,23 @@ func (d *Dev) changeQdisc(args []string, replace bool) error {
 	}
 	switch {
 	case q == nil && replace:
-		return d.addQdisc(args)
+		return d.addQdisc(args, has)
 	case q == nil:
 		return errors.New("Error: Specified qdisc not found.")
 	case len(rest) == 0 || rest[0] != q.kind:
 		return errors.New("Error: Invalid qdisc name.")
 	}
+	if q.kind == "cake" && q.handle == "0:" {
+		return errors.New("Error: cake_mq instances are configured through the root.")
+	}
 	q.opts = mergeOpts(q.opts, rest[1:])
+	if q.kind == "cake_mq" {
+		for _, c := range d.qdiscs {
+			if c.kind == "cake" && c.handle == "0:" {
+				c.opts = q.opts
+			}
+		}
+	}
 	return nil
 }
 
@@ -422,7 +464,7 @@ func mergeOpts(cur, change []string) []string {
 type LinkState struct {
 	Exists, Up, Routable bool
 	Kind                 string
-	Index                int
+	Index, TXQueues      int
 }
 
 // Link reports a device's state.
@@ -430,7 +472,7 @@ func (k *Kernel) Link(name string) LinkState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if d := k.dev(name); d != nil {
-		return LinkState{Exists: true, Up: d.Up, Routable: d.Routable, Kind: d.Kind, Index: d.Index}
+		return LinkState{Exists: true, Up: d.Up, Routable: d.Routable, Kind: d.Kind, Index: d.Index, TXQueues: max(d.TXQueues, 1)}
 	}
 	return LinkState{}
 }
