@@ -42,8 +42,9 @@ type scenario struct {
 	lab      []string // the documented LAB_* environment of external backends
 }
 
-// sqmkitBackends are sqmkit's own, started with `sqmkit start --root`.
-var sqmkitBackends = []string{"fq_codel", "cake", "nss"}
+// sqmkitBackends are sqmkit's own, started with `sqmkit start --root`;
+// cake_mq is cake with use_mq (plain cake where the kernel or tc lacks it).
+var sqmkitBackends = []string{"fq_codel", "cake", "nss", "cake_mq"}
 
 // qosPrefix names a .qos script of the OpenWrt package as a backend:
 // qos:sqmkit-cake.qos. extPrefix names an external one: ext:NAME=DIR.

@@ -22,6 +22,7 @@ func runAB(repo string, args []string) int {
 	sp := abSpec{}
 	fs.IntVar(&sp.Rounds, "rounds", 8, "how many times each arm runs")
 	out := fs.String("out", "", "results directory (default lab/results/<time>-<profile>)")
+	kernel := kernelFlag(fs)
 	fs.Parse(args)
 	if _, err := fmt.Sscanf(*rates, "%d/%d", &sp.Down, &sp.Up); err != nil {
 		fatal(fmt.Errorf("--rates %q: want DOWN/UP in kbit/s, e.g. 38800/7760", *rates))
@@ -33,5 +34,5 @@ func runAB(repo string, args []string) int {
 	if !slices.Contains(sqmkitBackends, *backend) {
 		fatal(fmt.Errorf("--backend %q: want one of %s", *backend, strings.Join(sqmkitBackends, ", ")))
 	}
-	return execute(repo, "ab", *prof, *out, []planRun{{Profile: *prof, Backends: []string{*backend}, Mode: "ab", AB: &sp}}, false)
+	return execute(repo, "ab", *prof, *out, *kernel, []planRun{{Profile: *prof, Backends: []string{*backend}, Mode: "ab", AB: &sp}}, false)
 }

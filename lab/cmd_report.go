@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -36,9 +37,19 @@ func runReport(_ string, args []string) int {
 	}
 	printTable(os.Stdout, rs)
 	if *results != "" {
-		if err := updateResults(*results, rs); err != nil {
+		if err := updateResults(*results, cmp.Or(seriesOf(runKernel(rs)), hostSeries), rs); err != nil {
 			fatal(err)
 		}
 	}
 	return exitStatus(rs)
+}
+
+// runKernel is the guest kernel a run's results name.
+func runKernel(rs []result) string {
+	for _, r := range rs {
+		if r.Kernel != "" {
+			return r.Kernel
+		}
+	}
+	return ""
 }

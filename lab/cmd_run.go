@@ -35,25 +35,38 @@ const (
 `
 )
 
-func runDemo(repo string, _ []string) int {
-	return execute(repo, "demo", "demo", "", []planRun{{Profile: "cable", Backends: []string{unshaped, "cake"}}}, false)
+func runDemo(repo string, args []string) int {
+	return execute(repo, "demo", "demo", "", kernelArg("demo", args), []planRun{{Profile: "cable", Backends: []string{unshaped, "cake"}}}, false)
 }
 
-func runCI(repo string, _ []string) int {
-	return execute(repo, "ci", "ci", "", append(slices.Clone(ciPlan), ciTrace(repo)), true)
+func runCI(repo string, args []string) int {
+	return execute(repo, "ci", "ci", "", kernelArg("ci", args), append(slices.Clone(ciPlan), ciTrace(repo)), true)
 }
 
-func runAll(repo string, _ []string) int {
+// runAll runs the whole matrix on each kernel named (--kernel 6.1,6.12,7).
+func runAll(repo string, args []string) int {
 	names, err := profile.List(filepath.Join(repo, "lab/profiles"))
 	if err != nil {
 		fatal(err)
 	}
-	return execute(repo, "all", "all", "", allPlan(names, repo), true)
+	code := 0
+	for _, k := range strings.Split(kernelArg("all", args), ",") {
+		code = max(code, execute(repo, "all", "all-k"+k, "", k, allPlan(names, repo), true))
+	}
+	return code
 }
 
 // runKernelTestsCmd runs the kernel tests alone, no scenario.
-func runKernelTestsCmd(repo string, _ []string) int {
-	return execute(repo, "kerneltests", "kerneltests", "", nil, true)
+func runKernelTestsCmd(repo string, args []string) int {
+	return execute(repo, "kerneltests", "kerneltests", "", kernelArg("kerneltests", args), nil, true)
+}
+
+// kernelArg parses the one flag of the commands without options: --kernel.
+func kernelArg(name string, args []string) string {
+	fs := flag.NewFlagSet("sqmkit-lab "+name, flag.ExitOnError)
+	k := kernelFlag(fs)
+	fs.Parse(args)
+	return *k
 }
 
 func runRun(repo string, args []string) int     { return runScenarios(repo, "run", args) }
@@ -75,6 +88,7 @@ func runScenarios(repo, name string, args []string) int {
 	prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
 	backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
 	out := fs.String("out", "", "results directory (default lab/results/<time>-<profile>)")
+	kernel := kernelFlag(fs)
 	sp := sweepSpec{From: 80, To: 100}
 	withSweep := name == "sweep"
 	v6 := false
@@ -101,13 +115,13 @@ func runScenarios(repo, name string, args []string) int {
 	if withSweep {
 		plan[0].Sweep = &sp
 	}
-	return execute(repo, name, *prof, *out, plan, false)
+	return execute(repo, name, *prof, *out, *kernel, plan, false)
 }
 
 // execute resolves the plan's profiles on the host (a bad name fails before
 // the boot), runs the plan in one guest, prints the tables, and returns the
 // exit status. name names the results directory, cmd the command.
-func execute(repo, cmd, name, out string, plan []planRun, kernelTests bool) int {
+func execute(repo, cmd, name, out, kernel string, plan []planRun, kernelTests bool) int {
 	profiles := filepath.Join(repo, "lab/profiles")
 	for i := range plan {
 		p, err := profile.Load(profiles, plan[i].Profile)
@@ -128,7 +142,11 @@ func execute(repo, cmd, name, out string, plan []planRun, kernelTests bool) int 
 	if out == "" {
 		out = filepath.Join(repo, "lab/results", time.Now().Format("20060102-150405")+"-"+filepath.Base(name))
 	}
-	rs, err := runHost(repo, out, plan, kernelTests)
+	k, err := resolveKernel(repo, kernel)
+	if err != nil {
+		fatal(err)
+	}
+	rs, err := runHost(repo, out, k, plan, kernelTests)
 	if err != nil {
 		fatal(err)
 	}
@@ -137,7 +155,7 @@ func execute(repo, cmd, name, out string, plan []planRun, kernelTests bool) int 
 	case "demo":
 		printDemo(rs) // the verdict comes last, after the notes
 	case "all":
-		if err := updateResults(filepath.Join(repo, "docs/results.md"), rs); err != nil {
+		if err := updateResults(filepath.Join(repo, "docs/results.md"), k.Series, rs); err != nil {
 			fmt.Fprintln(os.Stderr, "sqmkit-lab:", err)
 		} else {
 			fmt.Println("\ndocs/results.md: the side-by-side tables rewritten from this run")

@@ -23,6 +23,7 @@ func runTrace(repo string, args []string) int {
 	tr := fs.String("trace", "", "trace name (lab/traces/NAME.trace) or path")
 	ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
 	out := fs.String("out", "", "results directory (default lab/results/<time>-trace-<name>)")
+	kernel := kernelFlag(fs)
 	fs.Parse(args)
 	if *tr == "" {
 		fatal(fmt.Errorf("--trace: name one of lab/traces (lte, starlink, cable-evening, steady) or a file"))
@@ -47,7 +48,7 @@ func runTrace(repo string, args []string) int {
 	}
 	abs, _ := filepath.Abs(path)
 	plan := []planRun{{Profile: *prof, Backends: cs, Mode: "trace", Trace: abs}}
-	return execute(repo, "trace", "trace-"+strings.TrimSuffix(filepath.Base(path), ".trace"), *out, plan, false)
+	return execute(repo, "trace", "trace-"+strings.TrimSuffix(filepath.Base(path), ".trace"), *out, *kernel, plan, false)
 }
 
 func runTraces(repo string, _ []string) int {

@@ -19,12 +19,8 @@ import (
 )
 
 // runHost boots the guest once for the whole plan and collects the results.
-func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, error) {
-	kernel, modDir, err := vm.FindKernel()
-	if err != nil {
-		return nil, err
-	}
-	initrd, err := initramfs.Build(filepath.Join(repo, "lab/.cache"), "/bin/busybox", modDir)
+func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) ([]result, error) {
+	initrd, err := initramfs.Build(filepath.Join(repo, "lab/.cache"), "/bin/busybox", k.Modules)
 	if err != nil {
 		return nil, err
 	}
@@ -52,9 +48,9 @@ func runHost(repo, out string, plan []planRun, kernelTests bool) ([]result, erro
 		return nil, err
 	}
 	defer unlock()
-	fmt.Printf("sqmkit-lab: booting %s (%d scenarios), results in %s\n", filepath.Base(kernel), n, out)
+	fmt.Printf("sqmkit-lab: booting %s (kernel %s, %d scenarios), results in %s\n", filepath.Base(k.Kernel), k.Series, n, out)
 	err = vm.Run(context.Background(), vm.Config{
-		Kernel: kernel, Initrd: initrd, Results: out,
+		Kernel: k.Kernel, Initrd: initrd, Results: out, Modules: k.VMModules, Path: k.TC,
 		Cmd:     []string{filepath.Join(out, "bin", "sqmkit-lab"), "guest", planPath},
 		Console: filepath.Join(out, "console.log"),
 		// the host's steal sampler, beside qemu (package noise)

@@ -18,7 +18,9 @@ func TestRouterUCI(t *testing.T) {
 	}{
 		{"cable cake", profile.Profile{LinkLayer: "ethernet"}, "wan", "cake",
 			[]string{"option interface 'wan'", "option download '38000'", "option qdisc 'cake'", "option script 'piece_of_cake.qos'", "option linklayer 'ethernet'"},
-			[]string{"option device 'wan'", "option proto 'static'"}, []string{"overhead", "8021q"}},
+			[]string{"option device 'wan'", "option proto 'static'"}, []string{"overhead", "8021q", "use_mq"}},
+		{"cable cake_mq", profile.Profile{LinkLayer: "ethernet"}, "wan", "cake_mq",
+			[]string{"option qdisc 'cake'", "option script 'piece_of_cake.qos'", "option use_mq '1'"}, nil, []string{"overhead"}},
 		{"vdsl nss", profile.Profile{LinkLayer: "ptm", Encap: profile.Encap{PPPoE: true, VLAN: 7}}, "pppoe-wan", "nss",
 			[]string{"option interface 'pppoe-wan'", "option script 'nss-zk.qos'", "option linklayer 'ethernet'"},
 			[]string{"option device 'wan.7'", "option proto 'pppoe'", "option vid '7'", "option name 'wan.7'"}, []string{"overhead"}},

@@ -177,24 +177,27 @@ func markdown(rs []result) string {
 	return b.String()
 }
 
-// Markers of the generated part of docs/results.md.
-const (
-	resultsBegin = "<!-- lab-results:begin (sqmkit-lab writes this part; edit lab/report.go) -->"
-	resultsEnd   = "<!-- lab-results:end -->"
-)
+// Markers of a kernel series' generated part of docs/results.md.
+func resultsMarkers(series string) (begin, end string) {
+	return "<!-- lab-results:begin " + series + " (sqmkit-lab writes this part; edit lab/report.go) -->",
+		"<!-- lab-results:end " + series + " -->"
+}
 
-// updateResults replaces the text between the markers with the tables.
-func updateResults(path string, rs []result) error {
+// updateResults replaces the tables of kernel series between its markers,
+// adding them at the end of the file when it has none.
+func updateResults(path, series string, rs []result) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err
 	}
 	s := string(b)
-	i, j := strings.Index(s, resultsBegin), strings.Index(s, resultsEnd)
+	begin, end := resultsMarkers(series)
+	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		return fmt.Errorf("%s: no %q … %q markers", path, resultsBegin, resultsEnd)
+		s = strings.TrimRight(s, "\n") + "\n\n### Guest kernel " + series + "\n\n" + begin + "\n" + end + "\n"
+		i, j = strings.Index(s, begin), strings.Index(s, end)
 	}
-	s = s[:i+len(resultsBegin)] + "\n" + markdown(rs) + "\n" + s[j:]
+	s = s[:i+len(begin)] + "\n" + markdown(rs) + "\n" + s[j:]
 	return os.WriteFile(path, []byte(s), 0o644)
 }
 

@@ -61,19 +61,24 @@ func TestPrintTable(t *testing.T) {
 	}
 }
 
+// TestUpdateResults: a run's tables replace its kernel's between that
+// kernel's markers, another kernel's stay, and a kernel without markers
+// gets its own section at the end.
 func TestUpdateResults(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "results.md")
-	body := "# x\n\n## Results\n" + resultsBegin + "\nold table\n" + resultsEnd + "\n\n## Limits\n"
+	b61, e61 := resultsMarkers("6.1")
+	b7, e7 := resultsMarkers("7")
+	body := "# x\n\n## Results\n" + b61 + "\nold table\n" + e61 + "\n" + b7 + "\nseven's table\n" + e7 + "\n\n## Limits\n"
 	os.WriteFile(path, []byte(body), 0o644)
 	rs := []result{{Profile: "cable", Backend: "cake", Status: "pass", Date: "2026-11-23T10:00:00Z", Commit: "abc1234", Kernel: "6.1.0-56-amd64",
 		Test: &accept.Measurement{Grade: "A+", Phases: []accept.Phase{{Name: accept.Download, AddedMedian: 1.2, AddedP95: 3.4, DownMbps: 36.1},
 			{Name: accept.Upload, UpMbps: 7.2}}}}}
-	if err := updateResults(path, rs); err != nil {
+	if err := updateResults(path, seriesOf(rs[0].Kernel), rs); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
 	got := string(b)
-	for _, want := range []string{"Lab run of 2026-11-23, commit abc1234, guest kernel 6.1.0-56-amd64", "**cable**", "| cake | pass | A+ | 1.2 / 3.4 |", "## Limits", "# x"} {
+	for _, want := range []string{"Lab run of 2026-11-23, commit abc1234, guest kernel 6.1.0-56-amd64", "**cable**", "| cake | pass | A+ | 1.2 / 3.4 |", "## Limits", "# x", "seven's table"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the results lack %q:\n%s", want, got)
 		}
@@ -82,7 +87,20 @@ func TestUpdateResults(t *testing.T) {
 		t.Errorf("old table kept:\n%s", got)
 	}
 	os.WriteFile(path, []byte("# no markers\n"), 0o644)
-	if err := updateResults(path, rs); err == nil {
-		t.Error("a file without markers: no error")
+	rs[0].Kernel = "6.12.117+deb13-amd64"
+	if err := updateResults(path, seriesOf(rs[0].Kernel), rs); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(path)
+	if got := string(b); !strings.Contains(got, "### Guest kernel 6.12\n") || !strings.Contains(got, "guest kernel 6.12.117+deb13-amd64") {
+		t.Errorf("a kernel without markers got no section:\n%s", got)
+	}
+}
+
+func TestSeriesOf(t *testing.T) {
+	for rel, want := range map[string]string{"6.1.0-56-amd64": "6.1", "6.12.117+deb13-amd64": "6.12", "7.2.13+deb14-amd64": "7", "7.3.4+bpo-amd64": "7", "": ""} {
+		if got := seriesOf(rel); got != want {
+			t.Errorf("seriesOf(%q) = %q, want %q", rel, got, want)
+		}
 	}
 }

@@ -97,6 +97,9 @@ func freshDir(dir string) error {
 	return os.MkdirAll(dir, 0o755)
 }
 
+// wanQueues is the WAN port's TX and RX queue count: the guest's vCPUs.
+const wanQueues = "2"
+
 func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	t := &topo{sh: sh, p: p, dir: dir, logs: logs}
 	if err := freshDir(dir); err != nil {
@@ -114,7 +117,14 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	}
 	pairs := [][4]string{{nsClient, "c0", nsRouter, "lan"}, {nsRouter, wanPort, nsModem, "m0"}, {nsModem, "m1", nsServer, "s0"}}
 	for _, pr := range pairs {
-		if _, err := sh.run("", "ip", "link", "add", pr[1], "netns", pr[0], "type", "veth", "peer", "name", pr[3], "netns", pr[2]); err != nil {
+		// The WAN port has a queue per vCPU, as a router's NIC has one per
+		// core: cake_mq spreads over them, the others replace the mq root.
+		q := []string{}
+		if pr[1] == wanPort {
+			q = []string{"numtxqueues", wanQueues, "numrxqueues", wanQueues}
+		}
+		add := append(append([]string{"ip", "link", "add", pr[1]}, q...), "netns", pr[0], "type", "veth", "peer", "name", pr[3])
+		if _, err := sh.run("", append(append(add, q...), "netns", pr[2])...); err != nil {
 			return nil, err
 		}
 		for _, end := range [][2]string{{pr[0], pr[1]}, {pr[2], pr[3]}} {

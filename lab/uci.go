@@ -12,6 +12,7 @@ import (
 var uciBackend = map[string][2]string{
 	"fq_codel": {"fq_codel", "simple.qos"},
 	"cake":     {"cake", "piece_of_cake.qos"},
+	"cake_mq":  {"cake", "piece_of_cake.qos"},
 	"nss":      {"fq_codel", "nss-zk.qos"},
 }
 
@@ -42,6 +43,9 @@ config queue 'wan'
 	option debug_logging '0'
 	option verbosity '5'
 `, wanDev, down, up, b[0], b[1], ll)
+	if backend == "cake_mq" {
+		sqm += "\toption use_mq '1'\n"
+	}
 	lower := "wan"
 	if p.Encap.VLAN > 0 {
 		lower = fmt.Sprintf("wan.%d", p.Encap.VLAN)

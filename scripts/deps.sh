@@ -2,7 +2,11 @@
 # Installs the Debian packages that the tests, the lab and the demo need, and
 # nothing when they are all present (so `make test` stays fast on a warm box).
 set -eu
-pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils iputils-ping"
+# kmod, zstd and debian-archive-keyring: the newer guest kernels
+# scripts/kernels.sh fetches (their signatures, depmod, compressed modules);
+# gcc, make, libc6-dev, bison, flex, pkg-config, libmnl-dev: the tc it builds from
+# iproute2's source for them (cake_mq).
+pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -25,7 +25,9 @@ var shimDir string
 
 func TestMain(m *testing.M) {
 	code := func() int {
-		if os.Geteuid() == 0 {
+		// The lab's guest runs this package's TestLab tests without a Go
+		// toolchain; they need no shim, and the others say they miss it.
+		if _, err := exec.LookPath("go"); err == nil && os.Geteuid() == 0 {
 			dir, err := os.MkdirTemp("", "sqmkit-shim")
 			if err != nil {
 				panic(err)

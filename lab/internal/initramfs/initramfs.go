@@ -12,24 +12,90 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 )
 
-// Modules are loaded by /init in this order: each needs only the ones
-// before it (modules.dep of the Debian 6.1 kernel).
-var Modules = []string{
-	"kernel/drivers/virtio/virtio_ring.ko",
-	"kernel/drivers/virtio/virtio.ko",
-	"kernel/drivers/virtio/virtio_pci_modern_dev.ko",
-	"kernel/drivers/virtio/virtio_pci_legacy_dev.ko",
-	"kernel/drivers/virtio/virtio_pci.ko",
-	"kernel/net/9p/9pnet.ko",
-	"kernel/net/9p/9pnet_virtio.ko",
-	"kernel/fs/netfs/netfs.ko",
-	"kernel/fs/fscache/fscache.ko",
-	"kernel/fs/9p/9p.ko",
+// roots are the modules /init needs to mount the host's root over 9p; Load
+// adds what modules.dep says they need, and leaves out those the kernel
+// has built in (Debian's 7.x builds virtio in, 6.1 does not).
+var roots = []string{"virtio_pci", "9pnet_virtio", "9p"}
+
+// Load lists the module files (relative to modDir) /init loads, in an
+// order where each needs only the ones before it: modules.dep lists a
+// module's dependencies with the ones loaded first last, as modprobe
+// reads it (TestLoadOrder).
+func Load(modDir string) ([]string, error) {
+	dep, err := os.ReadFile(filepath.Join(modDir, "modules.dep"))
+	if err != nil {
+		return nil, fmt.Errorf("guest kernel modules: %w (install linux-image-amd64, or run scripts/kernels.sh)", err)
+	}
+	builtin, _ := os.ReadFile(filepath.Join(modDir, "modules.builtin"))
+	isBuiltin := map[string]bool{}
+	for _, l := range strings.Fields(string(builtin)) {
+		isBuiltin[modName(l)] = true
+	}
+	deps, byName := map[string][]string{}, map[string]string{}
+	for _, l := range strings.Split(string(dep), "\n") {
+		m, rest, ok := strings.Cut(l, ":")
+		if !ok {
+			continue
+		}
+		deps[m], byName[modName(m)] = strings.Fields(rest), m
+	}
+	var order []string
+	seen := map[string]bool{}
+	var add func(path string)
+	add = func(path string) {
+		if seen[path] {
+			return
+		}
+		seen[path] = true
+		ds := deps[path]
+		for i := len(ds) - 1; i >= 0; i-- {
+			add(ds[i])
+		}
+		order = append(order, path)
+	}
+	for _, name := range roots {
+		switch path, ok := byName[name]; {
+		case ok:
+			add(path)
+		case !isBuiltin[name]:
+			return nil, fmt.Errorf("guest kernel %s has no module %s and does not build it in", modDir, name)
+		}
+	}
+	return order, nil
+}
+
+// modName is a module's name from its path: kernel/fs/9p/9p.ko.xz -> 9p.
+func modName(path string) string {
+	base := filepath.Base(path)
+	if i := strings.Index(base, ".ko"); i > 0 {
+		base = base[:i]
+	}
+	return strings.ReplaceAll(base, "-", "_")
+}
+
+// uncompressed reads a module file, decompressing .ko.xz and .ko.zst (the
+// initramfs's busybox insmod takes plain ELF), and returns its name
+// without the compression suffix.
+func uncompressed(modDir, path string) (name string, data []byte, err error) {
+	full := filepath.Join(modDir, path)
+	switch {
+	case strings.HasSuffix(path, ".ko.xz"):
+		data, err = exec.Command("xz", "-dc", full).Output()
+	case strings.HasSuffix(path, ".ko.zst"):
+		data, err = exec.Command("zstd", "-dcq", full).Output()
+	default:
+		data, err = os.ReadFile(full)
+	}
+	if err != nil {
+		return "", nil, fmt.Errorf("guest kernel module %s: %w (xz-utils and zstd decompress them)", full, err)
+	}
+	return path[:strings.Index(path, ".ko")+3], data, nil
 }
 
 // Mount tags of the two 9p exports the VM gets.
@@ -40,8 +106,10 @@ const (
 
 // Init is the guest's /init. The kernel passes unknown `key=value` boot
 // parameters to it as environment: labresults (the host path of the
-// writable export, mounted at the same path so paths agree on both sides)
-// and labcmd (what to run after switch_root, with ':' for spaces).
+// writable export, mounted at the same path so paths agree on both sides),
+// labcmd (what to run after switch_root, with ':' for spaces), labmods (a
+// host directory of the kernel's modules, when not under /lib/modules) and
+// labpath (a host directory put first in PATH).
 const Init = `#!/bin/busybox sh
 B=/bin/busybox
 $B mount -t proc proc /proc
@@ -66,9 +134,17 @@ $B mount -t tmpfs tmp /mnt/tmp
 $B mount -t tmpfs run /mnt/run
 $B mkdir -p "/mnt$labresults" 2>/dev/null
 $B mount -t 9p -o $o ` + TagResults + ` "/mnt$labresults" || $B poweroff -f
+# A kernel the host does not run keeps its modules elsewhere (labmods): the
+# guest's modprobe finds them at the usual place, over the host's.
+if [ -n "$labmods" ]; then
+	$B mount -t tmpfs mods /mnt/lib/modules
+	$B mkdir -p "/mnt/lib/modules/$($B uname -r)"
+	$B mount --bind "/mnt$labmods" "/mnt/lib/modules/$($B uname -r)" || $B poweroff -f
+fi
 for d in proc sys dev; do $B mount --move /$d /mnt/$d; done
 cmd=$(echo "$labcmd" | $B tr ':' ' ')
-exec $B switch_root /mnt /bin/sh -c "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp $cmd; echo o > /proc/sysrq-trigger; sleep 60 2>/dev/null"
+# labpath goes first in PATH: the tc that knows the kernel's newer qdiscs
+exec $B switch_root /mnt /bin/sh -c "PATH=${labpath:+$labpath:}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/tmp $cmd; echo o > /proc/sysrq-trigger; sleep 60 2>/dev/null"
 `
 
 // File is one archive member. Mode holds the type bits (0o100000 regular,
@@ -119,10 +195,14 @@ func Files(busybox, modDir string) ([]File, error) {
 	}
 	dirs := map[string]bool{}
 	var names []string
-	for _, m := range Modules {
-		data, err := os.ReadFile(filepath.Join(modDir, m))
+	load, err := Load(modDir)
+	if err != nil {
+		return nil, err
+	}
+	for _, path := range load {
+		m, data, err := uncompressed(modDir, path)
 		if err != nil {
-			return nil, fmt.Errorf("guest kernel module: %w (install linux-image-amd64)", err)
+			return nil, err
 		}
 		for d := filepath.Dir("lib/modules/" + m); d != "."; d = filepath.Dir(d) {
 			dirs[d] = true

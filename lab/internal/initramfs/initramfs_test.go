@@ -77,15 +77,101 @@ func TestWriteCPIORoundTrip(t *testing.T) {
 	}
 }
 
+// modules61 is the 9p stack of Debian 12's 6.1 as its modules.dep has it.
+const modules61 = `kernel/drivers/virtio/virtio_ring.ko:
+kernel/drivers/virtio/virtio.ko: kernel/drivers/virtio/virtio_ring.ko
+kernel/drivers/virtio/virtio_pci_modern_dev.ko:
+kernel/drivers/virtio/virtio_pci_legacy_dev.ko:
+kernel/drivers/virtio/virtio_pci.ko: kernel/drivers/virtio/virtio_pci_legacy_dev.ko kernel/drivers/virtio/virtio_pci_modern_dev.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/net/9p/9pnet.ko:
+kernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko kernel/drivers/virtio/virtio.ko kernel/drivers/virtio/virtio_ring.ko
+kernel/fs/netfs/netfs.ko:
+kernel/fs/fscache/fscache.ko: kernel/fs/netfs/netfs.ko
+kernel/fs/9p/9p.ko: kernel/fs/fscache/fscache.ko kernel/net/9p/9pnet.ko kernel/fs/netfs/netfs.ko
+kernel/net/sched/sch_cake.ko:
+`
+
+// modules72 is Debian's 7.2: virtio built in, xz-compressed modules.
+const (
+	modules72 = `kernel/net/9p/9pnet_virtio.ko.xz: kernel/net/9p/9pnet.ko.xz kernel/fs/netfs/netfs.ko.xz
+kernel/net/9p/9pnet.ko.xz: kernel/fs/netfs/netfs.ko.xz
+kernel/fs/9p/9p.ko.xz: kernel/net/9p/9pnet.ko.xz kernel/fs/netfs/netfs.ko.xz
+kernel/fs/netfs/netfs.ko.xz:
+`
+	builtin72 = "kernel/drivers/virtio/virtio.ko\nkernel/drivers/virtio/virtio_ring.ko\nkernel/drivers/virtio/virtio_pci.ko\n"
+)
+
+// modDir writes a modules directory with modules.dep dep and
+// modules.builtin builtin, every listed module a file of its own name.
+func modDir(t *testing.T, dep, builtin string) string {
+	t.Helper()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(dep), 0o644)
+	if builtin != "" {
+		os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte(builtin), 0o644)
+	}
+	for _, l := range strings.Split(dep, "\n") {
+		if m, _, ok := strings.Cut(l, ":"); ok {
+			os.MkdirAll(filepath.Join(dir, filepath.Dir(m)), 0o755)
+			os.WriteFile(filepath.Join(dir, m), []byte(m), 0o644)
+		}
+	}
+	return dir
+}
+
+// TestLoadOrder: /init loads what modules.dep says the 9p stack needs, each
+// module after its dependencies, and skips what the kernel builds in.
+func TestLoadOrder(t *testing.T) {
+	for _, c := range []struct {
+		name, dep, builtin string
+		want               []string // every module, in an order deps-first
+	}{
+		{"6.1", modules61, "", []string{"virtio_ring", "virtio", "virtio_pci_modern_dev", "virtio_pci_legacy_dev", "virtio_pci",
+			"9pnet", "9pnet_virtio", "netfs", "fscache", "9p"}},
+		{"7.2", modules72, builtin72, []string{"netfs", "9pnet", "9pnet_virtio", "9p"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Load(modDir(t, c.dep, c.builtin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			names := map[string]int{}
+			for i, p := range got {
+				names[modName(p)] = i
+			}
+			if len(got) != len(c.want) {
+				t.Fatalf("loads %q, want the modules %q", got, c.want)
+			}
+			for _, w := range c.want {
+				if _, ok := names[w]; !ok {
+					t.Errorf("%s not loaded: %q", w, got)
+				}
+			}
+			deps := map[string][]string{}
+			for _, l := range strings.Split(c.dep, "\n") {
+				if m, rest, ok := strings.Cut(l, ":"); ok {
+					deps[modName(m)] = strings.Fields(rest)
+				}
+			}
+			for m, i := range names {
+				for _, d := range deps[m] {
+					if j, ok := names[modName(d)]; ok && j > i {
+						t.Errorf("%s loads before its dependency %s: %q", m, modName(d), got)
+					}
+				}
+			}
+		})
+	}
+	if _, err := Load(modDir(t, "kernel/net/9p/9pnet.ko:\n", "")); err == nil || !strings.Contains(err.Error(), "virtio_pci") {
+		t.Errorf("a kernel without virtio_pci: %v", err)
+	}
+}
+
 func TestBuildCachesAndOrders(t *testing.T) {
 	dir := t.TempDir()
 	bb := filepath.Join(dir, "busybox")
 	os.WriteFile(bb, []byte("#!bb"), 0o755)
-	mods := filepath.Join(dir, "mods")
-	for _, m := range Modules {
-		os.MkdirAll(filepath.Join(mods, filepath.Dir(m)), 0o755)
-		os.WriteFile(filepath.Join(mods, m), []byte(m), 0o644)
-	}
+	mods := modDir(t, modules61, "")
 	cache := filepath.Join(dir, "cache")
 	p1, err := Build(cache, bb, mods)
 	if err != nil {
@@ -114,9 +200,10 @@ func TestBuildCachesAndOrders(t *testing.T) {
 			init = string(f.Data)
 		}
 	}
-	// Modules must load in dependency order.
+	// /init loads the modules Load orders, in that order.
+	load, _ := Load(mods)
 	last := -1
-	for _, m := range Modules {
+	for _, m := range load {
 		i := strings.Index(init, m)
 		if i <= last {
 			t.Fatalf("/init loads %s out of order:\n%s", m, init)

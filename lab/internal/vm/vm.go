@@ -22,6 +22,10 @@ import (
 // Config is one guest boot.
 type Config struct {
 	Kernel, Initrd string
+	// Modules is the kernel's module directory when it is not the host's
+	// /lib/modules/RELEASE (a kernel scripts/kernels.sh fetched): the guest
+	// finds it there. Path is a directory put first in the guest's PATH.
+	Modules, Path string
 	// Results is the host directory exported writable; the guest mounts it
 	// at the same path so both sides name files alike.
 	Results string
@@ -65,7 +69,7 @@ func FindKernel() (kernel, modDir string, err error) {
 
 // Args returns the qemu-system-x86_64 arguments for c.
 func Args(c Config) ([]string, error) {
-	for _, a := range append([]string{c.Results}, c.Cmd...) {
+	for _, a := range append([]string{c.Results, c.Modules, c.Path}, c.Cmd...) {
 		if strings.ContainsAny(a, " :\"'\t\n") {
 			return nil, fmt.Errorf("guest command argument %q: the kernel command line carries it, so no spaces, quotes or colons", a)
 		}
@@ -79,6 +83,12 @@ func Args(c Config) ([]string, error) {
 	// reads the host's invariant TSC, which is stable.
 	appendLine := fmt.Sprintf("console=ttyS0 panic=-1 edd=off quiet clocksource=tsc tsc=reliable labresults=%s labcmd=%s",
 		c.Results, strings.Join(c.Cmd, ":"))
+	if c.Modules != "" {
+		appendLine += " labmods=" + c.Modules
+	}
+	if c.Path != "" {
+		appendLine += " labpath=" + c.Path
+	}
 	return []string{
 		// debug-threads names the vCPU threads ("CPU 0/TCG"), so the host
 		// can read their scheduling delay (lab/internal/noise)

@@ -38,6 +38,13 @@ func TestArgs(t *testing.T) {
 			t.Errorf("args lack %q", want)
 		}
 	}
+	if strings.Contains(args[i+1], "labmods") || strings.Contains(args[i+1], "labpath") {
+		t.Errorf("the host's kernel needs no module directory or PATH: %q", args[i+1])
+	}
+	c.Modules, c.Path = "/c/kernels/7/lib/modules/7.2.13+deb14-amd64", "/c/iproute2/bin"
+	if args, _ = Args(c); !strings.HasSuffix(args[i+1], " labmods=/c/kernels/7/lib/modules/7.2.13+deb14-amd64 labpath=/c/iproute2/bin") {
+		t.Errorf("a fetched kernel's modules and tc are not passed on: %q", args[i+1])
+	}
 	for _, bad := range []Config{
 		{Results: "/r/with space", Cmd: []string{"x"}},
 		{Results: "/r", Cmd: []string{"a:b"}},
