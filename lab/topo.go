@@ -120,7 +120,7 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 		// The WAN port has a queue per vCPU, as a router's NIC has one per
 		// core: cake_mq spreads over them, the others replace the mq root.
 		q := []string{}
-		if pr[1] == wanPort {
+		if pr[3] != "lan" {
 			q = []string{"numtxqueues", wanQueues, "numrxqueues", wanQueues}
 		}
 		add := append(append([]string{"ip", "link", "add", pr[1]}, q...), "netns", pr[0], "type", "veth", "peer", "name", pr[3])
