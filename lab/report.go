@@ -82,6 +82,9 @@ func printTable(w io.Writer, rs []result) {
 		if sw := r.Sweep; sw != nil {
 			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, sweepLine(sw))
 		}
+		if c := r.Cost; c != nil && strings.HasPrefix(r.Backend, "cake") {
+			fmt.Fprintf(w, "%s/%s: %s\n", r.Profile, r.Backend, costLine(c))
+		}
 		if x := r.Trace; x != nil {
 			fmt.Fprintf(w, "%s\n", traceLine(x))
 		}
@@ -165,6 +168,9 @@ func markdown(rs []result) string {
 		for _, r := range groups[name] {
 			if r.Tune != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, tuneLine(r.Tune))
+			}
+			if r.Cost != nil {
+				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, costLine(r.Cost))
 			}
 			if r.Sweep != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, sweepLine(r.Sweep))

@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/doctor"
+	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/noise"
 	"github.com/sqmkit/sqmkit/lab/internal/procevents"
@@ -53,6 +55,7 @@ type result struct {
 	// replaced (secondPass); its discarded measurements lead Discarded.
 	FirstTry    string          `json:"first_try,omitempty"`
 	Start       *startCost      `json:"start_cost,omitempty"`
+	Cost        *shaperCost     `json:"shaper_cost,omitempty"`
 	Tune        *tuned          `json:"tune,omitempty"`
 	Sweep       *swept          `json:"sweep,omitempty"`
 	Trace       *traced         `json:"trace,omitempty"`
@@ -288,6 +291,15 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 		r.Checks = accept.Shaped(*r.Test, r.DownKbit)
 	}
 	os.WriteFile(filepath.Join(r.Dir, "tc-after.txt"), []byte(t.tcStats()), 0o644)
+	if out, err := t.sh.run(nsRouter, "tc", "-s", "qdisc", "show"); err == nil {
+		bk := config.Cake // IFBName tells only NSS's IFB from the others'
+		if b.kind() == "nss" {
+			bk = config.NSS
+		}
+		if r.Cost, err = costOf(out, []string{sc.dev, plan.IFBName(sc.dev, bk)}, r.Test); err != nil {
+			g.say("%s: shaper cost: %v", name, err)
+		}
+	}
 	g.doctor(t, b, sc, r)
 	out, _, err = run(true)
 	os.WriteFile(filepath.Join(r.Dir, "stop.log"), []byte(out), 0o644)

@@ -338,3 +338,58 @@ func TestPastedOutputLimit(t *testing.T) {
 		t.Errorf("a 17 MB paste: %v", err)
 	}
 }
+
+// mqPlan is the plan use_mq makes for the lab's cable WAN (two queues each
+// way), at the rates the capture ran at.
+func mqPlan(t *testing.T, useMQ bool) Expect {
+	t.Helper()
+	q := config.Queue{Section: "wan", Enabled: true, Interface: "wan", Download: 38000, Upload: 7600,
+		Backend: config.Cake, Script: "piece_of_cake.qos", IngressECN: true, UseMQ: useMQ}
+	p, err := plan.Build(q, linkinfo.Facts{Device: "wan", Exists: true, MTU: 1500, Kind: "veth", TXQueues: 2, RXQueues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Expect{Queue: q, Plan: p}
+}
+
+// TestMultiQueue: the lab's capture of cake_mq on cable (7.2, testdata/
+// cake_mq-tc-s.txt): the upload shared the WAN's two queues, the download
+// took one of the IFB's two, which is the skew finding with its fix; the
+// idle instance is not a dead qdisc. Plain cake where cake_mq was planned
+// is its own finding, not a generic mismatch.
+func TestMultiQueue(t *testing.T) {
+	now := load(t, sample{qdisc: "cake_mq-tc-s.txt", filter: "cake_mq-filter.txt"}, []string{"wan"})
+	r := Check(Input{Now: now, Devices: []string{"wan"}, Expect: []Expect{mqPlan(t, true)}})
+	got := ids(r)
+	if got["ok mq-queues"] != 1 || got["warn mq-skew"] != 1 || got["warn dead-qdisc"] != 0 || got["warn mismatch"] != 0 {
+		t.Fatalf("findings %v:\n%s", got, dump(r))
+	}
+	for _, f := range r.Findings {
+		switch f.ID {
+		case "mq-skew":
+			ev := strings.Join(f.Evidence, "; ")
+			if f.Subject != "ifb4wan cake_mq" || !strings.Contains(ev, "291956 pkt (100%)") || !strings.Contains(f.Fix, "RX queue") {
+				t.Errorf("skew finding %+v", f)
+			}
+		case "mq-queues":
+			if f.Subject != "wan cake_mq" || !strings.Contains(strings.Join(f.Evidence, "; "), "(51%)") {
+				t.Errorf("shares finding %+v", f)
+			}
+		}
+	}
+
+	// the same config on a kernel that shaped with plain cake
+	plain := strings.ReplaceAll(string(fixture(t, "cake_mq-tc-s.txt")), "qdisc cake_mq 1:", "qdisc cake 1:")
+	now, err := Offline([]byte(plain), fixture(t, "cake_mq-filter.txt"), nil, "", []string{"wan"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = Check(Input{Now: now, Devices: []string{"wan"}, Expect: []Expect{mqPlan(t, true)}})
+	if got := ids(r); got["warn mq-plain-cake"] != 2 || got["warn mismatch"] != 0 || got["warn mq-skew"] != 0 {
+		t.Errorf("plain cake under use_mq: %v\n%s", got, dump(r))
+	}
+	// without use_mq, plain cake is what the config asks for
+	if got := ids(Check(Input{Now: now, Devices: []string{"wan"}, Expect: []Expect{mqPlan(t, false)}})); got["warn mq-plain-cake"] != 0 {
+		t.Errorf("plain cake without use_mq: %v", got)
+	}
+}
