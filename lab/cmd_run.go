@@ -22,6 +22,9 @@ const (
          with every backend, tune beside a sweep on every profile; prints one table per profile and
          rewrites docs/results.md's tables (make lab)
 `
+	mqUsage = `  mq     [--profiles cable,fiber]  cake and cake_mq side by side on each profile, with the kernel tests (make test
+         runs it on cable under --kernel 7, make lab on cable and fiber)
+`
 	runUsage         = "  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]\n"
 	hotplugUsage     = "  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session\n"
 	kernelTestsUsage = "  kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)\n"
@@ -54,6 +57,19 @@ func runAll(repo string, args []string) int {
 		code = max(code, execute(repo, "all", "all-k"+k, "", k, allPlan(names, repo), true))
 	}
 	return code
+}
+
+// runMQ grades cake and cake_mq in one boot, profile by profile.
+func runMQ(repo string, args []string) int {
+	fs := flag.NewFlagSet("sqmkit-lab mq", flag.ExitOnError)
+	profiles := fs.String("profiles", "cable,fiber", "comma-separated profiles")
+	kernel := kernelFlag(fs)
+	fs.Parse(args)
+	var plan []planRun
+	for _, p := range strings.Split(*profiles, ",") {
+		plan = append(plan, planRun{Profile: p, Backends: []string{"cake", "cake_mq"}})
+	}
+	return execute(repo, "mq", "mq", "", *kernel, plan, true)
 }
 
 // runKernelTestsCmd runs the kernel tests alone, no scenario.
@@ -151,9 +167,12 @@ func execute(repo, cmd, name, out, kernel string, plan []planRun, kernelTests bo
 		fatal(err)
 	}
 	printTable(os.Stdout, rs)
+	code, line := verdict(rs)
 	switch cmd {
 	case "demo":
+		fmt.Printf("\nresults: %s\n", out)
 		printDemo(rs) // the verdict comes last, after the notes
+		return code
 	case "all":
 		if err := updateResults(filepath.Join(repo, "docs/results.md"), k.Series, rs); err != nil {
 			fmt.Fprintln(os.Stderr, "sqmkit-lab:", err)
@@ -161,6 +180,6 @@ func execute(repo, cmd, name, out, kernel string, plan []planRun, kernelTests bo
 			fmt.Println("\ndocs/results.md: the side-by-side tables rewritten from this run")
 		}
 	}
-	fmt.Printf("\nresults: %s\n", out)
-	return exitStatus(rs)
+	fmt.Printf("\nresults: %s (guest kernel %s)\n%s\n", out, k.Series, line)
+	return code
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -69,23 +70,28 @@ func TestKernelModeArgs(t *testing.T) {
 	}
 }
 
+// TestExitStatus: a run exits 0 only when every scenario proved its
+// claim; a failure exits 1, and a run that could not measure something
+// (inconclusive, unproven) and failed nothing exits 3 and says which.
 func TestExitStatus(t *testing.T) {
 	for _, tc := range []struct {
 		status []string
 		want   int
+		line   string
 	}{
-		{[]string{"pass", "limitation"}, 0},
-		{[]string{"pass", "unproven"}, 0},
-		{[]string{"pass", "fail"}, 1},
-		{[]string{"inconclusive"}, 1},
-		{[]string{"error", "pass"}, 1},
+		{[]string{"pass", "limitation"}, exitProven, "proven: all 2 scenarios"},
+		{[]string{"pass", "unproven"}, exitUnmeasured, "NOT PROVEN: p/b1 could not be measured on this host (1 of 2 proven)"},
+		{[]string{"inconclusive", "pass", "inconclusive"}, exitUnmeasured, "NOT PROVEN: p/b0, p/b2 could not be measured on this host (1 of 3 proven)"},
+		{[]string{"pass", "fail", "inconclusive"}, exitFailed, "FAILED: p/b1 (1 proven, 1 not measured)"},
+		{[]string{"error", "pass"}, exitFailed, "FAILED: p/b0"},
 	} {
 		var rs []result
-		for _, s := range tc.status {
-			rs = append(rs, result{Status: s})
+		for i, s := range tc.status {
+			rs = append(rs, result{Status: s, Profile: "p", Backend: fmt.Sprintf("b%d", i)})
 		}
-		if got := exitStatus(rs); got != tc.want {
-			t.Errorf("%v: %d, want %d", tc.status, got, tc.want)
+		code, line := verdict(rs)
+		if code != tc.want || !strings.Contains(line, tc.line) || exitStatus(rs) != code {
+			t.Errorf("%v: %d %q, want %d %q", tc.status, code, line, tc.want, tc.line)
 		}
 	}
 }

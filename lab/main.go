@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // labCommand is one subcommand, in the order the usage lists them (each
@@ -28,6 +29,7 @@ var labCommands = []labCommand{
 	{"demo", demoUsage, false, runDemo},
 	{"ci", ciUsage, false, runCI},
 	{"all", allUsage, false, runAll},
+	{"mq", mqUsage, false, runMQ},
 	{"run", runUsage, false, runRun},
 	{"report", reportUsage, false, runReport},
 	{"hotplug", hotplugUsage, false, runHotplug},
@@ -50,8 +52,11 @@ func usage(w io.Writer) {
 		}
 	}
 	fmt.Fprint(w, `
-Results go to lab/results/<time>-<name>/ (one result.json per scenario, plots,
-logs, console.log); the exit status is non-zero when any scenario fails.
+Every command that boots the guest takes --kernel 6.1 (the host's), 6.12 or 7
+(fetched by scripts/kernels.sh). Results go to lab/results/<time>-<name>/ (one
+result.json per scenario, plots, logs, console.log). Exit status: 0 when every
+scenario proved its claim, 1 when one failed, 3 when none failed but one could
+not be measured (the host or the guest was too busy): not a pass.
 `)
 }
 
@@ -83,17 +88,46 @@ func main() {
 	os.Exit(2)
 }
 
-// exitStatus is 1 when any scenario did not pass (a recorded limitation
-// passes; an inconclusive one does not: nothing was proven). An unproven
-// one passes: every bar it could measure was met, and its summary and
-// report name the bar it could not (noisegate.go, minStarvedGoodput).
+// Exit statuses: every scenario proven (pass, or a recorded limitation);
+// a scenario failed (the shaper, or the lab, is wrong); nothing failed but
+// something could not be measured (inconclusive: the host kept the guest
+// too busy; unproven: a bar the guest's headroom kept from being graded).
+// A run that could not measure is not a pass: it proved less than it says.
+const (
+	exitProven     = 0
+	exitFailed     = 1
+	exitUnmeasured = 3
+)
+
+// exitStatus is the run's exit status (exitProven, exitFailed,
+// exitUnmeasured), and verdict the line that says it last.
 func exitStatus(rs []result) int {
+	code, _ := verdict(rs)
+	return code
+}
+
+// verdict counts what a run proved (TestExitStatus).
+func verdict(rs []result) (code int, line string) {
+	var proven, failed, unmeasured []string
 	for _, r := range rs {
-		if r.Status == "fail" || r.Status == "error" || r.Status == "inconclusive" {
-			return 1
+		name := r.Profile + "/" + r.Backend
+		switch r.Status {
+		case "pass", "limitation":
+			proven = append(proven, name)
+		case "inconclusive", "unproven":
+			unmeasured = append(unmeasured, name)
+		default:
+			failed = append(failed, name)
 		}
 	}
-	return 0
+	switch {
+	case len(failed) > 0:
+		return exitFailed, fmt.Sprintf("FAILED: %s (%d proven, %d not measured)", strings.Join(failed, ", "), len(proven), len(unmeasured))
+	case len(unmeasured) > 0:
+		return exitUnmeasured, fmt.Sprintf("NOT PROVEN: %s could not be measured on this host (%d of %d proven); run again on a quieter host (exit %d)",
+			strings.Join(unmeasured, ", "), len(proven), len(rs), exitUnmeasured)
+	}
+	return exitProven, fmt.Sprintf("proven: all %d scenarios", len(proven))
 }
 
 func fatal(err error) {
