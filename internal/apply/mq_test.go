@@ -123,3 +123,46 @@ func TestStartRemakesIFBForCakeMQ(t *testing.T) {
 		t.Errorf("roots %q %q, want cake_mq on wan and plain cake on the found IFB", w, i)
 	}
 }
+
+// TestCakeMQRunningTree: what changes a running tree works on cake_mq: a
+// hotplug event finds it as planned, autorate's follower and `sqmkit rate`
+// change the root's bandwidth (the instances take it from there), and
+// status reads the result as planned.
+func TestCakeMQRunningTree(t *testing.T) {
+	k := newFake()
+	o := fakeOptions(t, k)
+	tg := mqTarget(k, 2)
+	if r := Start([]Target{tg}, o)[0]; r.Failed() {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	hot := o
+	hot.Hotplug = true
+	calls := len(k.Calls)
+	if r := Start([]Target{tg}, hot)[0]; r.Failed() || len(k.Calls) != calls {
+		t.Errorf("hotplug on a cake_mq tree: %s %v, %d batches", r.State, r.Err, len(k.Calls)-calls)
+	}
+	f, err := Follow(tg, "autorate", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Set(config.Rates{Download: 15000, Upload: 6000}); err != nil {
+		t.Fatalf("follower: %v", err)
+	}
+	for _, l := range k.Calls[len(k.Calls)-1].Lines {
+		if !strings.Contains(strings.Join(l, " "), "root handle 1: cake_mq bandwidth") {
+			t.Errorf("follower changed %q, want the cake_mq root", l)
+		}
+	}
+	if r := Rate(tg, config.Rates{Download: 12000, Upload: 5000}, "sqmkit tune", o); r.State == Failed {
+		t.Fatalf("rate: %v", r.Err)
+	}
+	s := state(t, k)
+	for _, rec := range s.Of("ifb4wan") {
+		if bps, ok := rec.Rate("bandwidth"); rec.Kind == "cake" && (!ok || bps != 12_000_000) {
+			t.Errorf("an instance under the root kept its old rate: %s", rec.ID())
+		}
+	}
+	if st := Inspect([]Target{{Queue: withRates(tg.Queue, 12000, 5000), Facts: tg.Facts}}, o)[0]; !st.Matches() {
+		t.Errorf("status: %v %v", st.Diffs, st.Err)
+	}
+}
