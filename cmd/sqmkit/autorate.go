@@ -74,7 +74,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
-	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{},
+	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{}, StatusFile: autorate.StatusPath(*root, q.Section),
 		Params: autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})}
 	d.Devices[autorate.Down], d.Devices[autorate.Up] = f.Devices()
 	if *verbose {
@@ -127,7 +127,7 @@ func autorateTarget(root, file string, o *config.Overrides, name, minR, maxR str
 	}
 	var ts []apply.Target
 	if err == nil {
-		ts, err = targets(root, qs, "")
+		ts, err = apply.Targets(root, qs, "")
 	}
 	if err != nil {
 		return apply.Target{}, 1, err

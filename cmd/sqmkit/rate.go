@@ -44,7 +44,7 @@ func runRate(args []string, stdout, stderr io.Writer) int {
 	}
 	var ts []apply.Target
 	if err == nil {
-		ts, err = targets(*root, qs, "")
+		ts, err = apply.Targets(*root, qs, "")
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit rate: %v\n", err)

@@ -16,7 +16,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
-	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
@@ -106,7 +105,7 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	if name == "status" || l.opts.Hotplug {
 		kept = l.opts.RateDir
 	}
-	ts, err := targets(*root, qs, kept)
+	ts, err := apply.Targets(*root, qs, kept)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
@@ -170,7 +169,7 @@ func (l *lifecycle) stop(arg string, all bool, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: nothing sqmkit applied is recorded, and the config names no queue for it (%v): nothing to stop\n", name, err)
 		return 0
 	}
-	ts, err := targets(l.root, qs, "")
+	ts, err := apply.Targets(l.root, qs, "")
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit stop: %v\n", err)
 		return 1
@@ -218,7 +217,7 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 	stopOpts := l.opts
 	stopOpts.Hotplug = false
 	code := printResults(stdout, apply.StopRecords(stale, stopOpts))
-	ts, err := targets(l.root, qs, l.opts.RateDir)
+	ts, err := apply.Targets(l.root, qs, l.opts.RateDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
 		return 1
@@ -248,23 +247,6 @@ func systemOptions(root, cache string, lockWait time.Duration, verbose bool, std
 	return apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache, Log: logf}, Log: logf,
 		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: ratestate.DefaultDir,
 		Records: applied.Store{Dir: applied.Dir(root)}}
-}
-
-// targets reads the device facts of each queue and, from keptDir (""
-// for none), the rates sqmkit rate set since the last start.
-func targets(root string, qs []config.Queue, keptDir string) ([]apply.Target, error) {
-	var ts []apply.Target
-	for _, q := range qs {
-		f, err := linkinfo.Read(root, q.Interface)
-		if err != nil {
-			return nil, fmt.Errorf("section %s: %w", q.Section, err)
-		}
-		if _, err := ratestate.Apply(keptDir, &q); err != nil {
-			return nil, err
-		}
-		ts = append(ts, apply.Target{Queue: q, Facts: f})
-	}
-	return ts, nil
 }
 
 // newLog sends decisions to syslog on OpenWrt (what `logger -t sqmkit`

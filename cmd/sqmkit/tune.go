@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
@@ -68,7 +69,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		return 1
 	}
-	targetsOf, err := targets(*root, qs, opts.RateDir)
+	targetsOf, err := apply.Targets(*root, qs, opts.RateDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		return 1

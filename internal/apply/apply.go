@@ -20,6 +20,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/ratestate"
 )
 
 // Target is one queue to act on and the facts about its device.
@@ -138,4 +139,21 @@ func (o *Options) fresh(q config.Queue, f linkinfo.Facts) (*plan.Plan, error) {
 		return o.Build(q, f)
 	}
 	return plan.Build(q, f)
+}
+
+// Targets reads the device facts of each queue under root and, from
+// keptDir ("" for none), the rates sqmkit rate set since the last start.
+func Targets(root string, qs []config.Queue, keptDir string) ([]Target, error) {
+	var ts []Target
+	for _, q := range qs {
+		f, err := linkinfo.Read(root, q.Interface)
+		if err != nil {
+			return nil, fmt.Errorf("section %s: %w", q.Section, err)
+		}
+		if _, err := ratestate.Apply(keptDir, &q); err != nil {
+			return nil, err
+		}
+		ts = append(ts, Target{Queue: q, Facts: f})
+	}
+	return ts, nil
 }

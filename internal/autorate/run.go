@@ -41,6 +41,9 @@ type Daemon struct {
 	// Probe is the tick, one probe each, while awake (0: 50 ms);
 	// decisions run every Params.Interval of ticks.
 	Probe time.Duration
+	// StatusFile, when set, gets the Status every StatusEvery (0: 5 s).
+	StatusFile  string
+	StatusEvery time.Duration
 }
 
 func (d *Daemon) log(format string, a ...any) {
@@ -177,6 +180,9 @@ func (d *Daemon) defaults() {
 	if d.Metrics == nil {
 		d.Metrics = &Metrics{}
 	}
+	if d.StatusEvery == 0 {
+		d.StatusEvery = statusEvery
+	}
 }
 
 // follower is one Run's state between ticks.
@@ -198,6 +204,8 @@ type follower struct {
 	tick        *time.Ticker
 	raws        []Raw
 	lastStep    time.Time
+	status      Status
+	nextStatus  time.Time
 }
 
 // sample reads the delay source's replies into the controller.
@@ -241,6 +249,12 @@ func (f *follower) step(now time.Time) {
 		f.changes += len(ch)
 	}
 	d.Metrics.update(c, load, f.changes)
+	if d.StatusFile != "" && !now.Before(f.nextStatus) {
+		f.nextStatus = now.Add(d.StatusEvery)
+		if err := d.record(&f.status, c, load, now); err != nil {
+			d.log("status file: %v", err)
+		}
+	}
 	f.pace(now)
 	if !now.Before(f.nextSummary) {
 		f.nextSummary = now.Add(d.Summary)

@@ -2,6 +2,7 @@ package autorate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -133,7 +134,7 @@ func TestDaemon(t *testing.T) {
 	sh := &fakeShaper{}
 	l := &logs{}
 	d := &Daemon{Shaper: sh, Devices: [2]string{"ifb4wan", "wan"}, Root: fs.root, Params: fastParams(), Source: src, Log: l.add,
-		Probe: 5 * time.Millisecond, Summary: 50 * time.Millisecond}
+		Probe: 5 * time.Millisecond, Summary: 50 * time.Millisecond, StatusFile: StatusPath(fs.root, "wan"), StatusEvery: 20 * time.Millisecond}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -185,6 +186,7 @@ func TestDaemon(t *testing.T) {
 	if r := sh.Rates(); r != (config.Rates{Download: 20000, Upload: 5000}) {
 		t.Errorf("stopped at %+v, want the base 20000/5000", r)
 	}
+	checkStatusFile(t, StatusPath(fs.root, "wan"), high)
 	for _, s := range sh.sets {
 		if s.Download < 5000 || s.Download > 60000 || s.Upload < 2000 || s.Upload > 15000 {
 			t.Errorf("set %+v outside the bounds", s)
@@ -232,5 +234,58 @@ func TestMetricsBaseUnits(t *testing.T) {
 		if strings.HasSuffix(name, "_ms") || strings.HasSuffix(name, "_kbps") {
 			t.Errorf("not a base unit: %s", l)
 		}
+	}
+}
+
+// checkStatusFile: the status file holds the bounds and the last minutes,
+// one point per StatusEvery, up to historyPoints, and the rates the
+// daemon raised to on the load (TestDaemon's high) are in it.
+func checkStatusFile(t *testing.T, path string, high config.Rates) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%v:\n%s", err, b)
+	}
+	if st.Min != fastParams().Min || st.Max != fastParams().Max || len(st.History) < 5 || len(st.History) > historyPoints {
+		t.Fatalf("status %+v with %d points", st, len(st.History))
+	}
+	seen := false
+	for _, p := range st.History {
+		seen = seen || p.Rate == [2]int{high.Download, high.Upload}
+		if len(p.Added) == 0 {
+			t.Errorf("point %+v has no added delay", p)
+		}
+	}
+	if !seen {
+		t.Errorf("the history never shows the raised rates %+v: %+v", high, st.History)
+	}
+}
+
+// TestStatusFile: the history keeps the last historyPoints, and each write
+// replaces the file whole (no temp file left beside it).
+func TestStatusFile(t *testing.T) {
+	dir := t.TempDir()
+	d := &Daemon{Params: fastParams(), Metrics: &Metrics{}, StatusFile: StatusPath(dir, "wan")}
+	c, err := New(d.Params, time.Unix(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st Status
+	for i := range historyPoints + 10 {
+		if err := d.record(&st, c, [2]int{i, i}, time.Unix(int64(i), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var back Status
+	b, _ := os.ReadFile(d.StatusFile)
+	if err := json.Unmarshal(b, &back); err != nil || len(back.History) != historyPoints || back.History[0].T != 10 || back.Load != [2]int{historyPoints + 9, historyPoints + 9} {
+		t.Errorf("%d points from t=%d, load %v, err %v", len(back.History), back.History[0].T, back.Load, err)
+	}
+	if _, err := os.Stat(d.StatusFile + ".tmp"); err == nil {
+		t.Error("temp file left")
 	}
 }

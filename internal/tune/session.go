@@ -166,20 +166,51 @@ func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
 func (s *Session) write(o *Outcome) error {
 	r, q := o.Search, s.Live.Target.Queue
 	now := config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
-	var err error
-	if o.Old, err = config.WriteRates(s.Root, s.File, q.Section, now); err != nil {
+	old, undoErr, err := writeRates(s.Root, s.File, q.Section, now)
+	if err != nil {
 		return err
 	}
-	o.Written = true
+	o.Old, o.Written = old, true
 	ratestate.Clear(s.Live.Opts.RateDir, q.Interface) // the config says it now
-	b, _ := json.MarshalIndent(undo{Section: q.Section, Old: o.Old, New: now, At: time.Now().UTC()}, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(undoPath(s.Root)), 0o755); err == nil {
-		err = os.WriteFile(undoPath(s.Root), b, 0o644)
-	}
-	if err != nil {
-		s.log("written, but the undo record was not (%v); the old rates were %d/%d", err, o.Old.Download, o.Old.Upload)
+	if undoErr != nil {
+		s.log("written, but the undo record was not (%v); the old rates were %d/%d", undoErr, old.Download, old.Upload)
 	}
 	return nil
+}
+
+// writeRates stores rates in section's options and the rates they
+// replaced in the undo record; undoErr says the record could not be kept.
+func writeRates(root, file, section string, rates config.Rates) (old config.Rates, undoErr, err error) {
+	if old, err = config.WriteRates(root, file, section, rates); err != nil {
+		return old, nil, err
+	}
+	b, _ := json.MarshalIndent(undo{Section: section, Old: old, New: rates, At: time.Now().UTC()}, "", "  ")
+	if undoErr = os.MkdirAll(filepath.Dir(undoPath(root)), 0o755); undoErr == nil {
+		undoErr = os.WriteFile(undoPath(root), b, 0o644)
+	}
+	return old, undoErr, nil
+}
+
+// Keep writes the rates a finished tune found into the config, keeping the
+// replaced ones for Undo, and moves the running shaper to them: what
+// --write does at the end of a session, for a tune that ran without it
+// (LuCI's Write button).
+func Keep(root, file string, t apply.Target, rates config.Rates, opts apply.Options) (config.Rates, error) {
+	if err := rates.Check(); err != nil {
+		return config.Rates{}, err
+	}
+	old, undoErr, err := writeRates(root, file, t.Queue.Section, rates)
+	if err != nil {
+		return old, err
+	}
+	if r := apply.Rate(t, rates, "sqmkit tune", opts); r.State == apply.Failed {
+		return old, fmt.Errorf("config written; the running shaper kept its rates (%v): run sqmkit start", r.Err)
+	}
+	ratestate.Clear(opts.RateDir, t.Queue.Interface)
+	if undoErr != nil {
+		return old, fmt.Errorf("written, but the undo record was not: %w", undoErr)
+	}
+	return old, nil
 }
 
 // begin refuses a queue that is not running as planned, and returns what
