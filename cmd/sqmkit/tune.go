@@ -106,6 +106,9 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	out, err := s.Run(ctx)
 	if out != nil && out.Search != nil {
+		if err != nil {
+			out.Error = err.Error()
+		}
 		printTune(stdout, out)
 		writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	}

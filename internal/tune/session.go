@@ -52,6 +52,9 @@ type Outcome struct {
 	// Unconfirmed: the confirming test missed by a little, the rates were
 	// lowered one step, and the budget had no room to confirm them again.
 	Unconfirmed bool
+	// Error is what ended a session that failed (Run's error), for readers
+	// of its JSON (LuCI's tune page offers no Write then).
+	Error string `json:",omitempty"`
 }
 
 // maxUndo caps the undo record: a few hundred bytes when sqmkit wrote it.
@@ -59,6 +62,12 @@ const maxUndo = 64 << 10
 
 // undoPath keeps the rates a --write replaced, for --undo.
 func undoPath(root string) string { return filepath.Join(root, "etc", "sqmkit", "tune-undo.json") }
+
+// HasUndo says whether a --write left rates for --undo to restore.
+func HasUndo(root string) bool {
+	_, err := os.Stat(undoPath(root))
+	return err == nil
+}
 
 type undo struct {
 	Section string       `json:"section"`

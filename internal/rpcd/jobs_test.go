@@ -1,0 +1,150 @@
+package rpcd
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/search"
+	"github.com/sqmkit/sqmkit/internal/tune"
+)
+
+// fakeSqmkit is an executable that stands in for `sqmkit test` and
+// `sqmkit tune`: it prints progress lines to stderr, waits until the file
+// go appears (the test lets it finish), and copies fixture to its --json.
+func fakeSqmkit(t *testing.T, fixture any) (exe, goFile string) {
+	t.Helper()
+	dir := t.TempDir()
+	b, _ := json.Marshal(fixture)
+	os.WriteFile(filepath.Join(dir, "fixture.json"), b, 0o644)
+	goFile = filepath.Join(dir, "go")
+	script := fmt.Sprintf(`#!/bin/sh
+out=
+while [ $# -gt 0 ]; do [ "$1" = --json ] && out=$2; shift; done
+echo "sqmkit $0: download: measuring the line (shaper open)" >&2
+echo "sqmkit $0: download at 19000 kbit/s (95%% of line): +1.2/+3.4 ms, 18000 kbit/s goodput: meets A+" >&2
+i=0
+while [ ! -e %q ] && [ $i -lt 300 ]; do sleep 0.05; i=$((i+1)); done
+cp %q "$out"
+`, goFile, filepath.Join(dir, "fixture.json"))
+	exe = filepath.Join(dir, "sqmkit")
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe, goFile
+}
+
+// waitDone waits until the job no longer runs.
+func waitDone(t *testing.T, j job) {
+	t.Helper()
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if !j.running() {
+			return
+		}
+	}
+	t.Fatalf("%s still runs", j.name)
+}
+
+// TestJobRefusesSecondStart and the test page's round: a test runs in the
+// background, a second start is refused while it runs, its progress and
+// then its result show in test_state (kept results, newest first), and
+// test_result gives the chart its series.
+func TestJobRefusesSecondStart(t *testing.T) {
+	e, _ := router(t)
+	res := bbresult.Result{Server: "vps.example", Started: e.Now(), Grades: bbresult.Grades{DSLReports: "A+"},
+		Phases: []bbresult.Phase{{Name: "download", Start: 1, End: 31, AddedMedian: 1.23, AddedP95: 3.45, DownloadMbps: 18.04, Grade: "A+"}}}
+	for i := range 2000 {
+		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: float64(i) / 100, RTT: 20 + float64(i%7)})
+	}
+	res.Samples.Throughput = []bbresult.Throughput{{T: 1.1, Download: 17.9}, {T: 1.2, Download: 18.1}}
+	exe, release := fakeSqmkit(t, res)
+	e.Exe = exe
+	if got := call(t, e, "test_start", `{"server": "vps.example:8693"}`); got["started"] != true {
+		t.Fatalf("test_start: %v", got)
+	}
+	if got := call(t, e, "test_start", `{"server": "vps.example:8693"}`); !strings.Contains(fmt.Sprint(got["error"]), "a test is running since") {
+		t.Errorf("second start: %v", got)
+	}
+	if st := call(t, e, "status", ""); st["jobs"].(map[string]any)["test"] != true {
+		t.Errorf("status does not say a test runs: %v", st["jobs"])
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for st := call(t, e, "test_state", ""); len(st["log"].([]any)) < 2; st = call(t, e, "test_state", "") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no progress: %v", st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	os.WriteFile(release, nil, 0o644)
+	waitDone(t, e.job("test"))
+	st := call(t, e, "test_state", "")
+	results := st["results"].([]any)
+	if st["running"] != false || len(results) != 1 {
+		t.Fatalf("after the test: %v", st)
+	}
+	r := results[0].(map[string]any)
+	p := r["phases"].([]any)[0].(map[string]any)
+	if r["grade"] != "A+" || r["server"] != "vps.example" || p["added_median_ms"] != 1.2 || p["download_mbps"] != 18.0 {
+		t.Errorf("result summary %v", r)
+	}
+	chart := call(t, e, "test_result", fmt.Sprintf(`{"id": %q}`, r["id"]))
+	if n := len(chart["rtt_ms"].([]any)); n > maxPoints || n < maxPoints/2 || len(chart["download_mbps"].([]any)) != 2 {
+		t.Errorf("chart: %d RTT points, %d goodput", n, len(chart["download_mbps"].([]any)))
+	}
+	// a finished job's lock is stale: a new test starts
+	if got := call(t, e, "test_start", `{"server": "vps.example"}`); got["started"] != true {
+		t.Errorf("a start after the test ended: %v", got)
+	}
+}
+
+// TestTuneRound: a tune runs in the background, its progress shows step
+// by step, its outcome stands beside the configured rates; Write puts the
+// found rates in the config and the kernel, Undo puts the old ones back.
+func TestTuneRound(t *testing.T) {
+	e, k := router(t)
+	o := tune.Outcome{Search: &search.Result{Download: search.Choice{RateKbit: 18500, Why: "the highest rate meeting A+"},
+		Upload: search.Choice{RateKbit: 9200}}, Confirm: &bbresult.Result{Grades: bbresult.Grades{DSLReports: "A+"}}, Spent: 150 * time.Second}
+	exe, release := fakeSqmkit(t, o)
+	e.Exe = exe
+	if got := call(t, e, "tune_start", `{"server": "vps.example", "budget": 120}`); got["started"] != true || got["section"] != "wan" {
+		t.Fatalf("tune_start: %v", got)
+	}
+	if got := call(t, e, "tune_start", `{"server": "vps.example"}`); !strings.Contains(fmt.Sprint(got["error"]), "a tune is running") {
+		t.Errorf("second start: %v", got)
+	}
+	if got := call(t, e, "tune_write", `{}`); !strings.Contains(fmt.Sprint(got["error"]), "still running") {
+		t.Errorf("write while running: %v", got)
+	}
+	os.WriteFile(release, nil, 0o644)
+	waitDone(t, e.job("tune"))
+	st := call(t, e, "tune_state", "")
+	out := st["outcome"].(map[string]any)
+	if len(st["progress"].([]any)) != 2 || out["writable"] != true || out["confirm_grade"] != "A+" ||
+		fmt.Sprint(out["found"]) != "map[download_kbit:18500 upload_kbit:9200]" || fmt.Sprint(out["current"]) != "map[download_kbit:20000 upload_kbit:10000]" {
+		t.Fatalf("tune_state %v", st)
+	}
+	if got := call(t, e, "tune_write", `{}`); got["section"] != "wan" {
+		t.Fatalf("tune_write: %v", got)
+	}
+	if r := configRates(t, e); r != (config.Rates{Download: 18500, Upload: 9200}) {
+		t.Errorf("config after write: %+v", r)
+	}
+	if snap, _ := k.Read("ifb4wan"); fmt.Sprint(snap.Root("ifb4wan").Options) == "" || !strings.Contains(fmt.Sprint(snap.Root("ifb4wan").Lines), "18500") {
+		t.Errorf("kernel after write: %v", snap.Root("ifb4wan").Lines)
+	}
+	if st := call(t, e, "tune_state", ""); st["undo"] != true || st["outcome"].(map[string]any)["writable"] != false {
+		t.Errorf("after write: %v", st)
+	}
+	if got := call(t, e, "tune_undo", `{}`); fmt.Sprint(got["restored"]) != "map[download_kbit:20000 upload_kbit:10000]" {
+		t.Fatalf("tune_undo: %v", got)
+	}
+	if r := configRates(t, e); r != (config.Rates{Download: 20000, Upload: 10000}) {
+		t.Errorf("config after undo: %+v", r)
+	}
+}

@@ -1,0 +1,182 @@
+package rpcd
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/search"
+	"github.com/sqmkit/sqmkit/internal/tune"
+)
+
+// defaultBudget is tune's own default test time.
+const defaultBudget = 180
+
+// tuneStart runs `sqmkit tune` (without --write) in the background.
+func (e *Env) tuneStart(args map[string]any) (any, error) {
+	server, err := str(args, "server")
+	if err != nil {
+		return nil, err
+	}
+	if server == "" {
+		return nil, errors.New("server: name the sqmkit serve to tune against, HOST or HOST:PORT (past the bottleneck)")
+	}
+	if err := bbproto.CheckServer(server); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	target, _ := str(args, "target")
+	if target == "" {
+		target = "A+"
+	}
+	if _, ok := search.Targets[target]; !ok {
+		return nil, fmt.Errorf("target %q: want A+ or A", target)
+	}
+	budget, err := num(args, "budget")
+	switch {
+	case err != nil:
+		return nil, err
+	case budget == 0:
+		budget = defaultBudget
+	case budget < 60 || budget > 3600:
+		return nil, fmt.Errorf("budget %d s: want 60 to 3600 seconds of test time", budget)
+	}
+	t, err := e.target(args)
+	if err != nil {
+		return nil, err
+	}
+	token, _ := str(args, "token")
+	j := e.job("tune")
+	out := filepath.Join(j.dir, "out.json")
+	cmd := []string{"tune", "--root", e.Root, "--json", out, "--target", target, "--budget", strconv.Itoa(budget) + "s"}
+	if e.File != "" {
+		cmd = append(cmd, "--config", e.File)
+	}
+	if token != "" {
+		cmd = append(cmd, "--token", token)
+	}
+	m := meta{Started: e.Now().UTC(), Server: server, Section: t.Queue.Section, Target: target, Budget: budget, Out: out}
+	if err := j.start(e.Exe, append(cmd, server, t.Queue.Section), m); err != nil {
+		return nil, err
+	}
+	return map[string]any{"started": true, "section": t.Queue.Section}, nil
+}
+
+// target is the queue a call names (argument section), or the one
+// enabled queue.
+func (e *Env) target(args map[string]any) (apply.Target, error) {
+	section, err := str(args, "section")
+	if err != nil {
+		return apply.Target{}, err
+	}
+	ts, err := e.queues()
+	if err != nil {
+		return apply.Target{}, err
+	}
+	var names []string
+	for _, t := range ts {
+		if t.Queue.Section == section || section == "" && len(ts) == 1 {
+			return t, nil
+		}
+		names = append(names, t.Queue.Section)
+	}
+	if section == "" {
+		return apply.Target{}, fmt.Errorf("section: %d queues are enabled (%v); name one", len(ts), names)
+	}
+	return apply.Target{}, fmt.Errorf("section %q: not an enabled queue (enabled: %v)", section, names)
+}
+
+// tuneOutcome is a finished tune as the page shows it.
+type tuneOutcome struct {
+	Found       config.Rates `json:"found"`   // kbit/s the search chose
+	Current     config.Rates `json:"current"` // configured now
+	Line        config.Rates `json:"line"`    // the measured line rates
+	Why         [2]string    `json:"why"`     // download's and upload's reasons
+	Confirm     string       `json:"confirm_grade"`
+	Unconfirmed bool         `json:"unconfirmed"`
+	Spent       float64      `json:"spent_s"`
+	Error       string       `json:"error,omitempty"`
+	Writable    bool         `json:"writable"` // Write applies: no error, rates that differ
+}
+
+// tuneState is the running or last tune: what was asked, its progress
+// lines, and its outcome beside the configured rates.
+func (e *Env) tuneState(map[string]any) (any, error) {
+	j := e.job("tune")
+	var m meta
+	j.read("meta.json", &m)
+	st := map[string]any{"running": j.running(), "started": m.Started, "server": m.Server, "section": m.Section, "target": m.Target,
+		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root)}
+	if o, ok := e.outcome(j, m); ok {
+		st["outcome"] = o
+	}
+	return st, nil
+}
+
+// outcome reads a finished tune's JSON.
+func (e *Env) outcome(j job, m meta) (tuneOutcome, bool) {
+	var o tune.Outcome
+	if m.Out == "" || j.running() || readJSON(m.Out, &o) != nil || o.Search == nil {
+		return tuneOutcome{}, false
+	}
+	r := o.Search
+	t := tuneOutcome{Found: config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit},
+		Line: config.Rates{Download: r.Download.Line.RateKbit, Upload: r.Upload.Line.RateKbit}, Why: [2]string{r.Download.Why, r.Upload.Why},
+		Unconfirmed: o.Unconfirmed, Spent: time.Duration(o.Spent).Seconds(), Error: o.Error}
+	if o.Confirm != nil {
+		t.Confirm = o.Confirm.Grades.DSLReports
+	}
+	if tg, err := e.target(map[string]any{"section": m.Section}); err == nil {
+		t.Current = config.Rates{Download: tg.Queue.Download, Upload: tg.Queue.Upload}
+	}
+	t.Writable = o.Error == "" && !o.Written && t.Found != t.Current && t.Found.Check() == nil
+	return t, true
+}
+
+// tuneWrite writes the last tune's rates: what --write would have done.
+func (e *Env) tuneWrite(map[string]any) (any, error) {
+	j := e.job("tune")
+	if j.running() {
+		return nil, errors.New("the tune is still running; write its rates when it ends")
+	}
+	var m meta
+	j.read("meta.json", &m)
+	o, ok := e.outcome(j, m)
+	switch {
+	case !ok:
+		return nil, errors.New("no finished tune to write; start one")
+	case o.Error != "":
+		return nil, fmt.Errorf("the tune ended without rates to keep: %s", o.Error)
+	case !o.Writable:
+		return nil, fmt.Errorf("section %s runs at %d/%d kbit/s already", m.Section, o.Current.Download, o.Current.Upload)
+	}
+	t, err := e.target(map[string]any{"section": m.Section})
+	if err != nil {
+		return nil, err
+	}
+	old, err := tune.Keep(e.Root, e.File, t, o.Found, e.Opts)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"written": o.Found, "old": old, "section": m.Section}, nil
+}
+
+// tuneUndo restores the rates the last write replaced (--undo).
+func (e *Env) tuneUndo(args map[string]any) (any, error) {
+	if e.job("tune").running() {
+		return nil, errors.New("a tune is running; undo when it ends")
+	}
+	t, err := e.target(args)
+	if err != nil {
+		return nil, err
+	}
+	old, err := tune.Undo(e.Root, e.File, t, e.Opts)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"restored": old, "section": t.Queue.Section}, nil
+}
