@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -76,7 +77,12 @@ func Install(root string, o Options) error {
 	if err := installSelf(root, o.Self); err != nil {
 		return err
 	}
-	for _, f := range Files {
+	files := Files
+	luci := hasLuCI(root)
+	if luci {
+		files = append(slices.Clone(files), LuCIFiles...)
+	}
+	for _, f := range files {
 		b, err := Read(f)
 		if err == nil {
 			err = writeFile(filepath.Join(root, f.Dst), b, f.Mode)
@@ -108,10 +114,25 @@ func Install(root string, o Options) error {
 			os.RemoveAll(m)
 		}
 	}
-	if live(root) {
-		return o.run(nil, "/etc/init.d/sqmkit", "start")
+	if luci {
+		fmt.Fprintln(o.Out, "luci-app-sqmkit installed: Network → SQM proof")
 	}
-	return nil
+	if !live(root) {
+		return nil
+	}
+	if luci {
+		// rpcd learns a plugin and reads its ACL when it starts again
+		if err := o.run(nil, "/etc/init.d/rpcd", "reload"); err != nil {
+			fmt.Fprintf(o.Out, "  rpcd did not reload (%v); the LuCI pages answer after a reboot\n", err)
+		}
+	}
+	return o.run(nil, "/etc/init.d/sqmkit", "start")
+}
+
+// hasLuCI says whether LuCI's client-side views are installed (luci-base).
+func hasLuCI(root string) bool {
+	_, err := os.Stat(filepath.Join(root, "www/luci-static/resources/luci.js"))
+	return err == nil
 }
 
 func installSelf(root, self string) error {

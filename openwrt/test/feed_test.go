@@ -106,26 +106,28 @@ func TestFeedRebuildsOnChange(t *testing.T) {
 	}
 }
 
-// The feed package and sqmkit install put the same files in the same
-// places with the same modes.
+// The feed's packages and sqmkit install put the same files in the same
+// places with the same modes: sqmkit's, and luci-app-sqmkit's.
 func TestFeedInstallsTheseFiles(t *testing.T) {
-	mk := makefileInstalls(t)
-	if len(mk) != len(openwrt.Files) {
-		t.Errorf("the Makefile installs %d files, sqmkit install %d", len(mk), len(openwrt.Files))
-	}
-	for _, f := range openwrt.Files {
-		i := slices.IndexFunc(mk, func(m installed) bool { return m.dst == f.Dst })
-		if i < 0 {
-			t.Errorf("the Makefile does not install %s", f.Dst)
-			continue
+	for pkg, files := range map[string][]openwrt.File{"sqmkit": openwrt.Files, "luci-app-sqmkit": openwrt.LuCIFiles} {
+		mk := makefileInstalls(t, pkg)
+		if len(mk) != len(files) {
+			t.Errorf("%s's Makefile installs %d files, sqmkit install %d", pkg, len(mk), len(files))
 		}
-		want, err := openwrt.Read(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := os.ReadFile(mk[i].src)
-		if err != nil || string(got) != string(want) || mk[i].mode != f.Mode {
-			t.Errorf("%s: the Makefile installs %s (mode %v), sqmkit install %s (mode %v)", f.Dst, mk[i].src, mk[i].mode, f.Src, f.Mode)
+		for _, f := range files {
+			i := slices.IndexFunc(mk, func(m installed) bool { return m.dst == f.Dst })
+			if i < 0 {
+				t.Errorf("%s's Makefile does not install %s", pkg, f.Dst)
+				continue
+			}
+			want, err := openwrt.Read(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(mk[i].src)
+			if err != nil || string(got) != string(want) || mk[i].mode != f.Mode {
+				t.Errorf("%s: the Makefile installs %s (mode %v), sqmkit install %s (mode %v)", f.Dst, mk[i].src, mk[i].mode, f.Src, f.Mode)
+			}
 		}
 	}
 }

@@ -176,9 +176,9 @@ func copyTree(t testing.TB, dir, root string) {
 // makefileInstalls reads the $(INSTALL_BIN) and $(INSTALL_DATA) lines of the
 // feed Makefile's Package/sqmkit/install: source file (in this checkout),
 // destination under the root, and mode.
-func makefileInstalls(t testing.TB) []installed {
+func makefileInstalls(t testing.TB, pkg string) []installed {
 	t.Helper()
-	mk, err := os.ReadFile("../sqmkit/Makefile")
+	mk, err := os.ReadFile("../" + pkg + "/Makefile")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func makefileInstalls(t testing.TB) []installed {
 				name := v[2 : len(v)-1]
 				switch name {
 				case "CURDIR":
-					return "../sqmkit"
+					return "../" + pkg
 				case "INSTALL_BIN", "INSTALL_DATA", "INSTALL_DIR", "1":
 					return v
 				}
@@ -202,7 +202,7 @@ func makefileInstalls(t testing.TB) []installed {
 		return s
 	}
 	block := string(mk)
-	block = block[strings.Index(block, "define Package/sqmkit/install"):]
+	block = block[strings.Index(block, "define Package/"+pkg+"/install"):]
 	block = block[:strings.Index(block, "endef")]
 	block = strings.ReplaceAll(block, "\\\n", " ")
 	var out []installed
@@ -221,8 +221,8 @@ func makefileInstalls(t testing.TB) []installed {
 			out = append(out, installed{src, to, mode})
 		}
 	}
-	if len(out) < 10 {
-		t.Fatalf("the Makefile's install section installs %d files", len(out))
+	if len(out) == 0 {
+		t.Fatalf("%s's Makefile installs no file", pkg)
 	}
 	return out
 }
@@ -236,7 +236,7 @@ type installed struct {
 // Makefile forgets (or names wrong) fails here too.
 func installFromMakefile(t testing.TB, root string) {
 	t.Helper()
-	for _, f := range makefileInstalls(t) {
+	for _, f := range makefileInstalls(t, "sqmkit") {
 		copyFile(t, f.src, filepath.Join(root, f.dst), f.mode)
 	}
 }

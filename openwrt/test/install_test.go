@@ -36,6 +36,11 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			os.Chmod(filepath.Join(r.root, "usr/bin/apk"), 0o755)
 			r.write("usr/sbin/tc", "")
 			r.write("etc/config/network", "config interface 'wan'\n\toption device 'wan'\n\toption proto 'dhcp'\n")
+			// the 25.12 router runs LuCI (luci-base), the 24.10 one does not
+			luci := pm == "apk"
+			if luci {
+				r.write("www/luci-static/resources/luci.js", "")
+			}
 			before := tree(t, r.root)
 
 			// the binary runs from /tmp, as the README's commands leave it
@@ -75,6 +80,16 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			}
 			if code, _ := r.initd("enabled"); code != 0 {
 				t.Error("rc.common says the service is not enabled")
+			}
+			// luci-app-sqmkit's pages where LuCI is, nothing of it elsewhere
+			for _, f := range openwrt.LuCIFiles {
+				info, err := os.Stat(filepath.Join(r.root, f.Dst))
+				switch {
+				case luci && (err != nil || info.Mode().Perm() != f.Mode):
+					t.Errorf("luci-app-sqmkit's %s: %v %v", f.Dst, err, info)
+				case !luci && err == nil:
+					t.Errorf("%s installed without LuCI", f.Dst)
+				}
 			}
 			if scripts := luciScripts(t, r.root); !slices.Equal(scripts, []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
 				t.Errorf("LuCI's SQM page would list %q", scripts)
