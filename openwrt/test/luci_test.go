@@ -66,7 +66,7 @@ func TestACLListsEveryMethod(t *testing.T) {
 // menu's root asks for the ACL.
 func TestMenuNamesTheViews(t *testing.T) {
 	var menu map[string]struct {
-		Action struct{ Type, Path string }
+		Action  struct{ Type, Path string }
 		Depends struct {
 			ACL []string
 		}
