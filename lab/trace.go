@@ -457,7 +457,7 @@ func sampleRates(sc *scenario, stop <-chan struct{}) []ratePoint {
 	if sc == nil {
 		return nil
 	}
-	dir := ratestate.DefaultDir // the guest's: every router root's sqmkit keeps its rates there
+	dir := filepath.Join(sc.root, ratestate.DefaultDir) // under the router's --root, as everything sqmkit keeps
 	t0 := time.Now().Add(traceIdle)
 	pts := []ratePoint{{T: -traceIdle.Seconds(), Down: sc.down, Up: sc.up}}
 	tick := time.NewTicker(200 * time.Millisecond)

@@ -5,8 +5,9 @@ set -eu
 # kmod, zstd and debian-archive-keyring: the newer guest kernels
 # scripts/kernels.sh fetches (their signatures, depmod, compressed modules);
 # gcc, make, libc6-dev, bison, flex, pkg-config, libmnl-dev: the tc it builds from
-# iproute2's source for them (cake_mq).
-pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring"
+# iproute2's source for them (cake_mq); chromium: the browser tests of
+# luci-app-sqmkit's pages (openwrt/browser).
+pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring chromium"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -48,7 +50,7 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	o.Args, o.Watch = fs.Args(), time.Duration(*watch*float64(time.Second))
-	o.Read, o.RateDir = (&tc.Runner{}).Read, ratestate.DefaultDir
+	o.Read, o.RateDir = (&tc.Runner{}).Read, filepath.Join(cmp.Or(o.Root, "/"), ratestate.DefaultDir)
 	o.Warn = func(s string) { fmt.Fprintln(stderr, "sqmkit doctor:", s) }
 	r, err := doctor.Run(o)
 	if err == nil && *asJSON {

@@ -245,7 +245,7 @@ func systemOptions(root, cache string, lockWait time.Duration, verbose bool, std
 		r.Debug = logf
 	}
 	return apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache, Log: logf}, Log: logf,
-		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: ratestate.DefaultDir,
+		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: filepath.Join(root, ratestate.DefaultDir),
 		Records: applied.Store{Dir: applied.Dir(root)}}
 }
 
