@@ -18,7 +18,7 @@ import (
 // the router's files, and the binaries the plugin runs.
 type router struct {
 	ns, root, bin string // namespace, --root, directory of sqmkit and the tc shim
-	server            string // the sqmkit serve's address, past the shaped link
+	server        string // the sqmkit serve's address, past the shaped link
 }
 
 // env is the router's environment: the tc shim first in PATH, so the NSS
