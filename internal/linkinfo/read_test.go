@@ -3,91 +3,95 @@ package linkinfo
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
 
+// readCases are the /sys and /etc/config/network trees under testdata and
+// what Read must make of them; Device and Notes are not compared field by field.
+var readCases = []struct {
+	name, root, dev string
+	want            Facts
+	notes           []string
+}{
+	{
+		name: "plain ethernet, ifname config", root: "ethernet", dev: "eth1",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether", NetworkSection: "wan", Proto: "dhcp", LowerDevice: "eth1"},
+		notes: []string{"/sys/class/net/eth1/mtu=1500", "network.wan: proto=dhcp device=eth1"},
+	},
+	{
+		name: "worked example: sqm on wan, section wan is pppoe over wan.7", root: "pppoe-vlan", dev: "wan",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "dsa", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+		notes: []string{"network.wan: proto=pppoe device=wan.7 (section named like the device)"},
+	},
+	{
+		name: "pppoe device of section wan", root: "pppoe-vlan", dev: "pppoe-wan",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1492, Kind: "ppp", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+		notes: []string{"/sys/class/net/pppoe-wan/type=512 (ppp)", "uevent: DEVTYPE=ppp", "pppoe-wan is the pppoe device of section wan"},
+	},
+	{
+		name: "the vlan device itself", root: "pppoe-vlan", dev: "wan.7",
+		want: Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+	},
+	{
+		name: "dslite", root: "dslite", dev: "dslite-wan",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1452, Kind: "ip6tnl", NetworkSection: "wan", Proto: "dslite"},
+		notes: []string{"network.wan: proto=dslite device=-"},
+	},
+	{
+		name: "wan6 shares eth1 with nobody named eth1: first section wins", root: "dslite", dev: "eth1",
+		want: Facts{MTU: 1500, NetworkSection: "wan6", Proto: "dhcpv6", LowerDevice: "eth1"},
+	},
+	{
+		name: "map-e", root: "map-e", dev: "map-wan",
+		want: Facts{Exists: true, OperUp: true, MTU: 1460, Kind: "ip6tnl", NetworkSection: "wan", Proto: "map"},
+	},
+	{
+		name: "wireguard", root: "wireguard", dev: "wg0",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1420, Kind: "wireguard", NetworkSection: "wg0", Proto: "wireguard"},
+		notes: []string{"type=65534 (none)", "DEVTYPE=wireguard"},
+	},
+	{
+		name: "four TX and RX queues", root: "multiqueue", dev: "eth0",
+		want: Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether", TXQueues: 4, RXQueues: 4},
+	},
+	{
+		name: "plain linux ppp0: assumed pppoe", root: "linux-ppp", dev: "ppp0",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1492, Kind: "ppp", Proto: "pppoe"},
+		notes: []string{"assumed PPPoE"},
+	},
+	{
+		name: "plain linux ethernet", root: "linux-ppp", dev: "eth0",
+		want: Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether"},
+	},
+	{
+		name: "plain linux vlan eth0.7", root: "linux-vlan", dev: "eth0.7",
+		want:  Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", LowerDevice: "eth0.7"},
+		notes: []string{"/proc/net/vlan/eth0.7: 802.1Q VLAN on eth0", "counts the 802.1Q tag"},
+	},
+	{
+		name: "speed -1 (link down) is unknown", root: "linux-vlan", dev: "eth0",
+		want: Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "ether"},
+	},
+	{
+		name: "router config without /sys", root: "missing", dev: "pppoe-wan",
+		want:  Facts{MTU: 1500, NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
+		notes: []string{"/sys/class/net/pppoe-wan: no such device", "mtu absent: assuming mtu 1500"},
+	},
+	{
+		name: "unknown device", root: "missing", dev: "eth9",
+		want:  Facts{MTU: 1500},
+		notes: []string{"no interface section uses eth9"},
+	},
+	{
+		name: "wan6 with @wan device is not a lower device", root: "missing", dev: "wan6",
+		want: Facts{MTU: 1500, NetworkSection: "wan6", Proto: "dhcpv6"},
+	},
+}
+
 func TestRead(t *testing.T) {
-	tests := []struct {
-		name, root, dev string
-		want            Facts // Device and Notes are not compared field by field
-		notes           []string
-	}{
-		{
-			name: "plain ethernet, ifname config", root: "ethernet", dev: "eth1",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether", NetworkSection: "wan", Proto: "dhcp", LowerDevice: "eth1"},
-			notes: []string{"/sys/class/net/eth1/mtu=1500", "network.wan: proto=dhcp device=eth1"},
-		},
-		{
-			name: "worked example: sqm on wan, section wan is pppoe over wan.7", root: "pppoe-vlan", dev: "wan",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "dsa", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
-			notes: []string{"network.wan: proto=pppoe device=wan.7 (section named like the device)"},
-		},
-		{
-			name: "pppoe device of section wan", root: "pppoe-vlan", dev: "pppoe-wan",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1492, Kind: "ppp", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
-			notes: []string{"/sys/class/net/pppoe-wan/type=512 (ppp)", "uevent: DEVTYPE=ppp", "pppoe-wan is the pppoe device of section wan"},
-		},
-		{
-			name: "the vlan device itself", root: "pppoe-vlan", dev: "wan.7",
-			want: Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
-		},
-		{
-			name: "dslite", root: "dslite", dev: "dslite-wan",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1452, Kind: "ip6tnl", NetworkSection: "wan", Proto: "dslite"},
-			notes: []string{"network.wan: proto=dslite device=-"},
-		},
-		{
-			name: "wan6 shares eth1 with nobody named eth1: first section wins", root: "dslite", dev: "eth1",
-			want: Facts{MTU: 1500, NetworkSection: "wan6", Proto: "dhcpv6", LowerDevice: "eth1"},
-		},
-		{
-			name: "map-e", root: "map-e", dev: "map-wan",
-			want: Facts{Exists: true, OperUp: true, MTU: 1460, Kind: "ip6tnl", NetworkSection: "wan", Proto: "map"},
-		},
-		{
-			name: "wireguard", root: "wireguard", dev: "wg0",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1420, Kind: "wireguard", NetworkSection: "wg0", Proto: "wireguard"},
-			notes: []string{"type=65534 (none)", "DEVTYPE=wireguard"},
-		},
-		{
-			name: "four TX and RX queues", root: "multiqueue", dev: "eth0",
-			want: Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether", TXQueues: 4, RXQueues: 4},
-		},
-		{
-			name: "plain linux ppp0: assumed pppoe", root: "linux-ppp", dev: "ppp0",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1492, Kind: "ppp", Proto: "pppoe"},
-			notes: []string{"assumed PPPoE"},
-		},
-		{
-			name: "plain linux ethernet", root: "linux-ppp", dev: "eth0",
-			want: Facts{Exists: true, OperUp: true, MTU: 1500, SpeedMbit: 1000, Kind: "ether"},
-		},
-		{
-			name: "plain linux vlan eth0.7", root: "linux-vlan", dev: "eth0.7",
-			want:  Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", LowerDevice: "eth0.7"},
-			notes: []string{"/proc/net/vlan/eth0.7: 802.1Q VLAN on eth0", "counts the 802.1Q tag"},
-		},
-		{
-			name: "speed -1 (link down) is unknown", root: "linux-vlan", dev: "eth0",
-			want: Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "ether"},
-		},
-		{
-			name: "router config without /sys", root: "missing", dev: "pppoe-wan",
-			want:  Facts{MTU: 1500, NetworkSection: "wan", Proto: "pppoe", LowerDevice: "wan.7"},
-			notes: []string{"/sys/class/net/pppoe-wan: no such device", "mtu absent: assuming mtu 1500"},
-		},
-		{
-			name: "unknown device", root: "missing", dev: "eth9",
-			want:  Facts{MTU: 1500},
-			notes: []string{"no interface section uses eth9"},
-		},
-		{
-			name: "wan6 with @wan device is not a lower device", root: "missing", dev: "wan6",
-			want: Facts{MTU: 1500, NetworkSection: "wan6", Proto: "dhcpv6"},
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range readCases {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := Read(filepath.Join("testdata", tt.root), tt.dev)
 			if err != nil {
@@ -111,10 +115,11 @@ func TestRead(t *testing.T) {
 	}
 }
 
+// equal compares every fact but the notes and the device name, so a new
+// field is compared without touching this.
 func equal(a, b Facts) bool {
 	a.Notes, b.Notes, a.Device, b.Device = nil, nil, "", ""
-	return a.Exists == b.Exists && a.OperUp == b.OperUp && a.MTU == b.MTU && a.SpeedMbit == b.SpeedMbit &&
-		a.Kind == b.Kind && a.NetworkSection == b.NetworkSection && a.Proto == b.Proto && a.LowerDevice == b.LowerDevice
+	return reflect.DeepEqual(a, b)
 }
 
 func TestReadErrors(t *testing.T) {

@@ -20,27 +20,9 @@ import (
 func TestInstallWithoutBuildroot(t *testing.T) {
 	for _, pm := range []string{"opkg", "apk"} {
 		t.Run(pm, func(t *testing.T) {
-			r := newBareRouter(t)
-			// the package manager records what it is asked; tc and the core
-			// qdisc kmod are installed, ip, the IFB and CAKE kmods are not
-			log := filepath.Join(r.bin, pm+".log")
-			switch pm {
-			case "opkg":
-				r.write("bin/opkg", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
-				r.write("usr/lib/opkg/info/kmod-sched-core.control", "Package: kmod-sched-core\n")
-			case "apk":
-				r.write("usr/bin/apk", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
-				r.write("lib/apk/db/installed", "P:busybox\nV:1\n\nP:kmod-sched-core\nV:6.12\n\n")
-			}
-			os.Chmod(filepath.Join(r.root, "bin/opkg"), 0o755)
-			os.Chmod(filepath.Join(r.root, "usr/bin/apk"), 0o755)
-			r.write("usr/sbin/tc", "")
-			r.write("etc/config/network", "config interface 'wan'\n\toption device 'wan'\n\toption proto 'dhcp'\n")
 			// the 25.12 router runs LuCI (luci-base), the 24.10 one does not
 			luci := pm == "apk"
-			if luci {
-				r.write("www/luci-static/resources/luci.js", "")
-			}
+			r, log := releaseRouter(t, pm, luci)
 			before := tree(t, r.root)
 
 			// the binary runs from /tmp, as the README's commands leave it
@@ -58,42 +40,7 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			if got := lines(t, log); !slices.Equal(got, wantPM) {
 				t.Errorf("%s was asked %q, want %q", pm, got, wantPM)
 			}
-			// every file where the feed package puts it, the defaults run
-			for _, f := range openwrt.Files {
-				info, err := os.Stat(filepath.Join(r.root, f.Dst))
-				switch {
-				case f.Dst == "etc/uci-defaults/90-sqmkit":
-					if err == nil {
-						t.Errorf("%s is still there: the defaults did not run", f.Dst)
-					}
-				case err != nil:
-					t.Errorf("%s: %v", f.Dst, err)
-				case info.Mode().Perm() != f.Mode:
-					t.Errorf("%s: mode %v, want %v", f.Dst, info.Mode().Perm(), f.Mode)
-				}
-			}
-			if b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm")); !strings.Contains(string(b), "option script 'sqmkit-cake.qos'") {
-				t.Errorf("the first-install defaults wrote %q", b)
-			}
-			if l, err := os.Readlink(filepath.Join(r.root, "etc/rc.d/S50sqmkit")); err != nil || l != "../init.d/sqmkit" {
-				t.Errorf("the service is not enabled: %q %v", l, err)
-			}
-			if code, _ := r.initd("enabled"); code != 0 {
-				t.Error("rc.common says the service is not enabled")
-			}
-			// luci-app-sqmkit's pages where LuCI is, nothing of it elsewhere
-			for _, f := range openwrt.LuCIFiles {
-				info, err := os.Stat(filepath.Join(r.root, f.Dst))
-				switch {
-				case luci && (err != nil || info.Mode().Perm() != f.Mode):
-					t.Errorf("luci-app-sqmkit's %s: %v %v", f.Dst, err, info)
-				case !luci && err == nil:
-					t.Errorf("%s installed without LuCI", f.Dst)
-				}
-			}
-			if scripts := luciScripts(t, r.root); !slices.Equal(scripts, []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
-				t.Errorf("LuCI's SQM page would list %q", scripts)
-			}
+			checkInstalled(t, r, luci)
 			// a second install is an update of the files
 			if code, out := r.sqmkit("install", "--no-deps"); code != 0 {
 				t.Errorf("install again: exit %d\n%s", code, out)
@@ -119,6 +66,71 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 				t.Errorf("uninstall removed what it did not install: %q", gone)
 			}
 		})
+	}
+}
+
+// releaseRouter is a bare root of an OpenWrt release with package manager
+// pm, which records what it is asked in the returned log; tc and the core
+// qdisc kmod are installed, ip, the IFB and CAKE kmods are not.
+func releaseRouter(t *testing.T, pm string, luci bool) (*router, string) {
+	r := newBareRouter(t)
+	log := filepath.Join(r.bin, pm+".log")
+	switch pm {
+	case "opkg":
+		r.write("bin/opkg", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
+		r.write("usr/lib/opkg/info/kmod-sched-core.control", "Package: kmod-sched-core\n")
+	case "apk":
+		r.write("usr/bin/apk", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
+		r.write("lib/apk/db/installed", "P:busybox\nV:1\n\nP:kmod-sched-core\nV:6.12\n\n")
+	}
+	os.Chmod(filepath.Join(r.root, "bin/opkg"), 0o755)
+	os.Chmod(filepath.Join(r.root, "usr/bin/apk"), 0o755)
+	r.write("usr/sbin/tc", "")
+	r.write("etc/config/network", "config interface 'wan'\n\toption device 'wan'\n\toption proto 'dhcp'\n")
+	if luci {
+		r.write("www/luci-static/resources/luci.js", "")
+	}
+	return r, log
+}
+
+// checkInstalled: every file where the feed packages put it, the
+// first-install defaults run, the service enabled.
+func checkInstalled(t *testing.T, r *router, luci bool) {
+	t.Helper()
+	for _, f := range openwrt.Files {
+		info, err := os.Stat(filepath.Join(r.root, f.Dst))
+		switch {
+		case f.Dst == "etc/uci-defaults/90-sqmkit":
+			if err == nil {
+				t.Errorf("%s is still there: the defaults did not run", f.Dst)
+			}
+		case err != nil:
+			t.Errorf("%s: %v", f.Dst, err)
+		case info.Mode().Perm() != f.Mode:
+			t.Errorf("%s: mode %v, want %v", f.Dst, info.Mode().Perm(), f.Mode)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm")); !strings.Contains(string(b), "option script 'sqmkit-cake.qos'") {
+		t.Errorf("the first-install defaults wrote %q", b)
+	}
+	if l, err := os.Readlink(filepath.Join(r.root, "etc/rc.d/S50sqmkit")); err != nil || l != "../init.d/sqmkit" {
+		t.Errorf("the service is not enabled: %q %v", l, err)
+	}
+	if code, _ := r.initd("enabled"); code != 0 {
+		t.Error("rc.common says the service is not enabled")
+	}
+	// luci-app-sqmkit's pages where LuCI is, nothing of it elsewhere
+	for _, f := range openwrt.LuCIFiles {
+		info, err := os.Stat(filepath.Join(r.root, f.Dst))
+		switch {
+		case luci && (err != nil || info.Mode().Perm() != f.Mode):
+			t.Errorf("luci-app-sqmkit's %s: %v %v", f.Dst, err, info)
+		case !luci && err == nil:
+			t.Errorf("%s installed without LuCI", f.Dst)
+		}
+	}
+	if scripts := luciScripts(t, r.root); !slices.Equal(scripts, []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
+		t.Errorf("LuCI's SQM page would list %q", scripts)
 	}
 }
 
