@@ -16,13 +16,21 @@ import (
 // row is one scenario in the side-by-side tables: the cells in column
 // order (tableHead).
 func row(r result) []string {
-	cells := []string{r.Backend, shownStatus(r), "-", "-", "-", "-", "-", "-", "-"}
+	cells := []string{r.Backend, shownStatus(r), "-", "-", "-", "-", "-", "-", "-", "-"}
 	if m := r.Test; m != nil {
 		cells[2] = m.Grade
+		busy := make([]string, len(accept.LoadPhases))
 		for i, name := range accept.LoadPhases {
+			busy[i] = "-"
 			if p := m.Phase(name); p != nil {
 				cells[3+i] = bbresult.Fixed(p.AddedMedian, 1) + " / " + bbresult.Fixed(p.AddedP95, 1)
+				if p.Noise != nil && p.Noise.Busy > 0 {
+					busy[i] = fmt.Sprintf("%.0f", 100*p.Noise.Busy)
+				}
 			}
+		}
+		if slices.ContainsFunc(busy, func(s string) bool { return s != "-" }) {
+			cells[9] = strings.Join(busy, " / ")
 		}
 		if d, u := m.Phase(accept.Download), m.Phase(accept.Upload); d != nil && u != nil {
 			cells[6] = fmt.Sprintf("%.1f / %.1f", d.DownMbps, u.UpMbps)
@@ -48,7 +56,7 @@ func shownStatus(r result) string {
 }
 
 var tableHead = []string{"backend", "status", "grade", "download +med/+p95 ms", "upload +med/+p95 ms",
-	"bidir +med/+p95 ms", "goodput down/up Mbit/s", "start first/warm ms", "processes / execs (warm)"}
+	"bidir +med/+p95 ms", "goodput down/up Mbit/s", "start first/warm ms", "processes / execs (warm)", "guest vCPUs busy % down/up/bidir"}
 
 // byProfile groups results per profile, in first-seen order.
 func byProfile(rs []result) (names []string, groups map[string][]result) {
@@ -157,7 +165,11 @@ func sweepLine(s *swept) string {
 func markdown(rs []result) string {
 	var b strings.Builder
 	if len(rs) > 0 {
-		fmt.Fprintf(&b, "Lab run of %s, commit %s, guest kernel %s (`sqmkit-lab`; start times in the emulated guest).\n", rs[0].Date[:10], rs[0].Commit, cmp.Or(rs[0].Kernel, "not recorded"))
+		dates := distinct(rs, func(r result) string { return r.Date[:min(len(r.Date), 10)] })
+		fmt.Fprintf(&b, "Lab %s of %s, commit %s, guest kernel %s (`sqmkit-lab`; start times in the emulated guest).\n",
+			map[bool]string{true: "run", false: "runs"}[len(dates) < 2], strings.Join(dates, ", "),
+			strings.Join(distinct(rs, func(r result) string { return r.Commit }), ", "),
+			strings.Join(distinct(rs, func(r result) string { return cmp.Or(r.Kernel, "not recorded") }), ", "))
 	}
 	names, groups := byProfile(rs)
 	for _, name := range names {
@@ -181,6 +193,17 @@ func markdown(rs []result) string {
 		}
 	}
 	return b.String()
+}
+
+// distinct is what f gives for rs, each value once, in first-seen order.
+func distinct(rs []result, f func(result) string) []string {
+	var out []string
+	for _, r := range rs {
+		if v := f(r); v != "" && !slices.Contains(out, v) {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Markers of a kernel series' generated part of docs/results.md.

@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
+	"github.com/sqmkit/sqmkit/lab/internal/noise"
 )
 
 func TestPrintTable(t *testing.T) {
 	m := &accept.Measurement{Tool: "sqmkit dev", Grade: "A", Phases: []accept.Phase{
-		{Name: accept.Download, AddedMedian: 2.3, AddedP95: 25.1, DownMbps: 6.3},
-		{Name: accept.Upload, AddedMedian: 10.8, AddedP95: 70, UpMbps: 0.7},
+		{Name: accept.Download, AddedMedian: 2.3, AddedP95: 25.1, DownMbps: 6.3, Noise: &noise.Stats{Busy: 0.614}},
+		{Name: accept.Upload, AddedMedian: 10.8, AddedP95: 70, UpMbps: 0.7, Noise: &noise.Stats{Busy: 0.39}},
 		{Name: accept.Bidir, AddedMedian: 27, AddedP95: 62.5, DownMbps: 6.2, UpMbps: 0.5},
 	}}
 	rs := []result{{
@@ -33,7 +34,7 @@ func TestPrintTable(t *testing.T) {
 	for _, want := range []string{
 		"\nadsl-atm\nbackend",
 		"cake          limitation  A      2.3 / 25.1",
-		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7               812 / 96             4 / 3\n",
+		"10.8 / 70.0          27.0 / 62.5         6.3 / 0.7               812 / 96             4 / 3                     61 / 39 / -\n",
 		"ext:htb-fifo  pass        A      2.3 / 25.1",
 		"\ncable\nbackend",
 		"adsl-atm/cake: FAIL upload median added ms = 10.8 (want <= 5)",
@@ -94,6 +95,34 @@ func TestUpdateResults(t *testing.T) {
 	b, _ = os.ReadFile(path)
 	if got := string(b); !strings.Contains(got, "### Guest kernel 6.12\n") || !strings.Contains(got, "guest kernel 6.12.117+deb13-amd64") {
 		t.Errorf("a kernel without markers got no section:\n%s", got)
+	}
+}
+
+// TestReadRuns: runs of one kernel (a profile each) make one section; a
+// run of another kernel among them is refused, naming both.
+func TestReadRuns(t *testing.T) {
+	run := func(kernel, profile string) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "summary.json"), []byte(`[{"profile":"`+profile+`","backend":"cake","status":"pass","date":"2026-11-29T10:00:00Z","commit":"abc1234","kernel":"`+kernel+`"}]`), 0o644)
+		return dir
+	}
+	a, b, c := run("6.12.57+deb13-amd64", "cable"), run("6.12.57+deb13-amd64", "fiber"), run("7.2.13+deb14-amd64", "cable")
+	rs, series, err := readRuns([]string{a, b})
+	if err != nil || series != "6.12" || len(rs) != 2 || rs[1].Profile != "fiber" {
+		t.Errorf("two 6.12 runs: %v %q %+v", err, series, rs)
+	}
+	if _, _, err := readRuns([]string{a, c}); err == nil || !strings.Contains(err.Error(), c) || !strings.Contains(err.Error(), "kernel 6.12") {
+		t.Errorf("6.12 and 7 together: %v, want an error naming both", err)
+	}
+	if _, _, err := readRuns([]string{t.TempDir()}); err == nil {
+		t.Error("a directory without summary.json was read")
+	}
+	if got := markdown(rs); !strings.HasPrefix(got, "Lab run of 2026-11-29, commit abc1234, guest kernel 6.12.57+deb13-amd64") {
+		t.Errorf("one day's runs: %q", got)
+	}
+	rs[1].Date, rs[1].Commit = "2026-11-30T01:00:00Z", "def5678"
+	if got := markdown(rs); !strings.HasPrefix(got, "Lab runs of 2026-11-29, 2026-11-30, commit abc1234, def5678,") {
+		t.Errorf("two days' runs: %q", got)
 	}
 }
 
