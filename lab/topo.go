@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/lab/internal/linkemu"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
@@ -186,7 +187,7 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 	}
 	// The bottleneck: shaping on the Ethernet devices themselves, so VLAN
 	// and PPPoE frames pay their headers.
-	if err := sh.batch(nsModem, "tc", append(linkemu.Batch(t.p, "m0", linkemu.Down), linkemu.Batch(t.p, "m1", linkemu.Up)...)); err != nil {
+	if err := sh.batch(nsModem, "tc", append(linkemu.Batch(t.p, "m0", config.Download), linkemu.Batch(t.p, "m1", config.Upload)...)); err != nil {
 		return nil, err
 	}
 	return t, nil

@@ -183,8 +183,8 @@ func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 		return nil
 	}
 	d0, u0 := tr.At(0)
-	if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", linkemu.Down, d0), " "),
-		strings.Join(linkemu.Change(t.p, "m1", linkemu.Up, u0), " ")}); err != nil {
+	if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", config.Download, d0), " "),
+		strings.Join(linkemu.Change(t.p, "m1", config.Upload, u0), " ")}); err != nil {
 		return err
 	}
 	switch {
@@ -616,7 +616,7 @@ func replay(profilePath, tracePath string) error {
 		if time.Since(at) > trace.Step/2 {
 			late++
 		}
-		if err := s.Send([][]string{linkemu.Change(p, "m0", linkemu.Down, tr.Down[i]), linkemu.Change(p, "m1", linkemu.Up, tr.Up[i])}); err != nil {
+		if err := s.Send([][]string{linkemu.Change(p, "m0", config.Download, tr.Down[i]), linkemu.Change(p, "m1", config.Upload, tr.Up[i])}); err != nil {
 			return fmt.Errorf("step %d: %w", i, err)
 		}
 	}

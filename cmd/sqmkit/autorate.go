@@ -76,7 +76,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
 	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{}, StatusFile: autorate.StatusPath(*root, q.Section),
 		Params: autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})}
-	d.Devices[autorate.Down], d.Devices[autorate.Up] = f.Devices()
+	d.Devices = f.Devices()
 	if *verbose {
 		d.Summary = time.Second
 	}

@@ -65,7 +65,7 @@ func runRate(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintln(stdout, line)
 	if r.State == apply.Changed {
 		for _, d := range r.Plan.Dirs {
-			fmt.Fprintf(stdout, "  %-7s on %s: %d kbit/s\n", d.Direction, d.Device, d.RateKbit)
+			fmt.Fprintf(stdout, "  %-7s on %s: %d kbit/s\n", d.Direction.Side(), d.Device, d.RateKbit)
 		}
 	}
 	if r.State == apply.Failed {

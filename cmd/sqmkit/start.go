@@ -289,7 +289,7 @@ func printResult(w io.Writer, r apply.Result) bool {
 		case d.Err != nil:
 			status = "FAILED, and its rollback left " + strings.Join(d.Left, "; ") + ": " + d.Err.Error()
 		}
-		fmt.Fprintf(w, "  %-7s on %s: %s\n", d.Direction, d.Device, status)
+		fmt.Fprintf(w, "  %-7s on %s: %s\n", d.Direction.Side(), d.Device, status)
 		for _, warn := range d.Warnings {
 			fmt.Fprintf(w, "  warning: %s\n", warn)
 		}
@@ -332,7 +332,7 @@ func printStatus(w io.Writer, s apply.Status) bool {
 	}
 	tw.Flush()
 	for _, d := range s.Diffs {
-		fmt.Fprintf(w, "  %s %s\n", d.Direction, d)
+		fmt.Fprintf(w, "  %s %s\n", d.Direction.Side(), d)
 	}
 	return s.Matches()
 }

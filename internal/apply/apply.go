@@ -81,7 +81,7 @@ type Result struct {
 
 // DirResult reports one direction.
 type DirResult struct {
-	Direction plan.Direction
+	Direction config.Direction
 	Device    string
 	Err       error // nil: shaped as planned; otherwise see NotStarted and Left
 	// NotStarted: Err came from validation and the direction was not

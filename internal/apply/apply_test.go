@@ -137,10 +137,10 @@ func checkDir(t testing.TB, p *plan.Plan, d *plan.Dir, want bool) {
 		}
 	}
 	if want && len(missing) > 0 {
-		t.Errorf("%s: shaped direction lacks %+v (kernel: %s)", d.Direction, missing, ids(s))
+		t.Errorf("%s: shaped direction lacks %+v (kernel: %s)", d.Direction.Side(), missing, ids(s))
 	}
 	if !want && len(missing) != len(d.Tree) {
-		t.Errorf("%s: failed direction left part of its tree: missing only %+v of %+v", d.Direction, missing, d.Tree)
+		t.Errorf("%s: failed direction left part of its tree: missing only %+v of %+v", d.Direction.Side(), missing, d.Tree)
 	}
 	noBlackHole(t, s, p.Device)
 }
@@ -270,16 +270,16 @@ func TestFailureLeavesDirectionClean(t *testing.T) {
 		}
 		for di, d := range p.Dirs {
 			for k := 1; k <= len(d.TC); k++ {
-				t.Run(fmt.Sprintf("%s/%s/line%d", b, d.Direction, k), func(t *testing.T) {
+				t.Run(fmt.Sprintf("%s/%s/line%d", b, d.Direction.Side(), k), func(t *testing.T) {
 					useShim(t, failAt)
-					t.Setenv("FAIL_DIR", d.Direction.String())
+					t.Setenv("FAIL_DIR", d.Direction.Side())
 					t.Setenv("FAIL_LINE", fmt.Sprint(k))
 					ns := tctest.NewNetns(t, "fail")
 					ns.Do(t, func() {
 						rs := Start([]Target{tg}, options(t, &tc.Runner{}, t.TempDir()))
 						r := rs[0]
 						if r.State != Partial || r.Dirs[di].Err == nil || !strings.Contains(r.Dirs[di].Err.Error(), "injected") {
-							t.Fatalf("want %s to fail at line %d, got %s %+v", d.Direction, k, r.State, r.Dirs)
+							t.Fatalf("want %s to fail at line %d, got %s %+v", d.Direction.Side(), k, r.State, r.Dirs)
 						}
 						for j, od := range r.Plan.Dirs {
 							checkDir(t, r.Plan, od, j != di)
@@ -311,7 +311,7 @@ func TestECNRefusedRetriesWithout(t *testing.T) {
 				}
 				r := mustStart(t, []Target{tg}, o)
 				in := r.Dirs[1]
-				if in.Direction != plan.Ingress || len(in.Warnings) == 0 || !strings.Contains(in.Warnings[0], "ecn") {
+				if in.Direction != config.Download || len(in.Warnings) == 0 || !strings.Contains(in.Warnings[0], "ecn") {
 					t.Errorf("want an ECN warning on ingress, got %+v", r.Dirs)
 				}
 				if r.Plan.Dirs[1].ECN {
@@ -488,7 +488,7 @@ func TestRefusedDirectionUntouched(t *testing.T) {
 						t.Skip("this kernel has fq_codel")
 					}
 					if d.NotStarted != want || (d.Err != nil) != want {
-						t.Errorf("%s: not started %v (%v), want %v", d.Direction, d.NotStarted, d.Err, want)
+						t.Errorf("%s: not started %v (%v), want %v", d.Direction.Side(), d.NotStarted, d.Err, want)
 					}
 				}
 				if got := rootOf(t, "wan"); got != "5:" {
@@ -509,19 +509,15 @@ func TestRefusedDirectionUntouched(t *testing.T) {
 // A start with one rate at 0 removes what an earlier start built for that
 // direction: sqm-scripts' start implies a stop.
 func TestStartClearsUnshapedDirection(t *testing.T) {
-	for _, zero := range []plan.Direction{plan.Egress, plan.Ingress} {
-		t.Run(zero.String(), func(t *testing.T) {
+	for _, zero := range []config.Direction{config.Upload, config.Download} {
+		t.Run(zero.Side(), func(t *testing.T) {
 			useShim(t, "")
 			ns := tctest.NewNetns(t, "zero")
 			tg := target(config.FQCodel)
 			ns.Do(t, func() {
 				o := options(t, &tc.Runner{}, t.TempDir())
 				mustStart(t, []Target{tg}, o)
-				if zero == plan.Egress {
-					tg.Queue.Upload = 0
-				} else {
-					tg.Queue.Download = 0
-				}
+				tg.Queue.SetRate(zero, 0)
 				r := mustStart(t, []Target{tg}, o)
 				full, _ := plan.Build(target(config.FQCodel).Queue, tg.Facts)
 				want := *r.Plan

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -19,8 +20,8 @@ var builtRoots = map[string]bool{"htb": true, "cake": true, "cake_mq": true, "ns
 // nowhere), then the IFB's configured root, then wan's root. Run without
 // -force, a refused line stops the batch, so the IFB's shaper is never
 // removed while a redirect still points at it.
-func ours(s *tcstats.Snapshot, wan, ifb string, dirs ...plan.Direction) (lines [][]string, what []string) {
-	if slices.Contains(dirs, plan.Ingress) {
+func ours(s *tcstats.Snapshot, wan, ifb string, dirs ...config.Direction) (lines [][]string, what []string) {
+	if slices.Contains(dirs, config.Download) {
 		if q := s.IngressQdisc(wan); q != nil && q.Kind == "ingress" && !redirectsElsewhere(s, wan, ifb) {
 			lines = append(lines, []string{"qdisc", "del", "dev", wan, "ingress"})
 			what = append(what, fmt.Sprintf("the ingress qdisc on %s and its redirect", wan))
@@ -30,7 +31,7 @@ func ours(s *tcstats.Snapshot, wan, ifb string, dirs ...plan.Direction) (lines [
 			what = append(what, fmt.Sprintf("%s on %s", s.Root(ifb).ID(), ifb))
 		}
 	}
-	if slices.Contains(dirs, plan.Egress) {
+	if slices.Contains(dirs, config.Upload) {
 		if r := s.Root(wan); r != nil && r.Handle == "1:" && builtRoots[r.Kind] {
 			lines = append(lines, []string{"qdisc", "del", "dev", wan, "root"})
 			what = append(what, fmt.Sprintf("%s on %s", r.ID(), wan))
@@ -64,14 +65,14 @@ func (o *Options) devices(devs ...string) []string {
 // back, so the printed outcome is the kernel's; empty means clean).
 func (o *Options) rollback(p *plan.Plan, d *plan.Dir) []string {
 	ifb := ""
-	if d.Direction == plan.Ingress {
+	if d.Direction == config.Download {
 		ifb = p.IFB
 	}
 	_, left, err := o.remove(p.Device, ifb, d.Direction)
 	if err != nil {
-		o.log("%s %s: rollback: %v", p.Device, d.Direction, err)
+		o.log("%s %s: rollback: %v", p.Device, d.Direction.Side(), err)
 	} else {
-		o.log("%s %s: rolled back", p.Device, d.Direction)
+		o.log("%s %s: rolled back", p.Device, d.Direction.Side())
 	}
 	return left
 }
@@ -79,7 +80,7 @@ func (o *Options) rollback(p *plan.Plan, d *plan.Dir) []string {
 // remove deletes what ours finds for dirs and reads the kernel again. It
 // returns what it removed, what of it remains (read back), and the error
 // that kept it there.
-func (o *Options) remove(wan, ifb string, dirs ...plan.Direction) (removed, left []string, err error) {
+func (o *Options) remove(wan, ifb string, dirs ...config.Direction) (removed, left []string, err error) {
 	devs := o.devices(wan, ifb)
 	if len(devs) == 0 {
 		return nil, nil, nil // the devices are gone, and every qdisc with them

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
@@ -14,7 +15,7 @@ func (o *Options) dryStart(p *plan.Plan, r *Result) {
 	fmt.Fprintf(o.DryRun, "# %s: start %s (%s)\n", p.Section, p.Device, p.Backend)
 	writeBatch(o.DryRun, "tc -force", down)
 	for _, d := range p.Dirs {
-		if d.Direction == plan.Ingress && !o.Kernel.Link(p.IFB).Up {
+		if d.Direction == config.Download && !o.Kernel.Link(p.IFB).Up {
 			writeBatch(o.DryRun, "ip", d.Setup)
 		}
 		writeBatch(o.DryRun, "tc", d.TC)

@@ -62,17 +62,17 @@ func invariants(t testing.TB, k fake, r Result) {
 			}
 		}
 		ifb := ""
-		if d.Direction == plan.Ingress {
+		if d.Direction == config.Download {
 			ifb = r.Plan.IFB
 		}
 		_, left := ours(s, "wan", ifb, d.Direction)
 		shaped := missing == 0 && len(left) > 0
 		switch {
 		case dr.Err == nil && !shaped:
-			t.Errorf("%s reported shaped, but the kernel lacks %d nodes: %s", d.Direction, missing, ids(s))
+			t.Errorf("%s reported shaped, but the kernel lacks %d nodes: %s", d.Direction.Side(), missing, ids(s))
 		case dr.Err != nil && dr.NotStarted:
 		case dr.Err != nil && !slices.Equal(dr.Left, left):
-			t.Errorf("%s failed; reported left %q, kernel holds %q", d.Direction, dr.Left, left)
+			t.Errorf("%s failed; reported left %q, kernel holds %q", d.Direction.Side(), dr.Left, left)
 		}
 	}
 }
@@ -117,7 +117,7 @@ func TestFaultEveryLine(t *testing.T) {
 		for di, d := range p.Dirs {
 			for line := 1; line <= len(d.TC); line++ {
 				for _, die := range []bool{false, true} {
-					t.Run(fmt.Sprintf("%s/%s/line%d/die=%v", b, d.Direction, line, die), func(t *testing.T) {
+					t.Run(fmt.Sprintf("%s/%s/line%d/die=%v", b, d.Direction.Side(), line, die), func(t *testing.T) {
 						// a dry start records which batch is which
 						probe := newFake()
 						Start([]Target{tg}, fakeOptions(t, probe))
@@ -142,7 +142,7 @@ func TestFaultEveryLine(t *testing.T) {
 							return
 						}
 						if r.State != Partial || r.Dirs[di].Err == nil || r.Dirs[1-di].Err != nil {
-							t.Fatalf("want only %s failed, got %s %+v", d.Direction, r.State, r.Dirs)
+							t.Fatalf("want only %s failed, got %s %+v", d.Direction.Side(), r.State, r.Dirs)
 						}
 						if len(r.Dirs[di].Left) > 0 {
 							t.Errorf("rollback left %q", r.Dirs[di].Left)

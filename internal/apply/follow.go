@@ -51,20 +51,17 @@ func Follow(t Target, by string, o Options) (*Follower, error) {
 
 // Rates are the rates the follower believes the kernel holds.
 func (f *Follower) Rates() config.Rates {
-	return config.Rates{Download: rateIn(f.cur, plan.Ingress), Upload: rateIn(f.cur, plan.Egress)}
+	return f.cur.Rates()
 }
 
-// Devices are the devices whose roots hold each direction's shaper: the
-// IFB for the download, the WAN device for the upload ("" unshaped).
-func (f *Follower) Devices() (down, up string) {
+// Devices are the devices whose roots hold each direction's shaper, by
+// config.Direction: the IFB for the download, the WAN device for the
+// upload ("" unshaped).
+func (f *Follower) Devices() (devs [2]string) {
 	for _, d := range f.cur.Dirs {
-		if d.Direction == plan.Ingress {
-			down = d.Device
-		} else {
-			up = d.Device
-		}
+		devs[d.Direction] = d.Device
 	}
-	return down, up
+	return devs
 }
 
 // Resync reads the live tree and takes the rates it runs at; the tree must
@@ -94,13 +91,12 @@ func (f *Follower) Set(to config.Rates) error {
 	defer release()
 	want := f.t.Queue
 	for _, d := range f.cur.Dirs {
-		setRate(&want, d.Direction, d.RateKbit)
+		want.SetRate(d.Direction, d.RateKbit)
 	}
-	if to.Download > 0 {
-		setRate(&want, plan.Ingress, to.Download)
-	}
-	if to.Upload > 0 {
-		setRate(&want, plan.Egress, to.Upload)
+	for _, dir := range config.Directions {
+		if to.Of(dir) > 0 {
+			want.SetRate(dir, to.Of(dir))
+		}
 	}
 	next, err := f.o.build(want, f.t.Facts)
 	if err != nil {

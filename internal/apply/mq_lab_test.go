@@ -58,7 +58,7 @@ func TestLabCakeMQ(t *testing.T) {
 		}
 		for _, d := range r.Dirs {
 			if !has && (d.PlainCake == "" || len(d.Warnings) == 0) {
-				t.Errorf("%s: no word of the fallback: %+v", d.Direction, d)
+				t.Errorf("%s: no word of the fallback: %+v", d.Direction.Side(), d)
 			}
 		}
 		if st := Inspect([]Target{tg}, o)[0]; !st.Matches() {

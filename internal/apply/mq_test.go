@@ -47,7 +47,7 @@ func TestStartCakeMQFallsBack(t *testing.T) {
 	}
 	for _, d := range r.Dirs {
 		if d.PlainCake == "" || len(d.Warnings) == 0 || !strings.Contains(d.Warnings[0], "plain cake") {
-			t.Errorf("%s: warnings %q, plain cake %q", d.Direction, d.Warnings, d.PlainCake)
+			t.Errorf("%s: warnings %q, plain cake %q", d.Direction.Side(), d.Warnings, d.PlainCake)
 		}
 	}
 	if rec, _, _ := o.Records.Get("wan"); rec.PlainCake == "" {

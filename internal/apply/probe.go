@@ -40,7 +40,7 @@ func (o *Options) probe(ts []Target, rs []Result, slots []slot) {
 		switch {
 		case !ok:
 			res(s).Err = v
-			o.log("%s %s: %v", res(s).Device, res(s).Direction, v)
+			o.log("%s %s: %v", res(s).Device, res(s).Direction.Side(), v)
 		case err != nil:
 			res(s).Err = err
 		default:
@@ -57,7 +57,7 @@ func (o *Options) probe(ts []Target, rs []Result, slots []slot) {
 	for n, s := range retry {
 		if vs[n] != nil {
 			res(s).Err = vs[n]
-			o.log("%s %s: refused even as %s: %v", res(s).Device, res(s).Direction, alt[n].Tree[0].Kind, vs[n])
+			o.log("%s %s: refused even as %s: %v", res(s).Device, res(s).Direction.Side(), alt[n].Tree[0].Kind, vs[n])
 			continue
 		}
 		o.adopt(rs[s.i].Plan, s.j, res(s), alt[n], why[n])
@@ -113,14 +113,14 @@ func refusesECN(d *plan.Dir, err error) bool { return d.ECN && refused(err, "ecn
 func (o *Options) withoutECN(t Target, d *plan.Dir) (*plan.Dir, error) {
 	q := t.Queue
 	field := "egress_ecn"
-	if d.Direction == plan.Ingress {
+	if d.Direction == config.Download {
 		q.IngressECN, field = false, "ingress_ecn"
 	} else {
 		q.EgressECN = false
 	}
 	nd, err := o.replan(q, t.Facts, d)
 	if err == nil && nd.ECN {
-		return nil, fmt.Errorf("%s: tc refuses the ecn keyword and the qdisc options force it; remove ecn from the %s options", field, d.Direction)
+		return nil, fmt.Errorf("%s: tc refuses the ecn keyword and the qdisc options force it; remove ecn from the %s options", field, d.Direction.Side())
 	}
 	return nd, err
 }
@@ -136,7 +136,7 @@ func (o *Options) replan(q config.Queue, f linkinfo.Facts, d *plan.Dir) (*plan.D
 			return nd, nil
 		}
 	}
-	return nil, fmt.Errorf("%s %s: cannot re-plan it", d.Device, d.Direction)
+	return nil, fmt.Errorf("%s %s: cannot re-plan it", d.Device, d.Direction.Side())
 }
 
 // adopt puts the re-planned direction nd in place of direction j, refused
@@ -144,10 +144,10 @@ func (o *Options) replan(q config.Queue, f linkinfo.Facts, d *plan.Dir) (*plan.D
 func (o *Options) adopt(p *plan.Plan, j int, dr *DirResult, nd *plan.Dir, err error) {
 	old := p.Dirs[j]
 	p.Dirs[j] = nd
-	w := fmt.Sprintf("%s %s: tc refused the ecn keyword; shaping without ECN (a tc with the NSS patch keeps it)", nd.Device, nd.Direction)
+	w := fmt.Sprintf("%s %s: tc refused the ecn keyword; shaping without ECN (a tc with the NSS patch keeps it)", nd.Device, nd.Direction.Side())
 	if old.Tree[0].Kind == "cake_mq" && nd.Tree[0].Kind != "cake_mq" {
 		dr.PlainCake = fmt.Sprintf("tc or the kernel refused cake_mq (%v)", firstLine(err))
-		w = fmt.Sprintf("%s %s: %s; shaping with plain cake (cake_mq needs Linux 7.0 or OpenWrt 25.12's backport, and tc from iproute2 7.1)", nd.Device, nd.Direction, dr.PlainCake)
+		w = fmt.Sprintf("%s %s: %s; shaping with plain cake (cake_mq needs Linux 7.0 or OpenWrt 25.12's backport, and tc from iproute2 7.1)", nd.Device, nd.Direction.Side(), dr.PlainCake)
 	}
 	dr.Warnings = append(dr.Warnings, w)
 	o.log("%s", w)

@@ -75,7 +75,7 @@ func (o *Options) keepRates(p *plan.Plan, by string) {
 	if o.RateDir == "" {
 		return
 	}
-	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: config.Rates{Download: rateIn(p, plan.Ingress), Upload: rateIn(p, plan.Egress)}, By: by, At: time.Now().UTC()}); err != nil {
+	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: p.Rates(), By: by, At: time.Now().UTC()}); err != nil {
 		o.log("%s: rates changed, but not remembered (%v); status will report a drift", p.Device, err)
 	}
 }
@@ -132,26 +132,23 @@ func (o *Options) ratePlans(t Target, to config.Rates) (from, next *plan.Plan, e
 	for _, d := range cur.Dirs {
 		k, ok := drift.Rate(d, s)
 		if !ok {
-			return nil, nil, fmt.Errorf("%s %s is not shaped by sqmkit (no %s root); run sqmkit start first", d.Device, d.Direction, d.Tree[0].Kind)
+			return nil, nil, fmt.Errorf("%s %s is not shaped by sqmkit (no %s root); run sqmkit start first", d.Device, d.Direction.Side(), d.Tree[0].Kind)
 		}
-		setRate(&live, d.Direction, k)
-		setRate(&want, d.Direction, k)
+		live.SetRate(d.Direction, k)
+		want.SetRate(d.Direction, k)
 	}
-	for _, c := range []struct {
-		dir  plan.Direction
-		kbit int
-		opt  string
-	}{{plan.Ingress, to.Download, "download"}, {plan.Egress, to.Upload, "upload"}} {
-		if c.kbit == 0 {
+	for _, dir := range config.Directions {
+		kbit, opt := to.Of(dir), dir.String() // the config's option is named as the direction
+		if kbit == 0 {
 			continue
 		}
-		if rateOf(t.Queue, c.dir) == 0 {
-			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: c.opt, Value: fmt.Sprint(c.kbit), Why: "this queue does not shape its " + c.opt, Fix: "set " + c.opt + " in the config and run sqmkit start"}
+		if t.Queue.Rate(dir) == 0 {
+			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: opt, Value: fmt.Sprint(kbit), Why: "this queue does not shape its " + opt, Fix: "set " + opt + " in the config and run sqmkit start"}
 		}
-		if c.kbit < 0 {
-			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: c.opt, Value: fmt.Sprint(c.kbit), Why: "a rate is a positive number of kbit/s", Fix: "give the new rate in kbit/s, e.g. 35000"}
+		if kbit < 0 {
+			return nil, nil, &config.FieldError{Section: t.Queue.Section, Option: opt, Value: fmt.Sprint(kbit), Why: "a rate is a positive number of kbit/s", Fix: "give the new rate in kbit/s, e.g. 35000"}
 		}
-		setRate(&want, c.dir, c.kbit)
+		want.SetRate(dir, kbit)
 	}
 	if from, err = o.build(live, t.Facts); err != nil {
 		return nil, nil, err
@@ -178,38 +175,13 @@ func (o *Options) differs(p *plan.Plan) error {
 	return nil
 }
 
-func setRate(q *config.Queue, d plan.Direction, kbit int) {
-	if d == plan.Ingress {
-		q.Download = kbit
-	} else {
-		q.Upload = kbit
-	}
-}
-
-func rateOf(q config.Queue, d plan.Direction) int {
-	if d == plan.Ingress {
-		return q.Download
-	}
-	return q.Upload
-}
-
-// rateIn is the planned rate of direction d, 0 when p does not shape it.
-func rateIn(p *plan.Plan, d plan.Direction) int {
-	for _, x := range p.Dirs {
-		if x.Direction == d {
-			return x.RateKbit
-		}
-	}
-	return 0
-}
-
 func describe(p *plan.Plan) string {
 	s := ""
 	for _, d := range p.Dirs {
 		if s != "" {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s %d kbit/s", d.Direction, d.RateKbit)
+		s += fmt.Sprintf("%s %d kbit/s", d.Direction.Side(), d.RateKbit)
 	}
 	return s
 }

@@ -3,6 +3,7 @@ package apply
 import (
 	"errors"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/plan"
 )
@@ -33,7 +34,7 @@ func (o *Options) reconcile(p *plan.Plan, r *Result) (todo []work, clearStale, d
 		o.log("%s: hotplug: %v", p.Device, r.Err)
 		return todo, false, true
 	}
-	shaped := map[plan.Direction]bool{}
+	shaped := map[config.Direction]bool{}
 	for j, d := range p.Dirs {
 		shaped[d.Direction] = true
 		var mine []drift.Diff
@@ -45,12 +46,12 @@ func (o *Options) reconcile(p *plan.Plan, r *Result) (todo []work, clearStale, d
 		switch {
 		case len(mine) == 0:
 			todo[j], r.Dirs[j].Kept = keep, true
-			o.log("%s %s: hotplug: already as planned, left alone", p.Device, d.Direction)
-		case d.Direction == plan.Ingress && onDevice(mine, p.Device) && o.Kernel.Link(p.IFB).Up:
+			o.log("%s %s: hotplug: already as planned, left alone", p.Device, d.Direction.Side())
+		case d.Direction == config.Download && onDevice(mine, p.Device) && o.Kernel.Link(p.IFB).Up:
 			todo[j] = redirectOnly
 			o.log("%s ingress: hotplug: %s still shaped; restoring only the redirect (%s)", p.Device, p.IFB, mine[0])
 		default:
-			o.log("%s %s: hotplug: rebuilding (%s)", p.Device, d.Direction, mine[0])
+			o.log("%s %s: hotplug: rebuilding (%s)", p.Device, d.Direction.Side(), mine[0])
 		}
 	}
 	for _, df := range diffs {

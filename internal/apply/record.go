@@ -78,7 +78,7 @@ func (o *Options) keep(q config.Queue, r *Result, prev applied.Record, hadPrev b
 		held := false
 		switch {
 		case dr.NotStarted, dr.Unchanged: // refused, or tc never ran: it keeps what it had
-			held = hadPrev && (d.Direction == plan.Egress && prev.Egress || d.Direction == plan.Ingress && prev.Ingress)
+			held = hadPrev && (d.Direction == config.Upload && prev.Egress || d.Direction == config.Download && prev.Ingress)
 		case dr.Err == nil, len(dr.Left) > 0:
 			held = true
 		}
@@ -89,7 +89,7 @@ func (o *Options) keep(q config.Queue, r *Result, prev applied.Record, hadPrev b
 		case held && (dr.Kept || dr.NotStarted || dr.Unchanged) && hadPrev && prev.PlainCake != "":
 			rec.PlainCake = prev.PlainCake // a hotplug event kept what that start applied
 		}
-		if d.Direction == plan.Egress {
+		if d.Direction == config.Upload {
 			rec.Egress = held
 		} else {
 			rec.Ingress = held

@@ -159,7 +159,7 @@ func (o *Options) start(t Target, r *Result) {
 	// nothing fails harmlessly and the egress lines after it are judged by
 	// their own line numbers. Ingress never takes it: -force would go on to
 	// attach the redirect after a refused IFB qdisc.
-	lead := len(down) > 0 && p.Dirs[0].Direction == plan.Egress && todo[0] == rebuild && !r.Dirs[0].NotStarted
+	lead := len(down) > 0 && p.Dirs[0].Direction == config.Upload && todo[0] == rebuild && !r.Dirs[0].NotStarted
 	if len(down) > 0 && !lead {
 		if _, err := o.Kernel.Batch("tc", true, down); err != nil && !isRefusal(err) {
 			// tc did not run: nothing was removed and nothing can be added
@@ -176,7 +176,7 @@ func (o *Options) start(t Target, r *Result) {
 		lines := d.TC
 		if todo[j] == redirectOnly {
 			lines = d.Redirect
-		} else if d.Direction == plan.Ingress {
+		} else if d.Direction == config.Download {
 			created, err := o.raiseIFB(p.Device, p.IFB, d)
 			r.createdIFB = created
 			if err != nil {
@@ -323,7 +323,7 @@ func (o *Options) applyDir(t Target, r *Result, j int, front, lines [][]string) 
 	d := r.Plan.Dirs[j]
 	warns, err := o.Kernel.Batch("tc", len(front) > 0, append(front[:len(front):len(front)], lines...))
 	for _, w := range warns {
-		o.log("%s %s: %s", d.Device, d.Direction, w)
+		o.log("%s %s: %s", d.Device, d.Direction.Side(), w)
 	}
 	if len(front) > 0 {
 		if err != nil && !isRefusal(err) {
@@ -333,7 +333,7 @@ func (o *Options) applyDir(t Target, r *Result, j int, front, lines [][]string) 
 		err = after(err, len(front), lines)
 	}
 	if err == nil {
-		o.log("%s %s: shaped at %d kbit/s (%d tc lines)", d.Device, d.Direction, d.RateKbit, len(lines))
+		o.log("%s %s: shaped at %d kbit/s (%d tc lines)", d.Device, d.Direction.Side(), d.RateKbit, len(lines))
 		return true, nil
 	}
 	r.Dirs[j].Left = o.rollback(r.Plan, d)
@@ -352,7 +352,7 @@ func (o *Options) applyDir(t Target, r *Result, j int, front, lines [][]string) 
 		r.Dirs[j].Left = o.rollback(r.Plan, nd)
 		return true, err
 	}
-	o.log("%s %s: shaped at %d kbit/s (%s)", nd.Device, nd.Direction, nd.RateKbit, nd.Tree[0].Kind)
+	o.log("%s %s: shaped at %d kbit/s (%s)", nd.Device, nd.Direction.Side(), nd.RateKbit, nd.Tree[0].Kind)
 	return true, nil
 }
 

@@ -41,7 +41,7 @@ func Stop(ts []Target, o Options) []Result {
 // stop removes dev's tree and ifb's (an IFB or ""), then deletes ifb when
 // delIFB says the record's start created it.
 func (o *Options) stop(dev, ifb string, b config.Backend, delIFB bool, r *Result) {
-	removed, left, err := o.remove(dev, ifb, plan.Egress, plan.Ingress)
+	removed, left, err := o.remove(dev, ifb, config.Upload, config.Download)
 	r.Done = removed
 	if err != nil {
 		r.State = Failed

@@ -13,27 +13,14 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
-
-// Dir is one direction of the shaper.
-type Dir int
-
-const (
-	Down Dir = iota
-	Up
-)
-
-func (d Dir) String() string {
-	if d == Up {
-		return "upload"
-	}
-	return "download"
-}
 
 // Params are a controller's settings. Defaults are in DefaultParams; each
 // has its reason there.
 type Params struct {
-	Min, Base, Max [2]int // kbit/s per Dir
+	Min, Base, Max [2]int // kbit/s per config.Direction
 
 	// BloatMs is the added delay (over the baseline) that counts as bloat;
 	// HoldMs the added delay above which the rate is not raised.
@@ -117,7 +104,7 @@ func DefaultParams(floor, base, ceiling [2]int) Params {
 
 // Check says which setting is wrong, and how to fix it.
 func (p Params) Check() error {
-	for _, d := range []Dir{Down, Up} {
+	for _, d := range config.Directions {
 		if p.Min[d] <= 0 || p.Min[d] > p.Base[d] || p.Base[d] > p.Max[d] {
 			return fmt.Errorf("%s rates: min %d, base %d, max %d kbit/s: want 0 < min <= base <= max", d, p.Min[d], p.Base[d], p.Max[d])
 		}
@@ -133,8 +120,8 @@ func (p Params) Check() error {
 type Sample struct {
 	At      time.Time
 	AddedMs float64
-	Both    bool // a round trip: which direction queued is not known
-	Dir     Dir  // for a one-way sample
+	Both    bool             // a round trip: which direction queued is not known
+	Dir     config.Direction // for a one-way sample
 }
 
 // State is what a direction is doing.
@@ -150,7 +137,7 @@ const (
 
 // Change is one decision to move a rate.
 type Change struct {
-	Dir      Dir
+	Dir      config.Direction
 	From, To int
 	Why      string
 }
@@ -192,10 +179,10 @@ func New(p Params, now time.Time) (*Controller, error) {
 }
 
 // Rate is a direction's current rate.
-func (c *Controller) Rate(d Dir) int { return c.dirs[d].rate }
+func (c *Controller) Rate(d config.Direction) int { return c.dirs[d].rate }
 
 // State is a direction's current state.
-func (c *Controller) State(d Dir) State { return c.dirs[d].state }
+func (c *Controller) State(d config.Direction) State { return c.dirs[d].state }
 
 // Add takes one delay sample.
 func (c *Controller) Add(s Sample) {
@@ -203,7 +190,7 @@ func (c *Controller) Add(s Sample) {
 		c.last = s.At
 	}
 	for d := range c.dirs {
-		if !s.Both && Dir(d) != s.Dir {
+		if !s.Both && config.Direction(d) != s.Dir {
 			continue
 		}
 		ds := &c.dirs[d]
@@ -213,7 +200,7 @@ func (c *Controller) Add(s Sample) {
 		// Busy, not loaded: a download whose rate is far above the
 		// capacity carries a small share of its rate, and is the one
 		// queueing.
-		if s.Both && !c.busy(Dir(d)) {
+		if s.Both && !c.busy(config.Direction(d)) {
 			continue
 		}
 		ds.window = append(ds.window, point{s.At, s.AddedMs})
@@ -225,12 +212,12 @@ func (c *Controller) Add(s Sample) {
 
 // busy: more than the ACKs of the other direction's traffic (a few % of
 // it) and more than an idle link's chatter.
-func (c *Controller) busy(d Dir) bool {
+func (c *Controller) busy(d config.Direction) bool {
 	ds := &c.dirs[d]
 	return ds.load >= c.p.IdleKbit && float64(ds.load) >= 0.05*float64(ds.rate)
 }
 
-func (c *Controller) loaded(d Dir) bool {
+func (c *Controller) loaded(d config.Direction) bool {
 	ds := &c.dirs[d]
 	return float64(ds.load) >= c.p.HighLoad*float64(ds.rate)
 }
@@ -244,15 +231,15 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 		ds := &c.dirs[d]
 		ds.load = load[d]
 		from := ds.rate
-		why := c.step(Dir(d), ds, now, stalled)
+		why := c.step(config.Direction(d), ds, now, stalled)
 		if ds.rate != from {
-			out = append(out, Change{Dir: Dir(d), From: from, To: ds.rate, Why: why})
+			out = append(out, Change{Dir: config.Direction(d), From: from, To: ds.rate, Why: why})
 		}
 	}
 	return out
 }
 
-func (c *Controller) step(d Dir, ds *dirState, now time.Time, stalled bool) string {
+func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) string {
 	p := c.p
 	clamp := func(v float64) int { return max(p.Min[d], min(p.Max[d], int(math.Round(v)))) }
 	votes, sum := 0, 0.0
@@ -351,12 +338,12 @@ func (c *Controller) step(d Dir, ds *dirState, now time.Time, stalled bool) stri
 // sends more than the link carries, by the delay's slope — a queue of q
 // bits at capacity C holds q/C seconds, and d(q/C)/dt = load/C − 1, so
 // C = load / (1 + slope).
-func (c *Controller) capacity(d Dir, ds *dirState) float64 {
+func (c *Controller) capacity(d config.Direction, ds *dirState) float64 {
 	load := math.Min(float64(ds.load), float64(ds.rate))
 	if load < float64(c.p.Min[d]) {
 		load = float64(ds.rate) // no load measured yet: the rate is all there is
 	}
-	if d == Down || len(ds.window) < 2 {
+	if d == config.Download || len(ds.window) < 2 {
 		return load
 	}
 	first, last := ds.window[0], ds.window[len(ds.window)-1]

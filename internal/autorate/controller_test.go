@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
@@ -46,7 +48,7 @@ func (l *link) run(t *testing.T, c *Controller, dur time.Duration, rtt bool) (ad
 		for d := range 2 {
 			in := 0.0
 			if l.busy[d] {
-				in = float64(c.Rate(Dir(d)))
+				in = float64(c.Rate(config.Direction(d)))
 			}
 			out := math.Min(cp[d], in+l.queue[d]/dt.Seconds())
 			l.queue[d] = math.Min(l.bufferMs/1000*cp[d], math.Max(0, l.queue[d]+(in-out)*dt.Seconds()))
@@ -54,7 +56,7 @@ func (l *link) run(t *testing.T, c *Controller, dur time.Duration, rtt bool) (ad
 			if l.busy[d] {
 				capSum[d] += cp[d] * dt.Seconds()
 			}
-			if Dir(d) == Down {
+			if config.Direction(d) == config.Download {
 				load[d] += out * dt.Seconds()
 			} else {
 				load[d] += in * dt.Seconds()
@@ -72,7 +74,7 @@ func (l *link) run(t *testing.T, c *Controller, dur time.Duration, rtt bool) (ad
 				c.Add(Sample{At: at, AddedMs: bl[0].Add(at, ms, false), Both: true})
 			} else {
 				for d := range 2 {
-					c.Add(Sample{At: at, AddedMs: bl[d].Add(at, l.baseMs/2+q[d], false), Dir: Dir(d)})
+					c.Add(Sample{At: at, AddedMs: bl[d].Add(at, l.baseMs/2+q[d], false), Dir: config.Direction(d)})
 				}
 			}
 		}
@@ -145,12 +147,12 @@ func TestFollowsCapacity(t *testing.T) {
 			for d := range 2 {
 				// skip the first 10 s: the controller starts from its base rate
 				p95 := pct(added[d][200:], 0.95)
-				t.Logf("%s: utilisation %.2f, added p50 %.1f p95 %.1f ms, rate now %d", Dir(d), util[d], pct(added[d][200:], 0.5), p95, c.Rate(Dir(d)))
+				t.Logf("%s: utilisation %.2f, added p50 %.1f p95 %.1f ms, rate now %d", config.Direction(d), util[d], pct(added[d][200:], 0.5), p95, c.Rate(config.Direction(d)))
 				if util[d] < tc.minUtil {
-					t.Errorf("%s: utilisation %.2f < %.2f", Dir(d), util[d], tc.minUtil)
+					t.Errorf("%s: utilisation %.2f < %.2f", config.Direction(d), util[d], tc.minUtil)
 				}
 				if p95 > tc.maxP95 {
-					t.Errorf("%s: added delay p95 %.1f ms > %.0f", Dir(d), p95, tc.maxP95)
+					t.Errorf("%s: added delay p95 %.1f ms > %.0f", config.Direction(d), p95, tc.maxP95)
 				}
 			}
 		})
@@ -174,15 +176,15 @@ func TestSteadyLineCruises(t *testing.T) {
 		added, util := l.run(t, c, 60*time.Second, false)
 		got[i] = l.changes
 		for d := range 2 {
-			t.Logf("cruise %v %s: %d changes in 50 s, utilisation %.2f, added p95 %.1f ms", cruise, Dir(d), l.changes[d], util[d], pct(added[d][200:], 0.95))
+			t.Logf("cruise %v %s: %d changes in 50 s, utilisation %.2f, added p95 %.1f ms", cruise, config.Direction(d), l.changes[d], util[d], pct(added[d][200:], 0.95))
 			if i == 1 && util[d] < 0.85 {
-				t.Errorf("cruising %s: utilisation %.2f < 0.85", Dir(d), util[d])
+				t.Errorf("cruising %s: utilisation %.2f < 0.85", config.Direction(d), util[d])
 			}
 		}
 	}
 	for d := range 2 {
 		if got[1][d] > 40 || 3*got[1][d] > got[0][d] {
-			t.Errorf("%s: %d changes in 50 s cruising (%d without): want at most one per 1.25 s and a third as many", Dir(d), got[1][d], got[0][d])
+			t.Errorf("%s: %d changes in 50 s cruising (%d without): want at most one per 1.25 s and a third as many", config.Direction(d), got[1][d], got[0][d])
 		}
 	}
 }
@@ -194,14 +196,14 @@ func TestBloatOnset(t *testing.T) {
 	at := t0
 	step := func(ms float64, load int) []Change {
 		at = at.Add(100 * time.Millisecond)
-		c.Add(Sample{At: at, AddedMs: ms, Dir: Down})
-		c.Add(Sample{At: at.Add(50 * time.Millisecond), AddedMs: ms, Dir: Down})
+		c.Add(Sample{At: at, AddedMs: ms, Dir: config.Download})
+		c.Add(Sample{At: at.Add(50 * time.Millisecond), AddedMs: ms, Dir: config.Download})
 		return c.Step(at, [2]int{load, 0})
 	}
 	for range 20 { // loaded, no delay: raises
-		step(1, c.Rate(Down))
+		step(1, c.Rate(config.Download))
 	}
-	high := c.Rate(Down)
+	high := c.Rate(config.Download)
 	if high <= 20000 {
 		t.Fatalf("no raise while loaded without delay: %d", high)
 	}
@@ -217,8 +219,8 @@ func TestBloatOnset(t *testing.T) {
 	if len(cut) != 1 || cut[0].To >= high {
 		t.Fatalf("changes on bloat: %+v", cut)
 	}
-	if c.State(Down) != Bloated {
-		t.Errorf("state %s", c.State(Down))
+	if c.State(config.Download) != Bloated {
+		t.Errorf("state %s", c.State(config.Download))
 	}
 	// within the refractory period: no second cut
 	if ch := step(40, cut[0].To); len(ch) != 0 {
@@ -226,10 +228,10 @@ func TestBloatOnset(t *testing.T) {
 	}
 	// after the settle time, with the delay gone, it rises again, slowly near the bloat rate
 	for range 25 {
-		step(1, c.Rate(Down))
+		step(1, c.Rate(config.Download))
 	}
-	if c.Rate(Down) <= cut[0].To || c.Rate(Down) > high {
-		t.Errorf("after the bloat: %d (cut to %d from %d)", c.Rate(Down), cut[0].To, high)
+	if c.Rate(config.Download) <= cut[0].To || c.Rate(config.Download) > high {
+		t.Errorf("after the bloat: %d (cut to %d from %d)", c.Rate(config.Download), cut[0].To, high)
 	}
 }
 
@@ -250,8 +252,8 @@ func TestIdleSpike(t *testing.T) {
 			t.Fatalf("step %d: %+v", i, ch)
 		}
 	}
-	if c.Rate(Down) != 20000 || c.Rate(Up) != 5000 || c.State(Down) != Idle {
-		t.Errorf("rates %d/%d state %s", c.Rate(Down), c.Rate(Up), c.State(Down))
+	if c.Rate(config.Download) != 20000 || c.Rate(config.Upload) != 5000 || c.State(config.Download) != Idle {
+		t.Errorf("rates %d/%d state %s", c.Rate(config.Download), c.Rate(config.Upload), c.State(config.Download))
 	}
 }
 
@@ -262,17 +264,17 @@ func TestStall(t *testing.T) {
 	at := t0
 	for range 60 {
 		at = at.Add(100 * time.Millisecond)
-		c.Add(Sample{At: at, AddedMs: 1, Dir: Down})
-		c.Step(at, [2]int{c.Rate(Down), 0})
+		c.Add(Sample{At: at, AddedMs: 1, Dir: config.Download})
+		c.Step(at, [2]int{c.Rate(config.Download), 0})
 	}
-	if c.Rate(Down) <= 20000 {
-		t.Fatalf("no raise: %d", c.Rate(Down))
+	if c.Rate(config.Download) <= 20000 {
+		t.Fatalf("no raise: %d", c.Rate(config.Download))
 	}
 	var got []Change
 	last := at
 	for range 30 { // 3 s without a sample, still loaded
 		at = at.Add(100 * time.Millisecond)
-		for _, ch := range c.Step(at, [2]int{c.Rate(Down), 0}) {
+		for _, ch := range c.Step(at, [2]int{c.Rate(config.Download), 0}) {
 			// no evidence, no raise: a raise needs a sample from the last 300 ms
 			if strings.Contains(ch.Why, "raise") && at.Sub(last) >= 300*time.Millisecond {
 				t.Errorf("raised %v after the last sample: %+v", at.Sub(last), ch)
@@ -282,13 +284,13 @@ func TestStall(t *testing.T) {
 			}
 		}
 	}
-	if c.State(Down) != Stalled || c.Rate(Down) != 20000 || len(got) != 1 || !strings.Contains(got[0].Why, "stall") {
-		t.Errorf("stall: state %s rate %d changes %+v", c.State(Down), c.Rate(Down), got)
+	if c.State(config.Download) != Stalled || c.Rate(config.Download) != 20000 || len(got) != 1 || !strings.Contains(got[0].Why, "stall") {
+		t.Errorf("stall: state %s rate %d changes %+v", c.State(config.Download), c.Rate(config.Download), got)
 	}
 	at = at.Add(100 * time.Millisecond)
-	c.Add(Sample{At: at, AddedMs: 1, Dir: Down})
+	c.Add(Sample{At: at, AddedMs: 1, Dir: config.Download})
 	c.Step(at, [2]int{20000, 0})
-	if c.State(Down) == Stalled {
+	if c.State(config.Download) == Stalled {
 		t.Error("still stalled after a sample")
 	}
 }
@@ -305,7 +307,7 @@ func TestBounds(t *testing.T) {
 			ms = 500
 		}
 		c.Add(Sample{At: at, AddedMs: ms, Both: true})
-		for _, ch := range c.Step(at, [2]int{c.Rate(Down), c.Rate(Up)}) {
+		for _, ch := range c.Step(at, [2]int{c.Rate(config.Download), c.Rate(config.Upload)}) {
 			if ch.To < p.Min[ch.Dir] || ch.To > p.Max[ch.Dir] {
 				t.Fatalf("%+v outside [%d, %d]", ch, p.Min[ch.Dir], p.Max[ch.Dir])
 			}
@@ -318,8 +320,8 @@ func TestParamsCheck(t *testing.T) {
 		mod  func(*Params)
 		want string
 	}{
-		{func(p *Params) { p.Min[Down] = 0 }, "download rates"},
-		{func(p *Params) { p.Base[Up] = 20000 }, "upload rates"},
+		{func(p *Params) { p.Min[config.Download] = 0 }, "download rates"},
+		{func(p *Params) { p.Base[config.Upload] = 20000 }, "upload rates"},
 		{func(p *Params) { p.Votes = 9 }, "votes"},
 		{func(p *Params) { p.HoldMs = 50 }, "hold"},
 	} {

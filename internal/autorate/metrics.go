@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Metrics are the daemon's figures in Prometheus' text format. The
@@ -41,7 +43,7 @@ func (m *Metrics) update(c *Controller, load [2]int, changes int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for d := range 2 {
-		m.rate[d], m.load[d], m.state[d] = c.Rate(Dir(d)), load[d], c.State(Dir(d))
+		m.rate[d], m.load[d], m.state[d] = c.Rate(config.Direction(d)), load[d], c.State(config.Direction(d))
 	}
 	m.changes = changes
 }
@@ -56,11 +58,11 @@ func (m *Metrics) Write(w io.Writer) {
 	// metrics): bits per second and seconds (TestMetricsBaseUnits)
 	gauge("sqmkit_autorate_rate_bits_per_second", "shaper rate set by autorate")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_rate_bits_per_second{direction=%q} %d\n", Dir(d), m.rate[d]*1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_rate_bits_per_second{direction=%q} %d\n", config.Direction(d), m.rate[d]*1000)
 	}
 	gauge("sqmkit_autorate_load_bits_per_second", "traffic the shaper carried in the last interval")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_load_bits_per_second{direction=%q} %d\n", Dir(d), m.load[d]*1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_load_bits_per_second{direction=%q} %d\n", config.Direction(d), m.load[d]*1000)
 	}
 	gauge("sqmkit_autorate_state", "1 for the state each direction is in")
 	for d := range 2 {
@@ -69,7 +71,7 @@ func (m *Metrics) Write(w io.Writer) {
 			if m.state[d] == s {
 				v = 1
 			}
-			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%q,state=%q} %d\n", Dir(d), s, v)
+			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%q,state=%q} %d\n", config.Direction(d), s, v)
 		}
 	}
 	gauge("sqmkit_autorate_added_delay_seconds", "latest probe's delay above its path's baseline")

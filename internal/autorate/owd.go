@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Raw is one probe's delay before its path's baseline is taken off.
@@ -17,8 +18,8 @@ type Raw struct {
 	At   time.Time
 	Path string // the baseline it is measured against
 	Ms   float64
-	Both bool // a round trip
-	Dir  Dir  // a one-way delay's direction
+	Both bool             // a round trip
+	Dir  config.Direction // a one-way delay's direction
 }
 
 // Source sends a probe when the daemon's tick asks for one and hands back
@@ -171,8 +172,8 @@ func (s *Server) Probe(now time.Time, out []Raw) []Raw {
 				return true // a reply of an ended session, or not one of ours
 			}
 			out = append(out,
-				Raw{At: now, Path: "server-up", Ms: float64(p.ServerRecv-p.ClientSend) / 1e6, Dir: Up},
-				Raw{At: now, Path: "server-down", Ms: float64(at.UnixNano()-p.ServerSend) / 1e6, Dir: Down})
+				Raw{At: now, Path: "server-up", Ms: float64(p.ServerRecv-p.ClientSend) / 1e6, Dir: config.Upload},
+				Raw{At: now, Path: "server-down", Ms: float64(at.UnixNano()-p.ServerSend) / 1e6, Dir: config.Download})
 			cur.acked = max(cur.acked, p.Seq+1)
 			return cur.acked < cur.seq
 		})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/bbserver/bbservertest"
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // One-way delays from a sqmkit serve on loopback: both directions, near
@@ -30,8 +31,8 @@ func TestServerSource(t *testing.T) {
 		}
 		last = r.At
 	}
-	if n[Up] < 80 || n[Down] < 80 {
-		t.Errorf("samples: %d up, %d down in 3.5 s at 20 ms", n[Up], n[Down])
+	if n[config.Upload] < 80 || n[config.Download] < 80 {
+		t.Errorf("samples: %d up, %d down in 3.5 s at 20 ms", n[config.Upload], n[config.Download])
 	}
 	// the next session opens before the current one ends: one probe
 	// interval and a handshake at most

@@ -121,7 +121,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		return err
 	}
 	// start at the base rates: the controller's first belief
-	if err := d.Shaper.Set(config.Rates{Download: p.Base[Down], Upload: p.Base[Up]}); err != nil {
+	if err := d.Shaper.Set(config.Rates{Download: p.Base[config.Download], Upload: p.Base[config.Upload]}); err != nil {
 		return fmt.Errorf("setting the base rates: %w", err)
 	}
 	sctx, stopSource := context.WithCancel(ctx)
@@ -137,7 +137,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		f.counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev), fd: -1}
 		defer f.counters[dir].close()
 	}
-	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s", p.Min[Down], p.Max[Down], p.Min[Up], p.Max[Up], p.Base[Down], p.Base[Up], d.Source.Name())
+	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s", p.Min[config.Download], p.Max[config.Download], p.Min[config.Upload], p.Max[config.Upload], p.Base[config.Download], p.Base[config.Upload], d.Source.Name())
 	// One timer for everything: each tick reads the replies that came
 	// back and sends the next probe; every Interval it also decides. A
 	// wakeup is what costs on a router (see stamped).
@@ -211,7 +211,7 @@ type follower struct {
 // sample reads the delay source's replies into the controller.
 func (f *follower) sample(now time.Time) {
 	c := f.c
-	quiet := c.State(Down) != Loaded && c.State(Down) != Bloated && c.State(Up) != Loaded && c.State(Up) != Bloated
+	quiet := c.State(config.Download) != Loaded && c.State(config.Download) != Bloated && c.State(config.Upload) != Loaded && c.State(config.Upload) != Bloated
 	f.raws = f.d.Source.Probe(now, f.raws[:0])
 	for _, r := range f.raws {
 		b := f.baselines[r.Path]
@@ -240,7 +240,7 @@ func (f *follower) step(now time.Time) {
 		}
 		f.resync = false
 		d.log("shaper found again at %d/%d kbit/s", got.Download, got.Upload)
-		if got.Download != c.Rate(Down) || got.Upload != c.Rate(Up) {
+		if got.Download != c.Rate(config.Download) || got.Upload != c.Rate(config.Upload) {
 			d.set(c, nil, &f.resync)
 		}
 	}
@@ -258,7 +258,7 @@ func (f *follower) step(now time.Time) {
 	f.pace(now)
 	if !now.Before(f.nextSummary) {
 		f.nextSummary = now.Add(d.Summary)
-		d.log("summary download=%d upload=%d state=%s/%s load=%d/%d changes=%d", c.Rate(Down), c.Rate(Up), c.State(Down), c.State(Up), load[Down], load[Up], f.changes)
+		d.log("summary download=%d upload=%d state=%s/%s load=%d/%d changes=%d", c.Rate(config.Download), c.Rate(config.Upload), c.State(config.Download), c.State(config.Upload), load[config.Download], load[config.Upload], f.changes)
 	}
 }
 
@@ -273,7 +273,7 @@ func (f *follower) load(now time.Time) (load [2]int, ok bool) {
 			// gone (PPPoE down) or re-created (a reconnect): its tree is
 			// a new one, read it again once it is back
 			if !f.stale {
-				f.d.log("%s %s: %v; waiting for it", Dir(dir), dev, errOr(err, "re-created"))
+				f.d.log("%s %s: %v; waiting for it", config.Direction(dir), dev, errOr(err, "re-created"))
 			}
 			// the first sight of a device is not a change of it
 			f.resync = f.resync || err != nil || f.ifindex[dir] != 0
@@ -300,7 +300,7 @@ func (f *follower) load(now time.Time) (load [2]int, ok bool) {
 func (f *follower) pace(now time.Time) {
 	d := f.d
 	want := d.Probe
-	if f.c.State(Down) == Idle && f.c.State(Up) == Idle {
+	if f.c.State(config.Download) == Idle && f.c.State(config.Upload) == Idle {
 		if f.idleSince.IsZero() {
 			f.idleSince = now
 		}
@@ -321,7 +321,7 @@ func (f *follower) pace(now time.Time) {
 
 // set applies the controller's rates and logs each change with its reason.
 func (d *Daemon) set(c *Controller, ch []Change, resync *bool) {
-	err := d.Shaper.Set(config.Rates{Download: c.Rate(Down), Upload: c.Rate(Up)})
+	err := d.Shaper.Set(config.Rates{Download: c.Rate(config.Download), Upload: c.Rate(config.Upload)})
 	if err != nil {
 		d.log("rate change failed: %v; reading the tree again", err)
 		*resync = true
@@ -335,11 +335,11 @@ func (d *Daemon) set(c *Controller, ch []Change, resync *bool) {
 
 // restoreBase leaves the configured rates behind.
 func (d *Daemon) restoreBase(p Params) {
-	if err := d.Shaper.Set(config.Rates{Download: p.Base[Down], Upload: p.Base[Up]}); err != nil {
+	if err := d.Shaper.Set(config.Rates{Download: p.Base[config.Download], Upload: p.Base[config.Upload]}); err != nil {
 		d.log("stopping: the base rates could not be restored: %v", err)
 		return
 	}
-	d.log("stopped; shaper back at %d/%d kbit/s", p.Base[Down], p.Base[Up])
+	d.log("stopped; shaper back at %d/%d kbit/s", p.Base[config.Download], p.Base[config.Upload])
 }
 
 func errOr(err error, s string) string {

@@ -73,7 +73,7 @@ func (s *script) Run(ctx context.Context) error {
 
 func (s *script) Probe(now time.Time, out []Raw) []Raw {
 	if ms, ok := s.ms(); ok {
-		out = append(out, Raw{At: now, Path: "up", Ms: 20 + ms, Dir: Up}, Raw{At: now, Path: "down", Ms: 20 + ms, Dir: Down})
+		out = append(out, Raw{At: now, Path: "up", Ms: 20 + ms, Dir: config.Upload}, Raw{At: now, Path: "down", Ms: 20 + ms, Dir: config.Download})
 	}
 	return out
 }

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Status is what a running autorate shows in its status file, for LuCI's
@@ -56,8 +58,8 @@ func (m *Metrics) snapshot() map[string]float64 {
 func (d *Daemon) record(st *Status, c *Controller, load [2]int, now time.Time) error {
 	p := Point{T: now.Unix(), Load: load, Added: d.Metrics.snapshot()}
 	for dir := range 2 {
-		p.Rate[dir] = c.Rate(Dir(dir))
-		st.State[dir] = string(c.State(Dir(dir)))
+		p.Rate[dir] = c.Rate(config.Direction(dir))
+		st.State[dir] = string(c.State(config.Direction(dir)))
 	}
 	st.At, st.Rate, st.Load = now.UTC(), p.Rate, load
 	st.Min, st.Base, st.Max = d.Params.Min, d.Params.Base, d.Params.Max

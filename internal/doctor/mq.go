@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Thresholds of the multi-queue checks (docs/design.md, "Multi-queue cake").
@@ -24,11 +24,11 @@ func (c *checker) multiqueue(wan, ifb string) {
 	if e := c.expect[wan]; e != nil && e.Plan != nil && e.Queue.UseMQ {
 		for _, d := range e.Plan.Dirs {
 			dev := d.Device
-			if d.Direction == plan.Ingress && ifb != "" {
+			if d.Direction == config.Download && ifb != "" {
 				dev = ifb
 			}
 			if root := c.tree(dev).root; d.Tree[0].Kind == "cake_mq" && root != nil && root.rec.Kind == "cake" {
-				c.add(Warn, "mq-plain-cake", fmt.Sprintf("%s %s", dev, d.Direction),
+				c.add(Warn, "mq-plain-cake", fmt.Sprintf("%s %s", dev, d.Direction.Side()),
 					"Run a kernel and tc that have cake_mq (Linux 7.0 or later, or OpenWrt 25.12; iproute2 7.1 or later) and start again, or set use_mq 0: plain cake shapes on one CPU.",
 					fmt.Sprintf("use_mq is set and %s has %d queues, but its root is plain cake", dev, d.Queues))
 			}

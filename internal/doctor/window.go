@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
-	"github.com/sqmkit/sqmkit/internal/plan"
 )
 
 // bypass compares what the shaper counted with what the device moved over
@@ -68,7 +68,7 @@ func (c *checker) mismatch(wan, ifb string) {
 	for _, d := range e.Plan.Dirs {
 		dev := d.Device
 		var ev []string
-		if d.Direction == plan.Ingress && ifb != "" && ifb != dev {
+		if d.Direction == config.Download && ifb != "" && ifb != dev {
 			ev = append(ev, fmt.Sprintf("download redirected to %s, config expects %s", ifb, dev))
 			dev = ifb
 		}
@@ -82,7 +82,7 @@ func (c *checker) mismatch(wan, ifb string) {
 			ev = append(ev, df.String())
 		}
 		if len(ev) > 0 {
-			c.add(Warn, "mismatch", fmt.Sprintf("%s %s", dev, d.Direction),
+			c.add(Warn, "mismatch", fmt.Sprintf("%s %s", dev, d.Direction.Side()),
 				"Re-apply the config (`sqmkit start`), or change /etc/config/sqm if the kernel holds what you want.", ev...)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -26,7 +27,7 @@ const (
 
 // Diff is one difference between the plan and the kernel.
 type Diff struct {
-	Direction plan.Direction
+	Direction config.Direction
 	Kind      Kind
 	Node      plan.Node // Missing and Extra: the node
 	// Value: what differs ("rate", "limit", ...) and both sides, printed.
@@ -68,7 +69,7 @@ func Compare(p *plan.Plan, s *tcstats.Snapshot) []Diff {
 func Dir(p *plan.Plan, d *plan.Dir, s *tcstats.Snapshot) []Diff {
 	var out []Diff
 	live := nodes(s, d.Device)
-	if d.Direction == plan.Ingress {
+	if d.Direction == config.Download {
 		live = append(live, nodes(s, p.Device)...)
 	}
 	for _, n := range d.Tree {
@@ -104,9 +105,9 @@ func extras(p *plan.Plan, s *tcstats.Snapshot) []Diff {
 			if contains(planned, n) {
 				continue
 			}
-			dir := plan.Egress
+			dir := config.Upload
 			if dev == p.IFB || n.Parent == tcstats.Ingress {
-				dir = plan.Ingress
+				dir = config.Download
 			}
 			out = append(out, Diff{Direction: dir, Kind: Extra, Node: n})
 		}

@@ -53,7 +53,7 @@ type link struct {
 
 // side is the configuration of one direction.
 type side struct {
-	dir          Direction
+	dir          config.Direction
 	rate         int
 	dev          string // where the shaper sits: WAN or IFB
 	rateField    string
@@ -105,10 +105,10 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 	p.note("effective MTU %d = %s %d + overhead %d", l.mtu, mtuFrom, devMTU, oh)
 	p.note("%s", linkLayerNote(q, l))
 
-	up := side{dir: Egress, rate: q.Upload, dev: q.Interface, rateField: "upload",
+	up := side{dir: config.Upload, rate: q.Upload, dev: q.Interface, rateField: "upload",
 		ecn: q.EgressECN, ecnField: "egress_ecn", target: q.ETarget, targetField: "etarget",
 		limit: q.ELimit, limitField: "elimit", opts: q.EQdiscOpts, optsFd: "eqdisc_opts"}
-	down := side{dir: Ingress, rate: q.Download, rateField: "download",
+	down := side{dir: config.Download, rate: q.Download, rateField: "download",
 		ecn: q.IngressECN, ecnField: "ingress_ecn", target: q.ITarget, targetField: "itarget",
 		limit: q.ILimit, limitField: "ilimit", opts: q.IQdiscOpts, optsFd: "iqdisc_opts"}
 
@@ -129,8 +129,8 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 		p.note("download 0: ingress not shaped, no IFB")
 	}
 
-	up.queues = mqQueues(p, q, Egress, f.TXQueues, "TX")
-	down.queues = mqQueues(p, q, Ingress, f.RXQueues, "RX")
+	up.queues = mqQueues(p, q, config.Upload, f.TXQueues, "TX")
+	down.queues = mqQueues(p, q, config.Download, f.RXQueues, "RX")
 	for _, s := range []side{up, down} {
 		if s.rate == 0 {
 			p.Clear = append(p.Clear, teardown(s.dir, q.Interface, ifb)...)
@@ -150,12 +150,12 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 // queue per RX queue of the WAN, since a redirected packet keeps the RX
 // queue it arrived on as its IFB queue, so more would stay idle. A single
 // queue takes plain cake, as cake_mq refuses it (TestPlanCakeMQ).
-func mqQueues(p *Plan, q config.Queue, dir Direction, n int, kind string) int {
-	if !q.UseMQ || (dir == Egress && q.Upload == 0) || (dir == Ingress && q.Download == 0) {
+func mqQueues(p *Plan, q config.Queue, dir config.Direction, n int, kind string) int {
+	if !q.UseMQ || (dir == config.Upload && q.Upload == 0) || (dir == config.Download && q.Download == 0) {
 		return 1
 	}
 	if q.Backend != config.Cake {
-		if dir == Egress {
+		if dir == config.Upload {
 			p.note("use_mq: only cake has a multi-queue variant (cake_mq); backend %s shapes on one queue", q.Backend)
 		}
 		return 1
@@ -167,14 +167,14 @@ func mqQueues(p *Plan, q config.Queue, dir Direction, n int, kind string) int {
 	case n == 1:
 		have = fmt.Sprintf("%s has one %s queue", q.Interface, kind)
 	}
-	if dir == Ingress {
+	if dir == config.Download {
 		have += "; a redirected packet's RX queue is its IFB queue"
 	}
 	if n < 2 {
-		p.note("use_mq: %s: %s, so plain cake (cake_mq needs two or more)", dir, have)
+		p.note("use_mq: %s: %s, so plain cake (cake_mq needs two or more)", dir.Side(), have)
 		return 1
 	}
-	p.note("use_mq: %s: cake_mq over %d queues (%s)", dir, n, have)
+	p.note("use_mq: %s: cake_mq over %d queues (%s)", dir.Side(), n, have)
 	return n
 }
 
@@ -222,7 +222,7 @@ func checkFacts(q config.Queue, f linkinfo.Facts) error {
 
 func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 	d := &Dir{Direction: s.dir, Device: s.dev, RateKbit: s.rate, Overhead: l.overhead, MTU: l.mtu, MPU: l.mpu, Queues: s.queues}
-	d.note("%s on %s: %d kbit/s (%s)", s.dir, s.dev, s.rate, s.rateField)
+	d.note("%s on %s: %d kbit/s (%s)", s.dir.Side(), s.dev, s.rate, s.rateField)
 	var err error
 	switch q.Backend {
 	case config.NSS:
@@ -237,7 +237,7 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 	}
 	wan := q.Interface
 	d.Teardown = teardown(s.dir, wan, ifb)
-	if s.dir == Egress {
+	if s.dir == config.Upload {
 		return d, nil
 	}
 	add := []string{"link", "add", "name", ifb, "type", "ifb"}
@@ -266,7 +266,7 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 // without its shaper, then the IFB's root, then wan's root. Start runs the
 // per-direction parts (Dir.Teardown, Plan.Clear); stop runs it whole.
 func Teardown(wan, ifb string) [][]string {
-	return append(teardown(Ingress, wan, ifb), teardown(Egress, wan, ifb)...)
+	return append(teardown(config.Download, wan, ifb), teardown(config.Upload, wan, ifb)...)
 }
 
 // RemoveIFB is the ip batch that deletes an IFB a stop no longer needs.
@@ -282,8 +282,8 @@ func IFBOf(q config.Queue) string {
 
 // teardown removes direction dir's tree from wan (and its IFB); each line
 // may fail harmlessly when nothing is there.
-func teardown(dir Direction, wan, ifb string) [][]string {
-	if dir == Egress {
+func teardown(dir config.Direction, wan, ifb string) [][]string {
+	if dir == config.Upload {
 		return [][]string{{"qdisc", "del", "dev", wan, "root"}}
 	}
 	// The redirect goes first so no packet is sent to an IFB without a qdisc.

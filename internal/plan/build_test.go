@@ -39,6 +39,18 @@ func mustBuild(t *testing.T, q config.Queue, f linkinfo.Facts) *Plan {
 
 func line(argv []string) string { return strings.Join(argv, " ") }
 
+// dirOf is p's plan of direction d; the test fails when p does not shape it.
+func dirOf(t *testing.T, p *Plan, d config.Direction) *Dir {
+	t.Helper()
+	for _, x := range p.Dirs {
+		if x.Direction == d {
+			return x
+		}
+	}
+	t.Fatalf("the plan does not shape the %s", d)
+	return nil
+}
+
 func TestTelekomWorkedExample(t *testing.T) {
 	q, f := telekom()
 	// The fixture's egress was shaped at 145000 kbit and its ingress at
@@ -49,12 +61,12 @@ func TestTelekomWorkedExample(t *testing.T) {
 		t.Fatalf("got %d dirs, want 2", len(p.Dirs))
 	}
 	for _, tc := range []struct {
-		dir   Direction
+		dir   config.Direction
 		dev   string
 		limit int
 		ecn   string
-	}{{Egress, "wan", 354, ""}, {Ingress, "ifb@wan", 720, " ecn"}} {
-		d := p.Dirs[tc.dir]
+	}{{config.Upload, "wan", 354, ""}, {config.Download, "ifb@wan", 720, " ecn"}} {
+		d := dirOf(t, p, tc.dir)
 		if d.Direction != tc.dir || d.Device != tc.dev {
 			t.Errorf("%v: dir %v on %s", tc.dir, d.Direction, d.Device)
 		}
@@ -146,7 +158,7 @@ func TestMatrix(t *testing.T) {
 					t.Errorf("%s/%s: no note contains %q: %q", c.name, b, c.noteContain, p.Notes)
 				}
 				for _, d := range p.Dirs {
-					name := c.name + "/" + string(b) + "/" + strconv.Itoa(rate) + "/" + d.Direction.String()
+					name := c.name + "/" + string(b) + "/" + strconv.Itoa(rate) + "/" + d.Direction.Side()
 					if d.Overhead != oh || d.MTU != mtu {
 						t.Errorf("%s: overhead %d mtu %d, want %d %d", name, d.Overhead, d.MTU, oh, mtu)
 					}
@@ -201,7 +213,7 @@ func checkRules(t *testing.T, name string, b config.Backend, rate, mtu int, d *D
 	if d.Target != wantT || d.Interval != wantI {
 		t.Errorf("%s: target %v interval %v, want %v %v", name, d.Target, d.Interval, wantT, wantI)
 	}
-	if d.ECN != (d.Direction == Ingress) {
+	if d.ECN != (d.Direction == config.Download) {
 		t.Errorf("%s: ECN %v", name, d.ECN)
 	}
 }
@@ -246,6 +258,19 @@ func TestNumbers(t *testing.T) {
 		}
 		if tc.b == config.NSS && strings.Contains(leaf, "ecn") {
 			t.Errorf("%s: egress nss leaf has ecn by default: %q", name, leaf)
+		}
+	}
+}
+
+// TestPlanRates: the planned rates by direction, 0 where the plan does not
+// shape (what the rate state records and a follower starts from).
+func TestPlanRates(t *testing.T) {
+	eth := linkinfo.Facts{MTU: 1500, Proto: "dhcp"}
+	for _, want := range []config.Rates{{Download: 40000, Upload: 8000}, {Download: 40000}, {Upload: 8000}} {
+		q := baseQueue(config.Cake, "eth0", 0)
+		q.Download, q.Upload = want.Download, want.Upload
+		if got := mustBuild(t, q, eth).Rates(); got != want {
+			t.Errorf("Rates() = %+v, want %+v", got, want)
 		}
 	}
 }

@@ -36,13 +36,13 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 	if diffserv == "" {
 		diffserv = "besteffort"
 	}
-	if s.dir == Ingress && q.SquashIngress && diffserv != "besteffort" {
+	if s.dir == config.Download && q.SquashIngress && diffserv != "besteffort" {
 		diffserv = "besteffort"
 		d.note("squash_ingress: DSCP ignored on ingress, diffserv besteffort")
 	}
 	rtt := cakeRTT(q.RTT)
 	isolation := "dual-srchost"
-	if s.dir == Ingress {
+	if s.dir == config.Download {
 		isolation = "dual-dsthost"
 	}
 	args := []arg{
@@ -51,7 +51,7 @@ func cakeTree(d *Dir, q config.Queue, l link, s side) error {
 		{key: isolation, group: "isolation"},
 		{key: "nat", group: "nat"},
 	}
-	if s.dir == Ingress {
+	if s.dir == config.Download {
 		if q.SquashDSCP {
 			args = append(args, arg{key: "wash", group: "wash"})
 			d.note("squash_dscp: wash clears DSCP on ingress")

@@ -18,7 +18,7 @@ import (
 // qdisc, and it does not depend on the rate.
 func Change(from, to *Dir) ([][]string, error) {
 	if from.Direction != to.Direction || from.Device != to.Device || !slices.Equal(from.Tree, to.Tree) {
-		return nil, fmt.Errorf("%s on %s: the tree at the new rate differs from the running one; a rate change needs a restart here", to.Direction, to.Device)
+		return nil, fmt.Errorf("%s on %s: the tree at the new rate differs from the running one; a rate change needs a restart here", to.Direction.Side(), to.Device)
 	}
 	if len(to.Tree) == 0 {
 		return nil, nil
@@ -45,7 +45,7 @@ func Change(from, to *Dir) ([][]string, error) {
 		}
 		lines = append(lines, leafChange(from, to, "1:", "nssfq_codel")...)
 	default:
-		return nil, fmt.Errorf("%s on %s: no rate change for a %s root", to.Direction, dev, root)
+		return nil, fmt.Errorf("%s on %s: no rate change for a %s root", to.Direction.Side(), dev, root)
 	}
 	return lines, nil
 }

@@ -40,47 +40,47 @@ func TestOptionOverride(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		b     config.Backend
-		dir   Direction
+		dir   config.Direction
 		opts  string
 		elim  int
 		want  string // the leaf arguments after the kind
 		check func(*Dir) bool
 	}{
-		{"gaming preset", config.FQCodel, Egress, "interval 50ms quantum 304", 0,
+		{"gaming preset", config.FQCodel, config.Upload, "interval 50ms quantum 304", 0,
 			"limit 741 target 5ms interval 50ms quantum 304 flows 1024 noecn",
 			func(d *Dir) bool { return d.Interval == 50*time.Millisecond && d.FQQuantum == 304 }},
-		{"opts limit beats elimit", config.FQCodel, Egress, "limit 1000", 500,
+		{"opts limit beats elimit", config.FQCodel, config.Upload, "limit 1000", 500,
 			"limit 1000 target 5ms interval 100ms quantum 1518 flows 1024 noecn",
 			func(d *Dir) bool { return d.Limit == 1000 }},
-		{"elimit beats computed", config.FQCodel, Egress, "", 500,
+		{"elimit beats computed", config.FQCodel, config.Upload, "", 500,
 			"limit 500 target 5ms interval 100ms quantum 1518 flows 1024 noecn",
 			func(d *Dir) bool { return d.Limit == 500 }},
-		{"ecn flag replaces noecn", config.FQCodel, Egress, "ecn", 0,
+		{"ecn flag replaces noecn", config.FQCodel, config.Upload, "ecn", 0,
 			"limit 741 target 5ms interval 100ms quantum 1518 flows 1024 ecn",
 			func(d *Dir) bool { return d.ECN }},
-		{"noecn replaces ecn on ingress", config.FQCodel, Ingress, "noecn", 0,
+		{"noecn replaces ecn on ingress", config.FQCodel, config.Download, "noecn", 0,
 			"limit 741 target 5ms interval 100ms quantum 1518 flows 1024 noecn",
 			func(d *Dir) bool { return !d.ECN }},
-		{"last repeat wins", config.FQCodel, Egress, "quantum 300 quantum 400 target 3ms", 0,
+		{"last repeat wins", config.FQCodel, config.Upload, "quantum 300 quantum 400 target 3ms", 0,
 			"limit 741 target 3ms interval 100ms quantum 400 flows 1024 noecn",
 			func(d *Dir) bool { return d.FQQuantum == 400 && d.Target == 3*time.Millisecond }},
-		{"known key appended", config.FQCodel, Egress, "ce_threshold 2ms", 0,
+		{"known key appended", config.FQCodel, config.Upload, "ce_threshold 2ms", 0,
 			"limit 741 target 5ms interval 100ms quantum 1518 flows 1024 noecn ce_threshold 2ms", nil},
-		{"nss unknown before tail", config.NSS, Egress, "foo bar", 0,
+		{"nss unknown before tail", config.NSS, config.Upload, "foo bar", 0,
 			"limit 739 target 5ms interval 100ms flows 1024 quantum 1522 foo bar set_default accel_mode 0", nil},
-		{"nss ecn on egress", config.NSS, Egress, "ecn flows 2048", 0,
+		{"nss ecn on egress", config.NSS, config.Upload, "ecn flows 2048", 0,
 			"limit 739 target 5ms interval 100ms flows 2048 quantum 1522 ecn set_default accel_mode 0",
 			func(d *Dir) bool { return d.ECN && d.Flows == 2048 }},
-		{"nss noecn on ingress", config.NSS, Ingress, "noecn", 0,
+		{"nss noecn on ingress", config.NSS, config.Download, "noecn", 0,
 			"limit 739 target 5ms interval 100ms flows 1024 quantum 1522 noecn set_default accel_mode 0",
 			func(d *Dir) bool { return !d.ECN }},
-		{"cake modes", config.Cake, Egress, "diffserv4 nonat rtt 50ms", 0,
+		{"cake modes", config.Cake, config.Upload, "diffserv4 nonat rtt 50ms", 0,
 			"bandwidth 300000kbit diffserv4 dual-srchost nonat overhead 18 mpu 64 noatm rtt 50ms",
 			func(d *Dir) bool { return d.Interval == 50*time.Millisecond && d.Target == 2500*time.Microsecond }},
-		{"cake preset replaces rtt", config.Cake, Egress, "regional", 0,
+		{"cake preset replaces rtt", config.Cake, config.Upload, "regional", 0,
 			"bandwidth 300000kbit besteffort dual-srchost nat overhead 18 mpu 64 noatm regional",
 			func(d *Dir) bool { return d.Interval == 30*time.Millisecond }},
-		{"cake isolation on ingress", config.Cake, Ingress, "triple-isolate ack-filter overhead 44", 0,
+		{"cake isolation on ingress", config.Cake, config.Download, "triple-isolate ack-filter overhead 44", 0,
 			"bandwidth 300000kbit besteffort triple-isolate nat ingress overhead 44 mpu 64 noatm rtt 100ms ack-filter",
 			func(d *Dir) bool { return d.Overhead == 44 }},
 	} {
@@ -88,11 +88,11 @@ func TestOptionOverride(t *testing.T) {
 		q.EQdiscOpts, q.IQdiscOpts = tc.opts, tc.opts
 		q.ELimit = tc.elim
 		p := mustBuild(t, q, eth)
-		d := p.Dirs[tc.dir]
+		d := dirOf(t, p, tc.dir)
 		leafLine := d.TC[0]
 		if tc.b != config.Cake {
 			leafLine = d.TC[len(d.TC)-1]
-			if tc.dir == Ingress {
+			if tc.dir == config.Download {
 				leafLine = d.TC[len(d.TC)-3]
 			}
 		}

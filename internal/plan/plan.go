@@ -9,21 +9,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/config"
 )
 
-// Direction is the traffic direction a Dir shapes.
-type Direction int
-
-const (
-	Egress  Direction = iota // upload, shaped on the WAN device's root
-	Ingress                  // download, redirected to the IFB and shaped on its root
-)
-
-func (d Direction) String() string {
-	if d == Ingress {
-		return "ingress"
-	}
-	return "egress"
-}
-
 // Plan is everything a start of one queue does.
 type Plan struct {
 	Section string
@@ -38,10 +23,19 @@ type Plan struct {
 	Clear [][]string
 }
 
+// Rates are the planned rates, 0 in a direction the plan does not shape.
+func (p *Plan) Rates() config.Rates {
+	var r config.Rates
+	for _, d := range p.Dirs {
+		r.Set(d.Direction, d.RateKbit)
+	}
+	return r
+}
+
 // Dir is the plan of one direction. Setup, TC and Teardown are argv lines
 // without the program name, exactly as `ip -batch` / `tc -batch` take them.
 type Dir struct {
-	Direction Direction
+	Direction config.Direction
 	Device    string // whose root holds the shaper: the WAN device or the IFB
 
 	RateKbit  int

@@ -114,15 +114,15 @@ func TestTreeShape(t *testing.T) {
 			t.Errorf("%s ingress: wan nodes %+v", b, wan)
 		}
 
-		for _, only := range []Direction{Egress, Ingress} {
+		for _, only := range []config.Direction{config.Upload, config.Download} {
 			q := baseQueue(tc.b, "wan", 50000)
-			if only == Egress {
+			if only == config.Upload {
 				q.Download = 0
 			} else {
 				q.Upload = 0
 			}
 			p := mustBuild(t, q, linkinfo.Facts{MTU: 1500})
-			if len(p.Dirs) != 1 || p.Dirs[0].Direction != only || (only == Egress) != (p.IFB == "") {
+			if len(p.Dirs) != 1 || p.Dirs[0].Direction != only || (only == config.Upload) != (p.IFB == "") {
 				t.Errorf("%s %v only: %d dirs, IFB %q", b, only, len(p.Dirs), p.IFB)
 			}
 		}
@@ -219,25 +219,25 @@ func TestPlanCakeMQ(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := mustBuild(t, c.q, linkinfo.Facts{Device: "eth1", Exists: true, MTU: 1500, Kind: "ether", TXQueues: c.tx, RXQueues: c.rx})
-			kinds := map[Direction]string{}
+			kinds := map[config.Direction]string{}
 			for _, d := range p.Dirs {
 				kinds[d.Direction] = d.Tree[0].Kind
 				want := 1
 				if d.Tree[0].Kind == "cake_mq" {
-					want = map[Direction]int{Egress: c.tx, Ingress: c.rx}[d.Direction]
+					want = map[config.Direction]int{config.Upload: c.tx, config.Download: c.rx}[d.Direction]
 				}
 				if d.Queues != want {
-					t.Errorf("%s: a %s root over %d queues, want %d", d.Direction, d.Tree[0].Kind, d.Queues, want)
+					t.Errorf("%s: a %s root over %d queues, want %d", d.Direction.Side(), d.Tree[0].Kind, d.Queues, want)
 				}
-				if d.Direction == Ingress {
+				if d.Direction == config.Download {
 					setup := line(d.Setup[0])
 					if has := strings.Contains(setup, "numtxqueues"); has != (c.ifbQueues > 1) || c.ifbQueues > 1 && !strings.Contains(setup, fmt.Sprintf("numtxqueues %d ", c.ifbQueues)) {
 						t.Errorf("IFB created with %q, want %d queues", setup, c.ifbQueues)
 					}
 				}
 			}
-			if kinds[Egress] != c.egress || kinds[Ingress] != c.ingress {
-				t.Errorf("roots egress %q ingress %q, want %q %q", kinds[Egress], kinds[Ingress], c.egress, c.ingress)
+			if kinds[config.Upload] != c.egress || kinds[config.Download] != c.ingress {
+				t.Errorf("roots egress %q ingress %q, want %q %q", kinds[config.Upload], kinds[config.Download], c.egress, c.ingress)
 			}
 			notes := strings.Join(p.Notes, "\n")
 			if c.note != "" && !strings.Contains(notes, c.note) || c.note == "" && strings.Contains(notes, "use_mq") {

@@ -9,7 +9,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/drift"
-	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
@@ -57,7 +56,7 @@ func (e *Env) status(map[string]any) (any, error) {
 		}
 		if st.Plan != nil {
 			for _, d := range st.Plan.Dirs {
-				ds := dirStatus{Direction: directionName(d.Direction), Device: d.Device, Planned: d.Tree[0].Kind, RateKbit: d.RateKbit}
+				ds := dirStatus{Direction: d.Direction.String(), Device: d.Device, Planned: d.Tree[0].Kind, RateKbit: d.RateKbit}
 				if st.Live != nil {
 					if r := st.Live.Root(d.Device); r != nil && !r.IsDefault() {
 						ds.Root = r.Kind
@@ -72,14 +71,6 @@ func (e *Env) status(map[string]any) (any, error) {
 		out = append(out, qs)
 	}
 	return map[string]any{"queues": out, "jobs": e.running()}, nil
-}
-
-// directionName is how the pages name a direction: by what the user does.
-func directionName(d plan.Direction) string {
-	if d == plan.Ingress {
-		return "download"
-	}
-	return "upload"
 }
 
 // devCounters are one shaped device's root counters, totals since the
@@ -112,7 +103,7 @@ func (e *Env) counters(map[string]any) (any, error) {
 			if r == nil || r.IsDefault() {
 				continue
 			}
-			c := devCounters{Direction: directionName(d.Direction), Section: ts[i].Queue.Section, Root: r.Kind, Bytes: r.Stats.Bytes,
+			c := devCounters{Direction: d.Direction.String(), Section: ts[i].Queue.Section, Root: r.Kind, Bytes: r.Stats.Bytes,
 				Packets: r.Stats.Packets, Drops: r.Stats.Dropped, BacklogBytes: r.Stats.BacklogBytes, BacklogPackets: r.Stats.BacklogPackets}
 			for _, rec := range st.Live.Of(d.Device) {
 				c.Marks += marks(rec)

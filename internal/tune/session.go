@@ -305,7 +305,7 @@ func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, 
 	if _, err := config.WriteRates(root, file, u.Section, u.Old); err != nil {
 		return config.Rates{}, err
 	}
-	if r := apply.Rate(t, config.Rates{Download: u.Old.Download, Upload: u.Old.Upload}, "sqmkit tune --undo", opts); r.State == apply.Failed {
+	if r := apply.Rate(t, u.Old, "sqmkit tune --undo", opts); r.State == apply.Failed {
 		return u.Old, fmt.Errorf("config restored; the running shaper kept its rates (%v): run sqmkit start", r.Err)
 	}
 	ratestate.Clear(opts.RateDir, t.Queue.Interface)

@@ -448,8 +448,8 @@ func TestUndoRefusesBadRecords(t *testing.T) {
 		name, record, want string
 	}{
 		{"/dev/zero", "", "larger than"},
-		{"both 0", `{"section":"wan","old":{"Download":0,"Upload":0}}`, "both 0"},
-		{"out of range", `{"section":"wan","old":{"Download":-5,"Upload":999999999999}}`, "not a rate"},
+		{"both 0", `{"section":"wan","old":{"download_kbit":0,"upload_kbit":0}}`, "both 0"},
+		{"out of range", `{"section":"wan","old":{"download_kbit":-5,"upload_kbit":999999999999}}`, "not a rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			os.Remove(undoPath(root))

@@ -6,15 +6,8 @@ package linkemu
 import (
 	"fmt"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
-)
-
-// Direction selects which way of the link a device carries.
-type Direction int
-
-const (
-	Down Direction = iota // modem → router: the device facing the router
-	Up                    // modem → server: the device facing the internet
 )
 
 // ethHeader is what skb->len already holds on an Ethernet device besides
@@ -23,9 +16,9 @@ const ethHeader = 14
 
 // Rate is the shaper rate in kbit/s for one direction. PTM's 64/65
 // encoding costs rate, not bytes per packet, so it is taken off the rate.
-func Rate(p *profile.Profile, d Direction) int {
+func Rate(p *profile.Profile, d config.Direction) int {
 	r := p.Down
-	if d == Up {
+	if d == config.Upload {
 		r = p.Up
 	}
 	if p.LinkLayer == "ptm" {
@@ -53,17 +46,19 @@ const (
 // burst, a BNG's committed burst), so this is still a line users have.
 const bucketMs = 10
 
-// Batch returns the `tc -batch` lines for the modem's egress device dev.
+// Batch returns the `tc -batch` lines for the modem's egress device dev,
+// which carries direction d: the download on the device facing the router,
+// the upload on the one facing the internet.
 //
 // netem is the root so the delay line comes first and the queue forms in the
 // tbf child behind it (its byte limit is the buffer: rate × buffer_ms). The
 // stab on the root makes every packet cost its wire size in the tbf:
 // profile overhead minus the headers already in skb->len on that device (the
 // router-facing device also carries VLAN and PPPoE headers).
-func Batch(p *profile.Profile, dev string, d Direction) []string {
+func Batch(p *profile.Profile, dev string, d config.Direction) []string {
 	rate := Rate(p, d)
 	over := p.Overhead - ethHeader
-	if d == Down {
+	if d == config.Download {
 		over -= p.Encap.HeaderBytes()
 	}
 	stab := fmt.Sprintf("stab overhead %d linklayer ethernet mpu 64", over)
@@ -72,7 +67,7 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 	}
 	burst, limit := sizes(rate, p.BufferMs)
 	shaper := fmt.Sprintf("tbf rate %dkbit burst %d limit %d", rate, burst, limit)
-	if p.BoostMB > 0 && d == Down {
+	if p.BoostMB > 0 && d == config.Download {
 		// A cable modem's boost: a token bucket of BoostMB at the line
 		// rate, drained at most at the boost rate (tbf's peak bucket,
 		// mtu); after an idle spell the bucket is full again. The peak
@@ -94,7 +89,7 @@ func Batch(p *profile.Profile, dev string, d Direction) []string {
 // Change is the tc line that moves direction d's bottleneck on dev to
 // rate kbit/s (a capacity trace), keeping the profile's buffer in bytes:
 // a modem's buffer is memory, so at a lower rate it holds more time.
-func Change(p *profile.Profile, dev string, d Direction, rate int) []string {
+func Change(p *profile.Profile, dev string, d config.Direction, rate int) []string {
 	burst, _ := sizes(rate, p.BufferMs)
 	_, limit := sizes(Rate(p, d), p.BufferMs)
 	return []string{"qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",

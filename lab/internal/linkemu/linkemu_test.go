@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
 
@@ -18,37 +19,37 @@ func TestBatch(t *testing.T) {
 	tests := []struct {
 		name string
 		p    *profile.Profile
-		d    Direction
+		d    config.Direction
 		want []string
 	}{
-		{"cable down", cable, Down, []string{
+		{"cable down", cable, config.Download, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 50000 limit 2500000",
 		}},
-		{"cable up", cable, Up, []string{
+		{"cable up", cable, config.Upload, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 8000kbit burst 10000 limit 500000",
 		}},
 		// PPPoE headers ride in skb->len on the router-facing device only
 		// (the VLAN tag stays in skb metadata until after the qdisc).
-		{"vdsl down", vdsl, Down, []string{
+		{"vdsl down", vdsl, config.Download, []string{
 			"qdisc replace dev m root handle 1: stab overhead 12 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 29538kbit burst 36920 limit 1107600",
 		}},
-		{"vdsl up", vdsl, Up, []string{
+		{"vdsl up", vdsl, config.Upload, []string{
 			"qdisc replace dev m root handle 1: stab overhead 20 linklayer ethernet mpu 64 netem delay 7500us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 9846kbit burst 12300 limit 369000",
 		}},
 		// the boost is the download's: a 20 MB bucket drained at 48 Mbit/s
-		{"cable-boost down", &boost, Down, []string{
+		{"cable-boost down", &boost, config.Download, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 40000kbit burst 20000000 peakrate 48000kbit mtu 60000 limit 2500000",
 		}},
-		{"cable-boost up: none", &boost, Up, []string{
+		{"cable-boost up: none", &boost, config.Upload, []string{
 			"qdisc replace dev m root handle 1: stab overhead 4 linklayer ethernet mpu 64 netem delay 10000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 8000kbit burst 10000 limit 500000",
 		}},
-		{"adsl up: floor on limit", adsl, Up, []string{
+		{"adsl up: floor on limit", adsl, config.Upload, []string{
 			"qdisc replace dev m root handle 1: stab overhead 18 linklayer atm netem delay 15000us limit 100000",
 			"qdisc replace dev m parent 1:1 handle 10: tbf rate 1000kbit burst 4000 limit 100000",
 		}},
@@ -66,11 +67,11 @@ func TestBatch(t *testing.T) {
 // trace's highest) and sizes the burst for the new rate.
 func TestChange(t *testing.T) {
 	p := &profile.Profile{Down: 60000, Up: 15000, BufferMs: 500}
-	got := strings.Join(Change(p, "m0", Down, 5000), " ")
+	got := strings.Join(Change(p, "m0", config.Download, 5000), " ")
 	if want := "qdisc change dev m0 parent 1:1 handle 10: tbf rate 5000kbit burst 6250 limit 3750000"; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
-	got = strings.Join(Change(p, "m1", Up, 15000), " ")
+	got = strings.Join(Change(p, "m1", config.Upload, 15000), " ")
 	if want := "qdisc change dev m1 parent 1:1 handle 10: tbf rate 15000kbit burst 18750 limit 937500"; got != want {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
