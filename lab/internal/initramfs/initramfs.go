@@ -130,8 +130,18 @@ o=trans=virtio,version=9p2000.L,msize=512000
 # it like a router caches its root filesystem, so a program run twice is
 # read over 9p once (cache=none would read it again on every exec).
 $B mount -t 9p -o ro,cache=loose,$o ` + TagRoot + ` /mnt || $B poweroff -f
+# The guest's own /tmp and /run hide the host's: labmods and labpath (a
+# clone of the repo under /tmp keeps both in its lab/.cache) are held
+# before they are covered and put back at their paths after.
+$B mkdir -p /keep/mods /keep/path
+[ -z "$labmods" ] || $B mount --bind "/mnt$labmods" /keep/mods || $B poweroff -f
+[ -z "$labpath" ] || $B mount --bind "/mnt$labpath" /keep/path || $B poweroff -f
 $B mount -t tmpfs tmp /mnt/tmp
 $B mount -t tmpfs run /mnt/run
+if [ -n "$labpath" ]; then
+	$B mkdir -p "/mnt$labpath" 2>/dev/null
+	$B mount --move /keep/path "/mnt$labpath" || $B poweroff -f
+fi
 $B mkdir -p "/mnt$labresults" 2>/dev/null
 $B mount -t 9p -o $o ` + TagResults + ` "/mnt$labresults" || $B poweroff -f
 # A kernel the host does not run keeps its modules elsewhere (labmods): the
@@ -139,7 +149,7 @@ $B mount -t 9p -o $o ` + TagResults + ` "/mnt$labresults" || $B poweroff -f
 if [ -n "$labmods" ]; then
 	$B mount -t tmpfs mods /mnt/lib/modules
 	$B mkdir -p "/mnt/lib/modules/$($B uname -r)"
-	$B mount --bind "/mnt$labmods" "/mnt/lib/modules/$($B uname -r)" || $B poweroff -f
+	$B mount --move /keep/mods "/mnt/lib/modules/$($B uname -r)" || $B poweroff -f
 fi
 for d in proc sys dev; do $B mount --move /$d /mnt/$d; done
 cmd=$(echo "$labcmd" | $B tr ':' ' ')
