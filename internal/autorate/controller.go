@@ -135,12 +135,25 @@ const (
 	Steady  State = "steady" // carrying traffic below HighLoad
 )
 
-// Change is one decision to move a rate.
+// Change is one decision to move a rate: Reason for code and tests, Why
+// (with the figures behind it) for the log.
 type Change struct {
 	Dir      config.Direction
 	From, To int
+	Reason   Reason
 	Why      string
 }
+
+// Reason is the rule that moved a rate.
+type Reason string
+
+const (
+	ByStall Reason = "stall" // no delay sample: back to the base rate
+	ByBloat Reason = "bloat" // enough samples above BloatMs: cut below the capacity
+	ByIdle  Reason = "idle"  // no load: back toward the base rate
+	ByEase  Reason = "ease"  // delay above HoldMs under load: just under the capacity
+	ByRaise Reason = "raise" // loaded without added delay: up
+)
 
 // Controller is the state of both directions.
 type Controller struct {
@@ -231,15 +244,15 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 		ds := &c.dirs[d]
 		ds.load = load[d]
 		from := ds.rate
-		why := c.step(config.Direction(d), ds, now, stalled)
+		reason, why := c.step(config.Direction(d), ds, now, stalled)
 		if ds.rate != from {
-			out = append(out, Change{Dir: config.Direction(d), From: from, To: ds.rate, Why: why})
+			out = append(out, Change{Dir: config.Direction(d), From: from, To: ds.rate, Reason: reason, Why: why})
 		}
 	}
 	return out
 }
 
-func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) string {
+func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) (Reason, string) {
 	p := c.p
 	clamp := func(v float64) int { return max(p.Min[d], min(p.Max[d], int(math.Round(v)))) }
 	votes, sum := 0, 0.0
@@ -260,13 +273,13 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		ds.window = ds.window[:0]
 		if ds.rate > p.Base[d] {
 			ds.rate = p.Base[d]
-			return fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", p.Stall)
+			return ByStall, fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", p.Stall)
 		}
-		return ""
+		return "", ""
 	case votes >= p.Votes:
 		ds.state = Bloated
 		if now.Sub(ds.lastCut) < p.Refractory {
-			return ""
+			return "", ""
 		}
 		carried := c.capacity(d, ds)
 		cut := math.Min(p.DownMax, math.Max(p.DownMin, mean/float64(p.Drain.Milliseconds())))
@@ -275,12 +288,12 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		ds.lastCut = now
 		ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
 		ds.window = ds.window[:0] // the next decision on fresh samples
-		return fmt.Sprintf("bloat: %d of the last %d samples above +%g ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
+		return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%g ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
 			votes, p.Window, p.BloatMs, mean, int(carried), 100*cut)
 	case ds.load < p.IdleKbit:
 		ds.state = Idle
 		if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
-			return ""
+			return "", ""
 		}
 		ds.lastMove = now
 		step := p.IdleDecay * float64(p.Base[d])
@@ -289,11 +302,11 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		} else {
 			ds.rate = min(p.Base[d], clamp(float64(ds.rate)+step))
 		}
-		return "idle: back toward the base rate"
+		return ByIdle, "idle: back toward the base rate"
 	case c.loaded(d):
 		ds.state = Loaded
 		if !fresh || now.Sub(ds.lastCut) < p.Settle || now.Sub(ds.lastMove) < p.Move {
-			return ""
+			return "", ""
 		}
 		if mean > p.HoldMs {
 			// a queue is building, not yet bloat: the link carries less
@@ -304,7 +317,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			ds.lastMove, ds.lastEase = now, now
 			ds.bloatRate = int(carried)
 			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.Up/4))
-			return fmt.Sprintf("added delay +%.1f ms above the +%g ms hold, capacity about %d kbit/s: ease off under it", mean, p.HoldMs, int(carried))
+			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%g ms hold, capacity about %d kbit/s: ease off under it", mean, p.HoldMs, int(carried))
 		}
 		up := p.Up
 		switch r := float64(ds.rate); {
@@ -313,7 +326,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		case ds.bloatRate > 0 && r >= (1-p.Near)*float64(ds.bloatRate):
 			switch {
 			case now.Sub(ds.lastEase) < p.Cruise:
-				return "" // cruise at the eased rate before probing again
+				return "", "" // cruise at the eased rate before probing again
 			case ds.lastMove.Equal(ds.lastEase):
 				// the probe after a cruise: from 2 % under the capacity,
 				// a quarter step would land on it and learn nothing
@@ -324,10 +337,10 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		}
 		ds.lastMove = now
 		ds.rate = clamp(float64(ds.rate) * (1 + up))
-		return "loaded and no added delay: raise"
+		return ByRaise, "loaded and no added delay: raise"
 	default:
 		ds.state = Steady
-		return ""
+		return "", ""
 	}
 }
 

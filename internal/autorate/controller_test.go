@@ -210,7 +210,7 @@ func TestBloatOnset(t *testing.T) {
 	var cut []Change
 	for range 2 {
 		for _, ch := range step(40, high) {
-			if strings.Contains(ch.Why, "bloat") {
+			if ch.Reason == ByBloat {
 				cut = append(cut, ch)
 			}
 		}
@@ -276,15 +276,15 @@ func TestStall(t *testing.T) {
 		at = at.Add(100 * time.Millisecond)
 		for _, ch := range c.Step(at, [2]int{c.Rate(config.Download), 0}) {
 			// no evidence, no raise: a raise needs a sample from the last 300 ms
-			if strings.Contains(ch.Why, "raise") && at.Sub(last) >= 300*time.Millisecond {
+			if ch.Reason == ByRaise && at.Sub(last) >= 300*time.Millisecond {
 				t.Errorf("raised %v after the last sample: %+v", at.Sub(last), ch)
 			}
-			if !strings.Contains(ch.Why, "raise") {
+			if ch.Reason != ByRaise {
 				got = append(got, ch)
 			}
 		}
 	}
-	if c.State(config.Download) != Stalled || c.Rate(config.Download) != 20000 || len(got) != 1 || !strings.Contains(got[0].Why, "stall") {
+	if c.State(config.Download) != Stalled || c.Rate(config.Download) != 20000 || len(got) != 1 || got[0].Reason != ByStall {
 		t.Errorf("stall: state %s rate %d changes %+v", c.State(config.Download), c.Rate(config.Download), got)
 	}
 	at = at.Add(100 * time.Millisecond)

@@ -329,7 +329,7 @@ func (d *Daemon) set(c *Controller, ch []Change, resync *bool) {
 		return
 	}
 	for _, x := range ch {
-		d.log("change dir=%s from=%d to=%d why=%q", x.Dir, x.From, x.To, x.Why)
+		d.log("change dir=%s from=%d to=%d reason=%s why=%q", x.Dir, x.From, x.To, x.Reason, x.Why)
 	}
 }
 
