@@ -169,7 +169,7 @@ func markdown(rs []result) string {
 		fmt.Fprintf(&b, "Lab %s of %s, commit %s, guest kernel %s (`sqmkit-lab`; start times in the emulated guest).\n",
 			map[bool]string{true: "run", false: "runs"}[len(dates) < 2], strings.Join(dates, ", "),
 			strings.Join(distinct(rs, func(r result) string { return r.Commit }), ", "),
-			strings.Join(distinct(rs, func(r result) string { return cmp.Or(r.Kernel, "not recorded") }), ", "))
+			cmp.Or(strings.Join(distinct(rs, func(r result) string { return r.Kernel }), ", "), "not recorded"))
 	}
 	names, groups := byProfile(rs)
 	for _, name := range names {

@@ -120,6 +120,10 @@ func TestReadRuns(t *testing.T) {
 	if got := markdown(rs); !strings.HasPrefix(got, "Lab run of 2026-11-29, commit abc1234, guest kernel 6.12.57+deb13-amd64") {
 		t.Errorf("one day's runs: %q", got)
 	}
+	// the kernel tests' row names no kernel: the run's kernel is still the one
+	if got := markdown(append(rs, result{Profile: "kernel", Backend: "TestLab", Date: rs[0].Date, Commit: "abc1234"})); !strings.HasPrefix(got, "Lab run of 2026-11-29, commit abc1234, guest kernel 6.12.57+deb13-amd64 (") {
+		t.Errorf("with the kernel tests: %q", got)
+	}
 	rs[1].Date, rs[1].Commit = "2026-11-30T01:00:00Z", "def5678"
 	if got := markdown(rs); !strings.HasPrefix(got, "Lab runs of 2026-11-29, 2026-11-30, commit abc1234, def5678,") {
 		t.Errorf("two days' runs: %q", got)
