@@ -41,14 +41,15 @@ var Files = []File{
 }
 
 // LuCIFiles are luci-app-sqmkit's (the feed's second package): the views,
-// the chart they draw with, the menu, the ACL and the rpcd plugin, which
-// runs sqmkit rpcd. Install puts them where LuCI is.
+// the chart they draw with and how they show an error, the menu, the ACL
+// and the rpcd plugin, which runs sqmkit rpcd. Install puts them where LuCI is.
 var LuCIFiles = []File{
 	{"luci/htdocs/luci-static/resources/view/sqmkit/status.js", "www/luci-static/resources/view/sqmkit/status.js", 0o644},
 	{"luci/htdocs/luci-static/resources/view/sqmkit/test.js", "www/luci-static/resources/view/sqmkit/test.js", 0o644},
 	{"luci/htdocs/luci-static/resources/view/sqmkit/tune.js", "www/luci-static/resources/view/sqmkit/tune.js", 0o644},
 	{"luci/htdocs/luci-static/resources/view/sqmkit/autorate.js", "www/luci-static/resources/view/sqmkit/autorate.js", 0o644},
 	{"luci/htdocs/luci-static/resources/sqmkit/chart.js", "www/luci-static/resources/sqmkit/chart.js", 0o644},
+	{"luci/htdocs/luci-static/resources/sqmkit/notify.js", "www/luci-static/resources/sqmkit/notify.js", 0o644},
 	{"luci/root/usr/share/luci/menu.d/luci-app-sqmkit.json", "usr/share/luci/menu.d/luci-app-sqmkit.json", 0o644},
 	{"luci/root/usr/share/rpcd/acl.d/luci-app-sqmkit.json", "usr/share/rpcd/acl.d/luci-app-sqmkit.json", 0o644},
 	{"luci/root/usr/libexec/rpcd/sqmkit", "usr/libexec/rpcd/sqmkit", 0o755},

@@ -243,6 +243,9 @@ func testPage(t *testing.T, ctx context.Context, r *router, base string) {
 	if paths != 3 {
 		t.Errorf("%d drawn series, want round trip, download and upload", paths)
 	}
+	// no server configured yet: the plugin's {error} answer is shown
+	run(t, ctx, "start without a server", chromedp.Click("#sqmkit-test-start", chromedp.ByQuery),
+		waitText(".alert-message.danger", "server: name the sqmkit serve to test against"))
 	defer r.killJob("test")
 	run(t, ctx, "start a test", chromedp.SetValue("#sqmkit-server", r.server, chromedp.ByQuery), chromedp.Click("#sqmkit-test-start", chromedp.ByQuery),
 		waitText("#sqmkit-test-running", "A test runs against "+r.server), waitText("#sqmkit-test-log", "Mbit/s"))

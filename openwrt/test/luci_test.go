@@ -88,3 +88,23 @@ func TestMenuNamesTheViews(t *testing.T) {
 		t.Errorf("%d views in the menu, want status, test, tune and autorate", views)
 	}
 }
+
+// TestViewsRequireInstalledModules: every sqmkit module a view requires is
+// one the package installs (the browser test serves the source tree, where
+// a file the package forgets still loads).
+func TestViewsRequireInstalledModules(t *testing.T) {
+	req := regexp.MustCompile(`(?m)^'require sqmkit\.(\w+)`)
+	n := 0
+	for _, f := range openwrt.LuCIFiles {
+		if !strings.Contains(f.Dst, "/view/sqmkit/") {
+			continue
+		}
+		for _, m := range req.FindAllStringSubmatch(string(luciFile(t, f.Dst)), -1) {
+			luciFile(t, "www/luci-static/resources/sqmkit/"+m[1]+".js")
+			n++
+		}
+	}
+	if n < 4 { // chart in test and autorate, notify in status, test and tune
+		t.Errorf("%d sqmkit modules required by the views, want the chart's and notify's", n)
+	}
+}

@@ -2,7 +2,7 @@
 'require view';
 'require rpc';
 'require poll';
-'require ui';
+'require sqmkit.notify as notify';
 
 /*
  * Is the shaper really working? Each queue as `sqmkit status` sees it,
@@ -12,15 +12,6 @@
 var callStatus = rpc.declare({ object: 'sqmkit', method: 'status' });
 var callCounters = rpc.declare({ object: 'sqmkit', method: 'counters' });
 var callDoctor = rpc.declare({ object: 'sqmkit', method: 'doctor' });
-
-/* failed turns a plugin's {error} answer into a shown message */
-function failed(res) {
-	if (res && res.error) {
-		ui.addNotification(null, E('p', {}, res.error), 'danger');
-		return true;
-	}
-	return false;
-}
 
 function rate(bps) {
 	return bps >= 1e6 ? '%.1f Mbit/s'.format(bps / 1e6) : '%.0f kbit/s'.format(bps / 1e3);
@@ -100,7 +91,7 @@ return view.extend({
 
 	render: function(data) {
 		var status = data[0], counters = data[1], doctor = data[2];
-		failed(status);
+		notify.failed(status);
 		var queues = (status && status.queues) || [];
 		var nodes = E('div', {}, [
 			E('h2', {}, _('SQM proof (sqmkit)')),

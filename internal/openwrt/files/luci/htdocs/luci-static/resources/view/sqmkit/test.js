@@ -2,7 +2,7 @@
 'require view';
 'require rpc';
 'require poll';
-'require ui';
+'require sqmkit.notify as notify';
 'require sqmkit.chart as chart';
 
 /*
@@ -14,14 +14,6 @@
 var callState = rpc.declare({ object: 'sqmkit', method: 'test_state' });
 var callStart = rpc.declare({ object: 'sqmkit', method: 'test_start', params: ['server', 'token'] });
 var callResult = rpc.declare({ object: 'sqmkit', method: 'test_result', params: ['id'] });
-
-function failed(res) {
-	if (res && res.error) {
-		ui.addNotification(null, E('p', {}, res.error), 'danger');
-		return true;
-	}
-	return false;
-}
 
 return view.extend({
 	load: function() {
@@ -50,7 +42,7 @@ return view.extend({
 	showChart: function(id) {
 		var box = this.el.chart;
 		return callResult(id).then(function(res) {
-			if (failed(res))
+			if (notify.failed(res))
 				return;
 			var bands = res.phases.filter(function(p) { return p.end_s > p.start_s; })
 				.map(function(p) { return { name: p.name, from: p.start_s, to: p.end_s }; });
@@ -84,20 +76,20 @@ return view.extend({
 
 	refresh: function() {
 		return callState().then(L.bind(function(st) {
-			if (!failed(st))
+			if (!notify.failed(st))
 				this.fill(st);
 		}, this));
 	},
 
 	start: function() {
 		return callStart(this.el.server.value, this.el.token.value).then(L.bind(function(res) {
-			if (!failed(res))
+			if (!notify.failed(res))
 				return this.refresh();
 		}, this));
 	},
 
 	render: function(st) {
-		failed(st);
+		notify.failed(st);
 		st = st && !st.error ? st : { log: [], results: [] };
 		var el = this.el = {
 			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': 'vps.example.net:8693', 'value': st.server || '' }),

@@ -3,6 +3,7 @@
 'require rpc';
 'require poll';
 'require ui';
+'require sqmkit.notify as notify';
 
 /*
  * tune from the page: a search of minutes that runs on the router whether
@@ -15,14 +16,6 @@ var callStatus = rpc.declare({ object: 'sqmkit', method: 'status' });
 var callStart = rpc.declare({ object: 'sqmkit', method: 'tune_start', params: ['server', 'section', 'target', 'budget'] });
 var callWrite = rpc.declare({ object: 'sqmkit', method: 'tune_write' });
 var callUndo = rpc.declare({ object: 'sqmkit', method: 'tune_undo', params: ['section'] });
-
-function failed(res) {
-	if (res && res.error) {
-		ui.addNotification(null, E('p', {}, res.error), 'danger');
-		return true;
-	}
-	return false;
-}
 
 return view.extend({
 	load: function() {
@@ -66,7 +59,7 @@ return view.extend({
 
 	refresh: function() {
 		return callState().then(L.bind(function(st) {
-			if (!failed(st))
+			if (!notify.failed(st))
 				this.fill(st);
 		}, this));
 	},
@@ -74,14 +67,14 @@ return view.extend({
 	start: function() {
 		var el = this.el;
 		return callStart(el.server.value, el.section.value, el.target.value, +el.budget.value).then(L.bind(function(res) {
-			if (!failed(res))
+			if (!notify.failed(res))
 				return this.refresh();
 		}, this));
 	},
 
 	act: function(call, done) {
 		return call().then(L.bind(function(res) {
-			if (failed(res))
+			if (notify.failed(res))
 				return;
 			ui.addNotification(null, E('p', {}, done(res)), 'info');
 			return this.refresh();
@@ -90,7 +83,7 @@ return view.extend({
 
 	render: function(data) {
 		var st = data[0], status = data[1];
-		failed(st);
+		notify.failed(st);
 		st = st && !st.error ? st : { progress: [] };
 		var sections = ((status && status.queues) || []).map(function(q) { return q.section; });
 		var el = this.el = {
