@@ -342,51 +342,45 @@ func TestBidirAtLineUnsettled(t *testing.T) {
 }
 
 func TestBidirLowers(t *testing.T) {
-	s := newSim()
-	s.knee = 0.9
-	s.slopeMs = 1 // a gentle curve: a few % lower buys the bidirectional phase back
-	s.bidirExtra = 2
-	r, err := Search(context.Background(), s, searchConfig())
-	if err != nil {
-		t.Fatal(err)
+	searched := func(setup func(*sim)) (*sim, *Result) {
+		t.Helper()
+		s := newSim()
+		setup(s)
+		r, err := Search(context.Background(), s, searchConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, r
 	}
+	// a gentle curve: a few % lower buys the bidirectional phase back
+	_, r := searched(func(s *sim) { s.knee, s.slopeMs, s.bidirExtra = 0.9, 1, 2 })
 	if r.BidirLowered == 0 || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("lowered %d times, bidirectional +%.1f ms", r.BidirLowered, r.BidirMedian)
 	}
 	// the upload's queue, three quarters of the delay and more: only the
 	// upload is lowered
-	s = newSim()
-	s.bidirExtra, s.bidirUp = 30, true
-	r, err = Search(context.Background(), s, searchConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r = searched(func(s *sim) { s.bidirExtra, s.bidirUp = 30, true })
 	if r.BidirLowered == 0 || wasLowered(r.Download) || !wasLowered(r.Upload) {
 		t.Errorf("upload-only bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
 	}
 	// the download's queue, with the upload's share of the delay over a
 	// quarter: only the download is lowered
-	s = newSim()
-	s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.02
-	r, err = Search(context.Background(), s, searchConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, r = searched(func(s *sim) { s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.02 })
 	if r.BidirLowered == 0 || !wasLowered(r.Download) || wasLowered(r.Upload) {
 		t.Errorf("download's bidirectional queue: download %q, upload %q", r.Download.Why, r.Upload.Why)
+	}
+	// bidirBest is the best A+ download of s's link with its knee where
+	// both directions loaded put it
+	bidirBest := func(s *sim) int {
+		shifted := newSim()
+		shifted.knee -= s.bidirShift
+		return shifted.best(s.down, APlus)
 	}
 	// the download's knee 6 % lower with both loaded (as on the lab's
 	// vdsl × cake): a miss by several bars steps down several times 2 % at
 	// once, and lands within the acceptance of the bidirectional best
-	s = newSim()
-	s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.06
-	r, err = Search(context.Background(), s, searchConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	shifted := newSim()
-	shifted.knee -= s.bidirShift
-	best := shifted.best(s.down, APlus)
+	s, r := searched(func(s *sim) { s.knee, s.slopeMs, s.bidirShift = 0.95, 3, 0.06 })
+	best := bidirBest(s)
 	if r.BidirLowered > 2 || r.BidirMedian > APlus.MedianMs ||
 		float64(r.Download.RateKbit) < 0.97*float64(best) || float64(r.Download.RateKbit) > 1.01*float64(best) {
 		t.Errorf("download's knee 6%% lower when both load: lowered %d times to %d (bidirectional best %d), +%.1f ms: %s",
@@ -396,15 +390,8 @@ func TestBidirLowers(t *testing.T) {
 	// line, where the bidirectional phase meets a cliff and misses by
 	// far; the first lowering goes back to the line, not three steps
 	// under it
-	s = newSim()
-	s.lineRead, s.knee, s.bidirShift = 0.985, 0.995, 0.015
-	r, err = Search(context.Background(), s, searchConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	shifted = newSim()
-	shifted.knee -= s.bidirShift
-	best = shifted.best(s.down, APlus)
+	s, r = searched(func(s *sim) { s.lineRead, s.knee, s.bidirShift = 0.985, 0.995, 0.015 })
+	best = bidirBest(s)
 	if !r.Download.Has(RuleBackToLine) || float64(r.Download.RateKbit) < 0.99*float64(best) || r.BidirMedian > APlus.MedianMs {
 		t.Errorf("a bidirectional miss above the line: %d kbit/s (bidirectional best %d, line %d), +%.1f ms: %s",
 			r.Download.RateKbit, best, r.Download.Line.RateKbit, r.BidirMedian, r.Download.Why)
