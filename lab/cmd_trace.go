@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 )
 
@@ -21,7 +20,7 @@ func runTrace(repo string, args []string) int {
 	fs := flag.NewFlagSet("sqmkit-lab trace", flag.ExitOnError)
 	prof := fs.String("profile", "cable", "profile whose framing and buffer the trace runs on (its rates become the trace's)")
 	tr := fs.String("trace", "", "trace name (lab/traces/NAME.trace) or path")
-	ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
+	ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", "+ctlSqmkitMQ+" (cake_mq), ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
 	out := fs.String("out", "", "results directory (default lab/results/<time>-trace-<name>)")
 	kernel := kernelFlag(fs)
 	fs.Parse(args)
@@ -37,8 +36,8 @@ func runTrace(repo string, args []string) int {
 	}
 	cs := strings.Split(*ctls, ",")
 	for _, c := range cs {
-		if !slices.Contains(traceControllers, c) && !strings.HasPrefix(c, extPrefix) {
-			fatal(fmt.Errorf("--controllers: %q: want %s or ext:NAME=DIR", c, strings.Join(traceControllers, ", ")))
+		if !knownController(c) && !strings.HasPrefix(c, extPrefix) {
+			fatal(fmt.Errorf("--controllers: %q: want %s, %s or ext:NAME=DIR", c, strings.Join(traceControllers, ", "), ctlSqmkitMQ))
 		}
 		if strings.HasPrefix(c, extPrefix) {
 			if _, err := parseBackend(c); err != nil {

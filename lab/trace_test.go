@@ -68,3 +68,25 @@ func TestTraceChecks(t *testing.T) {
 		t.Errorf("ci trace %+v", r)
 	}
 }
+
+// TestControllers: sqmkit-mq is asked for by name, shapes with cake_mq and
+// is held to autorate's bars like sqmkit; the others shape with cake.
+func TestControllers(t *testing.T) {
+	for _, c := range []struct {
+		ctl            string
+		known, sqmkit  bool
+		shaper         string
+		inDefaultsList bool
+	}{
+		{ctlNone, true, false, "cake", true},
+		{ctlStaticMean, true, false, "cake", true},
+		{ctlSqmkit, true, true, "cake", true},
+		{ctlReflectors, true, true, "cake", true},
+		{ctlSqmkitMQ, true, true, "cake_mq", false},
+		{"sqmkit-fq", false, false, "cake", false},
+	} {
+		if knownController(c.ctl) != c.known || sqmkitController(c.ctl) != c.sqmkit || ctlShaper(c.ctl) != c.shaper || slices.Contains(traceControllers, c.ctl) != c.inDefaultsList {
+			t.Errorf("%s: known %v, sqmkit's %v, shaper %s, a default %v", c.ctl, knownController(c.ctl), sqmkitController(c.ctl), ctlShaper(c.ctl), slices.Contains(traceControllers, c.ctl))
+		}
+	}
+}
