@@ -75,7 +75,7 @@ func runGuest(planPath string) int {
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result
 	if lp.KernelTests {
-		r := result{Profile: "kernel", Backend: "TestLab", Date: time.Now().UTC().Format(time.RFC3339), Commit: lp.Commit,
+		r := result{Profile: kernelTestsProfile, Backend: "TestLab", Date: time.Now().UTC().Format(time.RFC3339), Commit: lp.Commit,
 			Status: "pass", Dir: filepath.Join(lp.Out, "kerneltests")}
 		if err := runKernelTests(filepath.Join(lp.Bin, "labtests"), lp.Out); err != nil {
 			r.Status, r.Error = "fail", err.Error()

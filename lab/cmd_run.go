@@ -164,6 +164,7 @@ func execute(repo, cmd, name, out, kernel string, plan []planRun, kernelTests bo
 	}
 	rs, err := runHost(repo, out, k, plan, kernelTests)
 	if err != nil {
+		printTable(os.Stdout, rs) // what the guest finished before it stopped
 		fatal(err)
 	}
 	printTable(os.Stdout, rs)

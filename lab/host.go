@@ -81,7 +81,32 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) 
 	if rerr != nil {
 		return nil, fmt.Errorf("the guest wrote no summary (%v); see %s", rerr, filepath.Join(out, "console.log"))
 	}
-	return rs, nil
+	return rs, incomplete(rs, n, filepath.Join(out, "console.log"))
+}
+
+// incomplete: a guest that stopped early (its kernel panicked, a scenario's
+// error ended the run) leaves fewer results than the plan's n scenarios,
+// and proved nothing of the rest (TestIncomplete).
+func incomplete(rs []result, n int, console string) error {
+	got := 0
+	for _, r := range rs {
+		if r.Profile != kernelTestsProfile {
+			got++
+		}
+	}
+	if got >= n {
+		return nil
+	}
+	why := ""
+	if b, err := os.ReadFile(console); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if i := strings.Index(line, "Kernel panic"); i >= 0 {
+				why = " (the guest's kernel panicked: " + strings.TrimSpace(vm.CleanLine(line[i:])) + ")"
+				break
+			}
+		}
+	}
+	return fmt.Errorf("the guest stopped after %d of %d scenarios%s; the rest were not run, see %s", got, n, why, console)
 }
 
 // stage copies what the guest runs into the run directory out: the

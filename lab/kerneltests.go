@@ -11,6 +11,9 @@ import (
 	"strings"
 )
 
+// kernelTestsProfile is the profile name of the kernel tests' result row.
+const kernelTestsProfile = "kernel"
+
 // Kernel tests are Go tests named TestLab* that need qdiscs only the guest
 // kernel has (sfq, prio, police, fq_codel, ...); on the host they skip.
 // `make build` compiles their packages into bin/labtests/*.test and the

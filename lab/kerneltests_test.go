@@ -66,3 +66,22 @@ func TestRunKernelTests(t *testing.T) {
 		t.Errorf("good.log: %v\n%s", rerr, log)
 	}
 }
+
+// TestIncomplete: a guest whose kernel panicked after the kernel tests and
+// two of ten scenarios (as a 6.12 guest once did under `ci`) is an error
+// naming the panic, not "proven: all 1 scenarios"; a full run is none.
+func TestIncomplete(t *testing.T) {
+	console := filepath.Join(t.TempDir(), "console.log")
+	os.WriteFile(console, []byte("lab: cable/fq_codel: PASS\n[  386.405583] RIP: 0010:kmem_cache_alloc_node_noprof+0x6e/0x310\n\x1b[0m[  386.405720] Kernel panic - not syncing: Fatal exception in interrupt\r\n"), 0o644)
+	done := []result{{Profile: kernelTestsProfile, Backend: "TestLab", Status: "pass"}, {Profile: "cable", Backend: "none"}, {Profile: "cable", Backend: "fq_codel"}}
+	err := incomplete(done, 10, console)
+	if err == nil || !strings.Contains(err.Error(), "after 2 of 10 scenarios") || !strings.Contains(err.Error(), "Kernel panic - not syncing: Fatal exception in interrupt)") {
+		t.Errorf("a guest that panicked: %v", err)
+	}
+	if err := incomplete(done, 2, console); err != nil {
+		t.Errorf("every scenario has its result: %v", err)
+	}
+	if err := incomplete(done[:1], 1, filepath.Join(t.TempDir(), "none")); err == nil || strings.Contains(err.Error(), "panicked") {
+		t.Errorf("a guest that stopped without a panic: %v", err)
+	}
+}
