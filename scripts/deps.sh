@@ -17,4 +17,5 @@ echo "deps: installing$missing" >&2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 $SUDO apt-get update -qq
+# shellcheck disable=SC2086 # missing is a list of package names
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -15,34 +15,14 @@
 set -eu
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cache=${LAB_CACHE:-$repo/lab/.cache}
-mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
-keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 
 # iproute2's upstream tarball as Debian's pool serves it, pinned by hash.
 ip2_version=7.2.0
 ip2_sha256=4c2fa124c2cf0afd7ca34d1eeacba6ba048a56f6374e2aab93dafbdbd4eea9c0
 
 apt_dir=$cache/apt
-# apt TOOL ARGS: apt-get or apt-cache on the private state.
-apt() {
-	tool=$1
-	shift
-	"$tool" -o Dir::Etc::sourcelist="$apt_dir/sources.list" -o Dir::Etc::sourceparts=- \
-		-o Dir::State::Lists="$apt_dir/lists" -o Dir::Cache="$apt_dir/cache" \
-		-o Dir::State::status="$apt_dir/status" -o APT::Get::List-Cleanup=0 -o Debug::NoLocking=1 -o APT::Sandbox::User=root "$@"
-}
-
-apt_update() {
-	[ -f "$apt_dir/updated" ] && [ -n "$(find "$apt_dir/updated" -mmin -720)" ] && return 0
-	mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial"
-	: >"$apt_dir/status"
-	cat >"$apt_dir/sources.list" <<SRC
-deb [signed-by=$keyring] $mirror trixie main
-deb [signed-by=$keyring] $mirror unstable main
-SRC
-	apt apt-get -qq update
-	touch "$apt_dir/updated"
-}
+# shellcheck source=scripts/lib/debian.sh
+. "$repo/scripts/lib/debian.sh"
 
 # newest PATTERN: the newest version of the packages whose names match the
 # extended regex PATTERN, as "name version" lines.

@@ -10,6 +10,7 @@ package rpcd
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -85,6 +86,11 @@ func List(w io.Writer) error {
 	return json.NewEncoder(w).Encode(sig)
 }
 
+// sessionArg is what uhttpd adds to every call's arguments (the caller's
+// session), and rpcd hands an exec plugin the whole message: it is
+// dropped, whatever else a caller adds is refused (TestSessionArgument).
+const sessionArg = "ubus_rpc_session"
+
 // maxArgs caps what a call reads from stdin: a few short strings.
 const maxArgs = 64 << 10
 
@@ -113,6 +119,7 @@ func (e *Env) call(name string, in io.Reader) (any, error) {
 			return nil, fmt.Errorf("%s: the arguments are not a JSON object: %v", name, err)
 		}
 	}
+	delete(args, sessionArg)
 	for k := range args {
 		if _, ok := m.args[k]; !ok {
 			return nil, fmt.Errorf("%s takes no argument %q", name, k)
@@ -151,9 +158,13 @@ func num(args map[string]any, name string) (int, error) {
 	return int(f), nil
 }
 
-// queues are the enabled queues with their device facts and kept rates.
+// queues are the enabled queues with their device facts and kept rates;
+// none enabled is no error (a fresh install: the pages say so).
 func (e *Env) queues() ([]apply.Target, error) {
 	qs, err := config.Resolve(e.Root, e.File, nil, "")
+	if errors.Is(err, config.ErrNoneEnabled) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

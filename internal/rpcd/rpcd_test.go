@@ -109,6 +109,29 @@ func TestCallErrors(t *testing.T) {
 	}
 }
 
+// TestSessionArgument: every method answers LuCI's calls, which carry
+// uhttpd's ubus_rpc_session beside their own arguments, as it answers
+// without it; a caller's other additions are still refused.
+func TestSessionArgument(t *testing.T) {
+	e, _ := router(t)
+	const session = `"ubus_rpc_session": "0123456789abcdef0123456789abcdef"`
+	read, _ := Methods()
+	for _, m := range read {
+		args := map[string]string{"test_result": `, "id": "nope"`}[m]
+		plain := call(t, e, m, "{"+strings.TrimPrefix(args, ", ")+"}")
+		with := call(t, e, m, "{"+session+args+"}")
+		if fmt.Sprint(plain) != fmt.Sprint(with) {
+			t.Errorf("%s: with the session %v, without %v", m, with, plain)
+		}
+		if strings.Contains(fmt.Sprint(with["error"]), "ubus_rpc_session") {
+			t.Errorf("%s refused the session: %v", m, with)
+		}
+	}
+	if got := call(t, e, "status", "{"+session+`, "extra": 1}`); !strings.Contains(fmt.Sprint(got["error"]), `no argument "extra"`) {
+		t.Errorf("status with an extra argument beside the session: %v", got)
+	}
+}
+
 // TestStatusCounters: status says the queue is shaped as planned with its
 // directions, counters read each shaped device.
 func TestStatusCounters(t *testing.T) {

@@ -77,6 +77,9 @@ func (e *Env) target(args map[string]any) (apply.Target, error) {
 	if err != nil {
 		return apply.Target{}, err
 	}
+	if len(ts) == 0 {
+		return apply.Target{}, errors.New("no enabled queue: enable one and set its rates on LuCI's SQM page (Network → SQM QoS) first")
+	}
 	var names []string
 	for _, t := range ts {
 		if t.Queue.Section == section || section == "" && len(ts) == 1 {

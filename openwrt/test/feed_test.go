@@ -3,6 +3,7 @@ package openwrttest
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -130,4 +131,63 @@ func TestFeedInstallsTheseFiles(t *testing.T) {
 			}
 		}
 	}
+}
+
+// makefileInstalls reads the $(INSTALL_BIN) and $(INSTALL_DATA) lines of the
+// feed Makefile's Package/sqmkit/install: source file (in this checkout),
+// destination under the root, and mode.
+func makefileInstalls(t testing.TB, pkg string) []installed {
+	t.Helper()
+	mk, err := os.ReadFile("../" + pkg + "/Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]string{}
+	for _, m := range regexp.MustCompile(`(?m)^(\w+):=(.*)$`).FindAllStringSubmatch(string(mk), -1) {
+		vars[m[1]] = m[2]
+	}
+	expand := func(s string) string {
+		for i := 0; i < 4; i++ {
+			s = regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(s, func(v string) string {
+				name := v[2 : len(v)-1]
+				switch name {
+				case "CURDIR":
+					return "../" + pkg
+				case "INSTALL_BIN", "INSTALL_DATA", "INSTALL_DIR", "1":
+					return v
+				}
+				return vars[name]
+			})
+		}
+		return s
+	}
+	block := string(mk)
+	block = block[strings.Index(block, "define Package/"+pkg+"/install"):]
+	block = block[:strings.Index(block, "endef")]
+	block = strings.ReplaceAll(block, "\\\n", " ")
+	var out []installed
+	for _, m := range regexp.MustCompile(`\$\((INSTALL_BIN|INSTALL_DATA)\)\s+(.*)`).FindAllStringSubmatch(block, -1) {
+		args := strings.Fields(expand(m[2]))
+		dest := strings.TrimPrefix(args[len(args)-1], "$(1)/")
+		mode := os.FileMode(0o644)
+		if m[1] == "INSTALL_BIN" {
+			mode = 0o755
+		}
+		for _, src := range args[:len(args)-1] {
+			to := dest
+			if strings.HasSuffix(dest, "/") {
+				to = dest + filepath.Base(src)
+			}
+			out = append(out, installed{src, to, mode})
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("%s's Makefile installs no file", pkg)
+	}
+	return out
+}
+
+type installed struct {
+	src, dst string
+	mode     os.FileMode
 }

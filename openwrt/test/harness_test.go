@@ -1,43 +1,30 @@
-// Package openwrttest runs sqmkit's OpenWrt files (internal/openwrt/files)
-// under busybox ash, as OpenWrt runs them, against the real sqmkit binary
-// (the router build, as the package builds it) on a scratch root
-// ($IPKG_INSTROOT) and a real kernel in a network namespace. What only an
-// OpenWrt box has is stood in for by the trees beside this file, laid out
-// where OpenWrt keeps them: base/ (rc.common, functions.sh, procd.sh, a
-// ubus that records what procd is sent, hotplug-call, uci) and
-// sqm-scripts/ (its init script, hotplug handler, run.sh, start-sqm and
-// stop-sqm, installed where `make install-openwrt` puts them). Each
-// stand-in's comment lists what it does as the real one does; docs/hacking.md
-// says how they were checked against the real files. With
-// SQMKIT_OPENWRT_REAL=DIR, the files of the root tree DIR replace the
-// stand-ins (a local check against the real ones; never in CI).
+// Package openwrttest runs sqmkit's OpenWrt files on OpenWrt's real
+// userland (openwrt/stack: procd as PID 1, ubusd, rpcd, netifd, uhttpd,
+// uci and sqm-scripts installed by its own make, all built from pinned
+// sources), with sqmkit installed the way the README installs it: the
+// router build run from /tmp as `sqmkit install`. The kernel is the host's,
+// in the router's own network namespace; it has no fq_codel or cake, so
+// the tc shim (internal/tc/tcshim) sits at /usr/sbin/tc and maps NSS and
+// fq_codel leaves onto tbf and pfifo, the real tc at /sbin/tc behind it.
+// The lab (lab/owrt.go) runs the same stack where a kernel with every
+// qdisc and PPPoE is needed. What only a stand-in can run here is named
+// where it is used.
 package openwrttest
 
 import (
-	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
-	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+	"github.com/sqmkit/sqmkit/openwrt/stack"
 )
-
-// router is one scratch OpenWrt root with the package installed, and the
-// namespace whose kernel it shapes.
-type router struct {
-	t    *testing.T
-	root string // IPKG_INSTROOT
-	bin  string // PATH's first entry: tc (the tc shim), sh (busybox)
-	ns   *tctest.Netns
-	ubus string // what procd was sent, one `ubus` call a line
-}
 
 var (
 	buildOnce sync.Once
@@ -45,7 +32,7 @@ var (
 	buildErr  error
 )
 
-func build(t *testing.T) string {
+func build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "sqmkit-openwrt")
@@ -70,186 +57,152 @@ func build(t *testing.T) string {
 	return built
 }
 
-func busybox(t testing.TB) string {
-	t.Helper()
-	for _, p := range []string{"/bin/busybox", "/usr/bin/busybox"} {
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
-	}
-	tctest.Missing(t, "needs busybox (installed by scripts/deps.sh)")
-	return ""
+// router is one booted OpenWrt whose namespace holds the veth pair wan <->
+// wanpeer; network.wan is static on wan.
+type router struct {
+	t *testing.T
+	*stack.Router
 }
 
-// newBareRouter is a scratch OpenWrt root with OpenWrt's own pieces (the
-// stand-ins of base/) and the namespace with a device "wan", without the
-// package.
-func newBareRouter(t *testing.T) *router {
+// network is /etc/config/network as config_generate writes it for a router
+// whose WAN port is wan, with a static address (no DHCP server here).
+const network = `
+config interface 'loopback'
+	option device 'lo'
+	option proto 'static'
+	option ipaddr '127.0.0.1'
+	option netmask '255.0.0.0'
+
+config interface 'wan'
+	option device 'wan'
+	option proto 'static'
+	option ipaddr '192.0.2.1'
+	option netmask '255.255.255.0'
+`
+
+// newBareRouter boots the stack without sqmkit: sqm-scripts is installed
+// and enabled, as in an image with luci-app-sqm; setup may change the
+// root first.
+func newBareRouter(t *testing.T, setup func(root string) error) *router {
 	t.Helper()
-	tctest.NeedRoot(t)
-	bb := busybox(t)
 	b := build(t)
-	r := &router{t: t, root: t.TempDir(), bin: t.TempDir(), ns: tctest.NewNetns(t, "owrt")}
-	r.ubus = filepath.Join(r.bin, "ubus.log")
-	copyTree(t, "base", r.root)
-	if dir := os.Getenv("SQMKIT_OPENWRT_REAL"); dir != "" {
-		t.Logf("SQMKIT_OPENWRT_REAL: OpenWrt's own files from %s replace the stand-ins", dir)
-		copyTree(t, dir, r.root)
-	}
-	copyFile(t, filepath.Join(b, "tc"), filepath.Join(r.bin, "tc"), 0o755)
-	if err := os.Symlink(bb, filepath.Join(r.bin, "sh")); err != nil {
-		t.Fatal(err)
-	}
-	r.write("etc/openwrt_release", "DISTRIB_ID='OpenWrt'\nDISTRIB_RELEASE='24.10.0'\nDISTRIB_ARCH='x86_64'\n")
-	for _, d := range []string{"etc/rc.d", "etc/config", "var/run", "var/lock"} {
-		if err := os.MkdirAll(filepath.Join(r.root, d), 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// the live /sys (the namespace's, under ip netns exec), as sqmkit's
-	// --root reads it on a router
-	if err := os.Symlink("/sys", filepath.Join(r.root, "sys")); err != nil {
-		t.Fatal(err)
-	}
-	return r
+	sr := stack.New(t, stack.Options{
+		Netns: func(ns string) error {
+			return ipAll(
+				[]string{"-n", ns, "link", "add", "wan", "type", "veth", "peer", "name", "wanpeer"},
+				[]string{"-n", ns, "link", "set", "wanpeer", "up"})
+		},
+		Setup: func(root string) error {
+			if err := os.WriteFile(filepath.Join(root, "etc/config/network"), []byte(network), 0o644); err != nil {
+				return err
+			}
+			// the shim in front of the real tc, told through its env file
+			// what procd's services cannot be told through the environment
+			if err := os.Rename(filepath.Join(root, "usr/sbin/tc"), filepath.Join(root, "sbin/tc")); err != nil {
+				return err
+			}
+			if err := copyFile(filepath.Join(b, "tc"), filepath.Join(root, "usr/sbin/tc"), 0o755); err != nil {
+				return err
+			}
+			env := "SQMKIT_REAL_TC=/sbin/tc\nSQMKIT_SHIM_FQ_CODEL=pfifo\n"
+			if err := os.WriteFile(filepath.Join(root, "usr/sbin/tc.env"), []byte(env), 0o644); err != nil {
+				return err
+			}
+			if setup != nil {
+				return setup(root)
+			}
+			return nil
+		},
+	})
+	return &router{t: t, Router: sr}
 }
 
-// newRouter is newBareRouter with the package installed the way its
-// Makefile's install section says.
+// newRouter boots the stack and installs sqmkit as the README does (the
+// binary run from /tmp; no package manager here, so --no-deps), with
+// sqm-scripts' service disabled so sqmkit's own applies the queues.
 func newRouter(t *testing.T) *router {
 	t.Helper()
-	r := newBareRouter(t)
-	installFromMakefile(t, r.root)
-	copyFile(t, filepath.Join(build(t), "sqmkit"), filepath.Join(r.root, "usr/bin/sqmkit"), 0o755)
+	r := newBareRouter(t, nil)
+	if code, out := r.rc("sqm", "disable"); code != 0 {
+		t.Fatalf("sqm disable: exit %d\n%s", code, out)
+	}
+	r.install()
 	return r
 }
 
-// withSQMScripts installs the sqm-scripts stand-ins where sqm-scripts'
-// `make install-openwrt` puts its files, its service enabled as
-// luci-app-sqm enables it.
-func (r *router) withSQMScripts() *router {
-	copyTree(r.t, "sqm-scripts", r.root)
-	if dir := os.Getenv("SQMKIT_OPENWRT_REAL"); dir != "" {
-		copyTree(r.t, dir, r.root)
+// install runs `sqmkit install --no-deps` on the running router.
+func (r *router) install() {
+	r.t.Helper()
+	if err := copyFile(filepath.Join(build(r.t), "sqmkit"), r.Path("/tmp/sqmkit"), 0o755); err != nil {
+		r.t.Fatal(err)
 	}
+	if code, out := r.run(nil, "/tmp/sqmkit", "install", "--no-deps"); code != 0 {
+		r.t.Fatalf("sqmkit install: exit %d\n%s", code, out)
+	}
+}
+
+// withSQMScripts enables sqm-scripts' service again.
+func (r *router) withSQMScripts() *router {
 	if code, out := r.rc("sqm", "enable"); code != 0 {
 		r.t.Fatalf("enable sqm: exit %d\n%s", code, out)
 	}
 	return r
 }
 
-func copyFile(t testing.TB, from, to string, mode os.FileMode) {
-	t.Helper()
+func ipAll(cmds ...[]string) error {
+	for _, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	return nil
+}
+
+func copyFile(from, to string, mode os.FileMode) error {
 	b, err := os.ReadFile(from)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.WriteFile(to, b, mode); err != nil {
-		t.Fatal(err)
-	}
+	return os.WriteFile(to, b, mode)
 }
 
-// copyTree copies the files of dir into root at the same relative paths,
-// keeping their modes.
-func copyTree(t testing.TB, dir, root string) {
-	t.Helper()
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		copyFile(t, p, filepath.Join(root, rel), info.Mode().Perm())
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
+// run runs a command inside the router with extra environment, and returns
+// its exit code and combined output.
+func (r *router) run(extra []string, name string, args ...string) (int, string) {
+	r.t.Helper()
+	out, err := r.Command(extra, name, args...).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		r.t.Fatal(err)
 	}
+	return 0, string(out)
 }
 
-// makefileInstalls reads the $(INSTALL_BIN) and $(INSTALL_DATA) lines of the
-// feed Makefile's Package/sqmkit/install: source file (in this checkout),
-// destination under the root, and mode.
-func makefileInstalls(t testing.TB, pkg string) []installed {
-	t.Helper()
-	mk, err := os.ReadFile("../" + pkg + "/Makefile")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vars := map[string]string{}
-	for _, m := range regexp.MustCompile(`(?m)^(\w+):=(.*)$`).FindAllStringSubmatch(string(mk), -1) {
-		vars[m[1]] = m[2]
-	}
-	expand := func(s string) string {
-		for i := 0; i < 4; i++ {
-			s = regexp.MustCompile(`\$\((\w+)\)`).ReplaceAllStringFunc(s, func(v string) string {
-				name := v[2 : len(v)-1]
-				switch name {
-				case "CURDIR":
-					return "../" + pkg
-				case "INSTALL_BIN", "INSTALL_DATA", "INSTALL_DIR", "1":
-					return v
-				}
-				return vars[name]
-			})
-		}
-		return s
-	}
-	block := string(mk)
-	block = block[strings.Index(block, "define Package/"+pkg+"/install"):]
-	block = block[:strings.Index(block, "endef")]
-	block = strings.ReplaceAll(block, "\\\n", " ")
-	var out []installed
-	for _, m := range regexp.MustCompile(`\$\((INSTALL_BIN|INSTALL_DATA)\)\s+(.*)`).FindAllStringSubmatch(block, -1) {
-		args := strings.Fields(expand(m[2]))
-		dest := strings.TrimPrefix(args[len(args)-1], "$(1)/")
-		mode := os.FileMode(0o644)
-		if m[1] == "INSTALL_BIN" {
-			mode = 0o755
-		}
-		for _, src := range args[:len(args)-1] {
-			to := dest
-			if strings.HasSuffix(dest, "/") {
-				to = dest + filepath.Base(src)
-			}
-			out = append(out, installed{src, to, mode})
-		}
-	}
-	if len(out) == 0 {
-		t.Fatalf("%s's Makefile installs no file", pkg)
-	}
-	return out
+// sh runs an ash command line inside the router.
+func (r *router) sh(extra []string, line string) (int, string) {
+	return r.run(extra, "/bin/sh", "-c", line)
 }
 
-type installed struct {
-	src, dst string
-	mode     os.FileMode
-}
-
-// installFromMakefile performs the Makefile's install lines, so a file the
-// Makefile forgets (or names wrong) fails here too.
-func installFromMakefile(t testing.TB, root string) {
-	t.Helper()
-	for _, f := range makefileInstalls(t, "sqmkit") {
-		copyFile(t, f.src, filepath.Join(root, f.dst), f.mode)
-	}
-}
-
+// write writes a file inside the router.
 func (r *router) write(path, text string) {
 	r.t.Helper()
-	p := filepath.Join(r.root, path)
+	p := r.Path(path)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		r.t.Fatal(err)
 	}
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		r.t.Fatal(err)
 	}
+}
+
+// exists says whether path exists inside the router.
+func (r *router) exists(path string) bool {
+	_, err := os.Lstat(r.Path(path))
+	return err == nil
 }
 
 // queue is one section of /etc/config/sqm.
@@ -275,7 +228,7 @@ func (r *router) config(qs ...queue) {
 	for _, q := range qs {
 		b.WriteString(q.String())
 	}
-	r.write("etc/config/sqm", b.String())
+	r.write("/etc/config/sqm", b.String())
 }
 
 // queue writes /etc/config/sqm with one queue, section wan on wan.
@@ -283,60 +236,44 @@ func (r *router) queue(enabled bool, script string, download, upload int) {
 	r.config(queue{section: "wan", iface: "wan", script: script, enabled: enabled, download: download, upload: upload})
 }
 
-// sh runs busybox ash with args in the namespace, with the router's
-// environment (and extra), and returns the exit code and output.
-func (r *router) sh(extra []string, args ...string) (int, string) {
-	r.t.Helper()
-	path := r.bin
-	for _, d := range []string{"bin", "sbin", "usr/bin", "usr/sbin"} {
-		path += ":" + filepath.Join(r.root, d)
-	}
-	path += ":/usr/sbin:/usr/bin:/sbin:/bin"
-	env := []string{"PATH=" + path, "IPKG_INSTROOT=" + r.root, "PROCD_LOG=" + r.ubus, "SQMKIT_SHIM_FQ_CODEL=pfifo"}
-	if lib := os.Getenv("LD_LIBRARY_PATH"); lib != "" && os.Getenv("SQMKIT_OPENWRT_REAL") != "" {
-		env = append(env, "LD_LIBRARY_PATH="+lib) // the real jshn and uci, built locally
-	}
-	full := append([]string{"netns", "exec", r.ns.Name, "env", "-i"}, append(append(env, extra...), append([]string{busybox(r.t), "ash"}, args...)...)...)
-	out, err := exec.Command("ip", full...).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); ok {
-		return ee.ExitCode(), string(out)
-	} else if err != nil {
-		r.t.Fatal(err)
-	}
-	return 0, string(out)
-}
-
-// rc runs /etc/init.d/SERVICE ACTION through rc.common, as the init
-// script's #! line does.
+// rc runs /etc/init.d/SERVICE ACTION, through the real rc.common and procd.
 func (r *router) rc(service, action string) (int, string) {
-	return r.sh(nil, filepath.Join(r.root, "etc/rc.common"), filepath.Join(r.root, "etc/init.d", service), action)
+	return r.run(nil, "/etc/init.d/"+service, action)
 }
 
 // initd runs sqmkit's init script.
 func (r *router) initd(action string) (int, string) { return r.rc("sqmkit", action) }
 
-// event is what netifd does on an interface event: hotplug-call iface
-// with ACTION and INTERFACE, and DEVICE only on ifup and ifupdate. netifd
-// runs one event at a time.
+// event runs the real hotplug-call iface with what netifd passes: ACTION
+// and INTERFACE, DEVICE only on ifup and ifupdate (tests that need no
+// particular event order let netifd send them: ifup/ifdown).
 func (r *router) event(action, iface, dev string) (int, string) {
 	env := []string{"ACTION=" + action, "INTERFACE=" + iface}
 	if action == "ifup" || action == "ifupdate" {
 		env = append(env, "DEVICE="+dev)
 	}
-	return r.sh(env, filepath.Join(r.root, "sbin/hotplug-call"), "iface")
+	return r.run(env, "/sbin/hotplug-call", "iface")
 }
 
-// sqmkit runs the installed binary on the router's root.
-func (r *router) sqmkit(args ...string) (int, string) {
-	full := append([]string{args[0], "--root", r.root}, args[1:]...)
-	return r.sh(nil, append([]string{"-c", `exec "$IPKG_INSTROOT/usr/bin/sqmkit" "$@"`, "sqmkit"}, full...)...)
-}
+// sqmkit runs the installed binary.
+func (r *router) sqmkit(args ...string) (int, string) { return r.run(nil, "/usr/bin/sqmkit", args...) }
 
 // status is `sqmkit status`: 0 when the kernel holds the plan.
 func (r *router) status() (int, string) { return r.sqmkit("status") }
 
+// tc runs the host's real tc in the router's namespace (what the kernel
+// holds, without the shim's names).
+func (r *router) tc(args ...string) string {
+	r.t.Helper()
+	out, err := exec.Command("tc", append([]string{"-n", r.Netns}, args...)...).CombinedOutput()
+	if err != nil {
+		r.t.Fatalf("tc %v: %v: %s", args, err, out)
+	}
+	return string(out)
+}
+
 // qdiscs is what the kernel holds on every device of the namespace.
-func (r *router) qdiscs() string { return r.ns.Exec(r.t, "tc", "qdisc", "show") }
+func (r *router) qdiscs() string { return r.tc("qdisc", "show") }
 
 // shaped reports a root qdisc sqmkit builds (handle 1:) on dev.
 func (r *router) shaped(dev string) bool {
@@ -350,72 +287,84 @@ func (r *router) ingress(dev string) bool {
 
 // link reports whether a device exists in the namespace.
 func (r *router) link(dev string) bool {
-	return exec.Command("ip", "-n", r.ns.Name, "link", "show", "dev", dev).Run() == nil
+	return exec.Command("ip", "-n", r.Netns, "link", "show", "dev", dev).Run() == nil
+}
+
+// ip runs ip in the router's namespace.
+func (r *router) ip(args ...string) {
+	r.t.Helper()
+	if err := ipAll(append([]string{"-n", r.Netns}, args...)); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // addLink adds a veth pair dev <-> dev+"p", both up.
 func (r *router) addLink(dev string) {
-	r.ns.Exec(r.t, "ip", "link", "add", dev, "type", "veth", "peer", "name", dev+"p")
-	r.ns.Exec(r.t, "ip", "link", "set", dev, "up")
-	r.ns.Exec(r.t, "ip", "link", "set", dev+"p", "up")
+	r.ip("link", "add", dev, "type", "veth", "peer", "name", dev+"p")
+	r.ip("link", "set", dev, "up")
+	r.ip("link", "set", dev+"p", "up")
 }
 
-// procdCalls are the ubus calls procd was sent, as (method, message).
-func (r *router) procdCalls() []procdCall {
+// service is what procd holds of a service: its instances (running, the
+// command, respawn) and triggers, from `ubus call service list`.
+type service struct {
+	Instances map[string]struct {
+		Running bool     `json:"running"`
+		PID     int      `json:"pid"`
+		Command []string `json:"command"`
+		Respawn *struct {
+			Threshold, Timeout, Retry int
+		} `json:"respawn"`
+	} `json:"instances"`
+	Triggers []json.RawMessage `json:"triggers"`
+}
+
+// service asks procd for name; ok is false when procd has no such service.
+func (r *router) service(name string) (service, bool) {
 	r.t.Helper()
-	var out []procdCall
-	for _, l := range lines(r.t, r.ubus) {
-		f := strings.SplitN(l, " ", 4)
-		if len(f) != 4 || f[0] != "call" || f[1] != "service" {
-			r.t.Fatalf("ubus was called as %q", l)
-		}
-		c := procdCall{Method: f[2]}
-		if err := json.Unmarshal([]byte(f[3]), &c.Msg); err != nil {
-			r.t.Fatalf("ubus call service %s: the message is not JSON (%v): %s", f[2], err, f[3])
-		}
-		out = append(out, c)
+	code, out := r.run(nil, "ubus", "call", "service", "list", `{"name":"`+name+`","verbose":true}`)
+	if code != 0 {
+		r.t.Fatalf("ubus call service list: exit %d\n%s", code, out)
 	}
-	return out
-}
-
-func (r *router) clearProcd() { os.WriteFile(r.ubus, nil, 0o644) }
-
-type procdCall struct {
-	Method string
-	Msg    struct {
-		Name      string                     `json:"name"`
-		Script    string                     `json:"script"`
-		Instance  string                     `json:"instance"`
-		Instances map[string]procdInstance   `json:"instances"`
-		Triggers  []json.RawMessage          `json:"triggers"`
-		Data      map[string]json.RawMessage `json:"data"`
+	var all map[string]service
+	if err := json.Unmarshal([]byte(out), &all); err != nil {
+		r.t.Fatalf("service list: %v\n%s", err, out)
 	}
+	s, ok := all[name]
+	return s, ok
 }
 
-type procdInstance struct {
-	Command []string `json:"command"`
-	Respawn []string `json:"respawn"`
-	Stderr  bool     `json:"stderr"`
+// eventually polls cond for up to 15 s (procd's triggers wait a second,
+// then run the script), failing with what describe says.
+func (r *router) eventually(what string, cond func() bool, describe func() string) {
+	r.t.Helper()
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	r.t.Errorf("%s: not within 15 s\n%s", what, describe())
 }
 
+// logread is what the router's services wrote to the console (procd's
+// log channel in this container), for failure messages.
+func (r *router) console() string {
+	b, _ := os.ReadFile(r.Console)
+	if i := bytes.LastIndex(b, []byte("\n")); len(b) > 3000 && i > 0 {
+		b = b[len(b)-3000:]
+	}
+	return string(b)
+}
+
+// lines reads a file's lines; a missing file has none.
 func lines(t testing.TB, path string) []string {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var out []string
-	for sc := bufio.NewScanner(f); sc.Scan(); {
-		out = append(out, sc.Text())
-	}
-	return out
-}
-
-func fileExists(p string) bool {
-	_, err := os.Lstat(p)
-	return err == nil
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }

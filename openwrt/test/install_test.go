@@ -11,33 +11,32 @@ import (
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/openwrt"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
-// A router owner without a buildroot: the static binary installs itself,
-// its files and what it needs with the release's package manager, and
-// removes all of it again, on an OpenWrt 24.10 (opkg) and a 25.12 (apk)
-// root.
+// A router owner without a buildroot: the static binary, run from /tmp
+// as the README says, installs itself, its files and what it needs with
+// the release's package manager on the running router, and removes all of
+// it again: on an OpenWrt 24.10 (opkg, no LuCI, no sqm-scripts) and a 25.12
+// (apk, LuCI and sqm-scripts as luci-app-sqm brings them). opkg and apk
+// are not part of the built stack: each is a stand-in that records what it
+// is asked, with a package database saying kmod-sched-core is installed.
 func TestInstallWithoutBuildroot(t *testing.T) {
 	for _, pm := range []string{"opkg", "apk"} {
 		t.Run(pm, func(t *testing.T) {
-			// the 25.12 router runs LuCI (luci-base), the 24.10 one does not
 			luci := pm == "apk"
-			r, log := releaseRouter(t, pm, luci)
-			before := tree(t, r.root)
+			r := releaseRouter(t, pm, luci)
+			before := tree(t, r.Root)
 
-			// the binary runs from /tmp, as the README's commands leave it
-			tmp := filepath.Join(r.root, "tmp/sqmkit")
-			copyFile(t, filepath.Join(build(t), "sqmkit"), tmp, 0o755)
-			code, out := r.sh(nil, "-c", `exec "$IPKG_INSTROOT/tmp/sqmkit" install --root "$IPKG_INSTROOT"`)
+			if err := copyFile(filepath.Join(build(t), "sqmkit"), r.Path("/tmp/sqmkit"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			code, out := r.run(nil, "/tmp/sqmkit", "install")
 			if code != 0 {
 				t.Fatalf("install: exit %d\n%s", code, out)
 			}
-			root := "--offline-root " + r.root
-			if pm == "apk" {
-				root = "--root " + r.root
-			}
-			wantPM := []string{root + " update", root + " " + map[string]string{"opkg": "install", "apk": "add"}[pm] + " ip-tiny kmod-ifb kmod-sched-cake"}
-			if got := lines(t, log); !slices.Equal(got, wantPM) {
+			wantPM := []string{"update", map[string]string{"opkg": "install", "apk": "add"}[pm] + " kmod-ifb kmod-sched-cake"}
+			if got := lines(t, r.Path("/tmp/"+pm+".log")); !slices.Equal(got, wantPM) {
 				t.Errorf("%s was asked %q, want %q", pm, got, wantPM)
 			}
 			checkInstalled(t, r, luci)
@@ -47,6 +46,7 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			}
 
 			// it shapes, then the one command removes it all
+			r.rc("sqm", "disable")
 			r.queue(true, "sqmkit-nss.qos", 20000, 10000)
 			if code, out := r.initd("start"); code != 0 || !r.shaped("wan") {
 				t.Fatalf("start after install: exit %d\n%s", code, out)
@@ -57,9 +57,18 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			if r.shaped("wan") || r.ingress("wan") {
 				t.Errorf("uninstall left the shaper:\n%s", r.qdiscs())
 			}
-			os.Remove(tmp)
-			after := tree(t, r.root)
-			if extra := diff(after, before); !slices.Equal(extra, []string{"etc/config/sqm"}) {
+			if _, ok := r.service("sqmkit"); ok {
+				t.Error("procd still runs sqmkit's service after uninstall")
+			}
+			if luci {
+				r.rc("sqm", "enable") // as it was
+			}
+			after := tree(t, r.Root)
+			wantExtra := []string{"etc/config/sqm"}
+			if luci {
+				wantExtra = nil // sqm-scripts' own config was there before
+			}
+			if extra := diff(after, before); !slices.Equal(extra, wantExtra) {
 				t.Errorf("after uninstall, besides the kept config, the root has %q", extra)
 			}
 			if gone := diff(before, after); len(gone) > 0 {
@@ -69,36 +78,42 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 	}
 }
 
-// releaseRouter is a bare root of an OpenWrt release with package manager
-// pm, which records what it is asked in the returned log; tc and the core
-// qdisc kmod are installed, ip, the IFB and CAKE kmods are not.
-func releaseRouter(t *testing.T, pm string, luci bool) (*router, string) {
-	r := newBareRouter(t)
-	log := filepath.Join(r.bin, pm+".log")
-	switch pm {
-	case "opkg":
-		r.write("bin/opkg", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
-		r.write("usr/lib/opkg/info/kmod-sched-core.control", "Package: kmod-sched-core\n")
-	case "apk":
-		r.write("usr/bin/apk", "#!/bin/sh\necho \"$*\" >>"+log+"\n")
-		r.write("lib/apk/db/installed", "P:busybox\nV:1\n\nP:kmod-sched-core\nV:6.12\n\n")
+// releaseRouter boots the stack as a release with package manager pm,
+// which records what it is asked in /tmp/PM.log; kmod-sched-core is in its
+// database. The 24.10 router has neither LuCI nor sqm-scripts.
+func releaseRouter(t *testing.T, pm string, luci bool) *router {
+	var bare []string // what the 24.10 router lacks
+	if !luci {
+		bare = []string{"www/luci-static/resources/luci.js", "etc/init.d/sqm", "etc/rc.d/S50sqm", "etc/config/sqm",
+			"etc/hotplug.d/iface/11-sqm", "usr/lib/sqm", "etc/sqm"}
 	}
-	os.Chmod(filepath.Join(r.root, "bin/opkg"), 0o755)
-	os.Chmod(filepath.Join(r.root, "usr/bin/apk"), 0o755)
-	r.write("usr/sbin/tc", "")
-	r.write("etc/config/network", "config interface 'wan'\n\toption device 'wan'\n\toption proto 'dhcp'\n")
-	if luci {
-		r.write("www/luci-static/resources/luci.js", "")
-	}
-	return r, log
+	return newBareRouter(t, func(root string) error {
+		for _, p := range bare {
+			if err := os.RemoveAll(filepath.Join(root, p)); err != nil {
+				return err
+			}
+		}
+		rec := "#!/bin/sh\necho \"$*\" >>/tmp/" + pm + ".log\n"
+		switch pm {
+		case "opkg":
+			os.MkdirAll(filepath.Join(root, "usr/lib/opkg/info"), 0o755)
+			os.WriteFile(filepath.Join(root, "usr/lib/opkg/info/kmod-sched-core.control"), []byte("Package: kmod-sched-core\n"), 0o644)
+			return os.WriteFile(filepath.Join(root, "bin/opkg"), []byte(rec), 0o755)
+		default:
+			os.MkdirAll(filepath.Join(root, "lib/apk/db"), 0o755)
+			os.WriteFile(filepath.Join(root, "lib/apk/db/installed"), []byte("P:busybox\nV:1\n\nP:kmod-sched-core\nV:6.12\n\n"), 0o644)
+			return os.WriteFile(filepath.Join(root, "usr/bin/apk"), []byte(rec), 0o755)
+		}
+	})
 }
 
 // checkInstalled: every file where the feed packages put it, the
-// first-install defaults run, the service enabled.
+// first-install defaults run, the service enabled and running, and (with
+// LuCI) rpcd answering for the plugin.
 func checkInstalled(t *testing.T, r *router, luci bool) {
 	t.Helper()
 	for _, f := range openwrt.Files {
-		info, err := os.Stat(filepath.Join(r.root, f.Dst))
+		info, err := os.Stat(r.Path("/" + f.Dst))
 		switch {
 		case f.Dst == "etc/uci-defaults/90-sqmkit":
 			if err == nil {
@@ -110,18 +125,25 @@ func checkInstalled(t *testing.T, r *router, luci bool) {
 			t.Errorf("%s: mode %v, want %v", f.Dst, info.Mode().Perm(), f.Mode)
 		}
 	}
-	if b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm")); !strings.Contains(string(b), "option script 'sqmkit-cake.qos'") {
+	b, _ := os.ReadFile(r.Path("/etc/config/sqm"))
+	if !luci && !strings.Contains(string(b), "option script 'sqmkit-cake.qos'") {
 		t.Errorf("the first-install defaults wrote %q", b)
 	}
-	if l, err := os.Readlink(filepath.Join(r.root, "etc/rc.d/S50sqmkit")); err != nil || l != "../init.d/sqmkit" {
+	if luci && !strings.Contains(string(b), "config queue 'eth1'") {
+		t.Errorf("the defaults changed sqm-scripts' own config: %q", b)
+	}
+	if l, err := os.Readlink(r.Path("/etc/rc.d/S50sqmkit")); err != nil || l != "../init.d/sqmkit" {
 		t.Errorf("the service is not enabled: %q %v", l, err)
 	}
 	if code, _ := r.initd("enabled"); code != 0 {
 		t.Error("rc.common says the service is not enabled")
 	}
+	if _, ok := r.service("sqmkit"); !ok {
+		t.Error("install did not start the service")
+	}
 	// luci-app-sqmkit's pages where LuCI is, nothing of it elsewhere
 	for _, f := range openwrt.LuCIFiles {
-		info, err := os.Stat(filepath.Join(r.root, f.Dst))
+		info, err := os.Stat(r.Path("/" + f.Dst))
 		switch {
 		case luci && (err != nil || info.Mode().Perm() != f.Mode):
 			t.Errorf("luci-app-sqmkit's %s: %v %v", f.Dst, err, info)
@@ -129,7 +151,11 @@ func checkInstalled(t *testing.T, r *router, luci bool) {
 			t.Errorf("%s installed without LuCI", f.Dst)
 		}
 	}
-	if scripts := luciScripts(t, r.root); !slices.Equal(scripts, []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
+	code, out := r.run(nil, "ubus", "call", "sqmkit", "status")
+	if luci && (code != 0 || !strings.Contains(out, "queues")) {
+		t.Errorf("rpcd does not answer for sqmkit after install: exit %d\n%s", code, out)
+	}
+	if scripts := luciScripts(t, r.Path("/")); !slices.Equal(scripts[len(scripts)-3:], []string{"sqmkit-cake.qos", "sqmkit-fq_codel.qos", "sqmkit-nss.qos"}) {
 		t.Errorf("LuCI's SQM page would list %q", scripts)
 	}
 }
@@ -138,12 +164,8 @@ func checkInstalled(t *testing.T, r *router, luci bool) {
 // it through sqm-scripts' own run.sh, so its state file goes with the
 // tree, and says which sections still name the removed script.
 func TestUninstallUnderSQMScripts(t *testing.T) {
-	r := newBareRouter(t)
-	copyFile(t, filepath.Join(build(t), "sqmkit"), filepath.Join(r.root, "tmp/sqmkit"), 0o755)
-	if code, out := r.sh(nil, "-c", `exec "$IPKG_INSTROOT/tmp/sqmkit" install --no-deps --root "$IPKG_INSTROOT"`); code != 0 {
-		t.Fatalf("install: exit %d\n%s", code, out)
-	}
-	r.withSQMScripts()
+	r := newBareRouter(t, nil)
+	r.install()
 	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
 	if code, out := r.rc("sqm", "start"); code != 0 || !r.state("wan") {
 		t.Fatalf("sqm start: exit %d\n%s", code, out)
@@ -181,7 +203,7 @@ func tree(t *testing.T, root string) []string {
 			return err
 		}
 		rel, _ := filepath.Rel(root, p)
-		if rel == "sys" || rel == "tmp" {
+		if rel == "sys" || rel == "tmp" || rel == "proc" || rel == "dev" {
 			return fs.SkipDir
 		}
 		if !d.IsDir() {
@@ -206,7 +228,10 @@ func diff(a, b []string) []string {
 // The README's install commands fetch, for each router architecture, a
 // file that `make router` builds (scripts/size.sh), and are at most three.
 func TestReadmeInstallCommands(t *testing.T) {
-	bb := busybox(t)
+	bb, err := exec.LookPath("busybox")
+	if err != nil {
+		tctest.Missing(t, "needs busybox (installed by scripts/deps.sh)")
+	}
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)

@@ -23,7 +23,7 @@ func TestOwnServiceFollowsWhatItApplied(t *testing.T) {
 	r.clean(t, "wan", "ifb4wan")
 
 	// the section deleted: the reload removes what it applied
-	r.write("etc/config/sqm", "")
+	r.write("/etc/config/sqm", "")
 	if code, out := r.initd("reload"); code != 0 {
 		t.Fatalf("reload without sections: exit %d\n%s", code, out)
 	}
@@ -32,7 +32,7 @@ func TestOwnServiceFollowsWhatItApplied(t *testing.T) {
 	// started, then the section deleted: the service's stop removes it
 	r.queue(true, "sqmkit-fq_codel.qos", 20000, 10000)
 	r.initd("start")
-	r.write("etc/config/sqm", "")
+	r.write("/etc/config/sqm", "")
 	code, out := r.initd("stop")
 	if code != 0 || !strings.Contains(out, "removed") {
 		t.Errorf("stop after the section was deleted: exit %d\n%s", code, out)
@@ -47,8 +47,8 @@ func TestOwnServiceFollowsWhatItApplied(t *testing.T) {
 	if code, out := r.initd("reload"); code != 0 {
 		t.Fatalf("reload with another backend: exit %d\n%s", code, out)
 	}
-	filters := r.ns.Exec(t, "tc", "filter", "show", "dev", "wan", "ingress")
-	if strings.Contains(r.ns.Exec(t, "tc", "qdisc", "show", "dev", "ifb@wan"), " 1: ") || !r.shaped("ifb4wan") ||
+	filters := r.tc("filter", "show", "dev", "wan", "ingress")
+	if strings.Contains(r.tc("qdisc", "show", "dev", "ifb@wan"), " 1: ") || !r.shaped("ifb4wan") ||
 		strings.Contains(filters, "ifb@wan") || !strings.Contains(filters, "ifb4wan") {
 		t.Errorf("after the backend changed:\n%s\n%s", r.qdiscs(), filters)
 	}
@@ -60,10 +60,10 @@ func TestOwnServiceFollowsWhatItApplied(t *testing.T) {
 // deleted the LAN bridge.
 func TestForeignIFB(t *testing.T) {
 	r := newRouter(t)
-	r.ns.Exec(t, "ip", "link", "add", "lan0", "type", "bridge")
-	r.ns.Exec(t, "ip", "link", "set", "lan0", "up")
+	r.ip("link", "add", "lan0", "type", "bridge")
+	r.ip("link", "set", "lan0", "up")
 	r.addLink("lan1") // a veth LAN port
-	r.ns.Exec(t, "tc", "qdisc", "add", "dev", "lan1", "root", "handle", "1:", "htb")
+	r.tc("qdisc", "add", "dev", "lan1", "root", "handle", "1:", "htb")
 	r.initd("enable")
 	disabled := func(ifb string) queue {
 		return queue{section: "old", iface: "wan", script: "sqmkit-fq_codel.qos", download: 20000, upload: 10000, extra: "\toption ifb '" + ifb + "'\n"}
@@ -101,7 +101,7 @@ func TestForeignIFB(t *testing.T) {
 	}
 
 	// an IFB sqmkit did not create is used, and emptied by a stop, but kept
-	r.ns.Exec(t, "ip", "link", "add", "ifb0", "type", "ifb")
+	r.ip("link", "add", "ifb0", "type", "ifb")
 	q := disabled("ifb0")
 	q.enabled = true
 	r.config(q)

@@ -2,11 +2,13 @@ package openwrttest
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,41 +17,43 @@ import (
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
+// sqmkit's service on real procd: installed and started by `sqmkit
+// install`, shaping at boot from /etc/rc.d, reloaded by procd's config
+// trigger when a uci commit over ubus changes /etc/config/sqm (what
+// LuCI's Save & Apply does), stopped by its init script.
 func TestInitScript(t *testing.T) {
 	r := newRouter(t)
-	// a fresh install: no queue enabled yet is not an error
-	r.queue(false, "sqmkit-nss.qos", 20000, 10000)
+	// a fresh install: the defaults wrote a disabled queue; the service runs
+	// and shapes nothing, which is no error
 	if code, out := r.initd("start"); code != 0 || !strings.Contains(out, "nothing to shape") || strings.Contains(out, "sqmkit start:") {
 		t.Errorf("start with no queue enabled: exit %d\n%s", code, out)
 	}
-	r.clearProcd()
-	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
-
-	if code, out := r.initd("enable"); code != 0 || !fileExists(filepath.Join(r.root, "etc/rc.d/S50sqmkit")) {
-		t.Fatalf("enable: exit %d\n%s", code, out)
+	if _, ok := r.service("sqmkit"); !ok {
+		t.Fatal("procd does not know the service after install")
+	}
+	if !r.exists("/etc/rc.d/S50sqmkit") {
+		t.Fatal("install did not enable the service")
 	}
 	if code, _ := r.initd("enabled"); code != 0 {
-		t.Errorf("enabled after enable: exit %d", code)
+		t.Errorf("enabled after install: exit %d", code)
+	}
+	// procd holds the service's reload trigger on /etc/config/sqm
+	s, _ := r.service("sqmkit")
+	trigger := `["config.change",["if",["eq","package","sqm"],["run_script","/etc/init.d/sqmkit","reload"]],1000]`
+	if len(s.Triggers) != 1 || !sameJSON(s.Triggers[0], trigger) {
+		t.Errorf("procd's triggers %s, want %s", s.Triggers, trigger)
 	}
 
-	code, out := r.initd("boot")
-	if code != 0 || !r.shaped("wan") {
-		t.Fatalf("boot: exit %d, kernel:\n%s\n%s", code, r.qdiscs(), out)
+	// a queue enabled, then a reboot: procd's rcS runs S50sqmkit boot
+	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
+	if err := r.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	if !r.shaped("wan") || !r.ingress("wan") {
+		t.Fatalf("after the boot, the kernel holds:\n%s\n%s", r.qdiscs(), r.console())
 	}
 	if code, out := r.status(); code != 0 {
 		t.Errorf("status after boot: exit %d\n%s", code, out)
-	}
-	// procd is sent the service, its reload trigger on /etc/config/sqm and
-	// the "data" object every service message carries
-	calls := r.procdCalls()
-	if len(calls) != 1 || calls[0].Method != "set" {
-		t.Fatalf("procd was sent %+v, want one service set", calls)
-	}
-	m := calls[0].Msg
-	trigger := `["config.change",["if",["eq","package","sqm"],["run_script","/etc/init.d/sqmkit","reload"]],1000]`
-	if m.Name != "sqmkit" || m.Script != filepath.Join(r.root, "etc/init.d/sqmkit") || len(m.Instances) != 0 ||
-		len(m.Triggers) != 1 || !sameJSON(m.Triggers[0], trigger) || m.Data == nil {
-		t.Errorf("service message %+v, want name sqmkit, its script, no instance, trigger %s and data {}", m, trigger)
 	}
 
 	// start again: already as planned, nothing changes
@@ -61,32 +65,36 @@ func TestInitScript(t *testing.T) {
 		t.Error("a second start changed the kernel")
 	}
 
-	// a changed rate reaches the kernel on reload
-	r.queue(true, "sqmkit-nss.qos", 30000, 10000)
-	if code, out := r.initd("reload"); code != 0 || !strings.Contains(r.qdiscs(), "30Mbit") {
-		t.Errorf("reload with a new download rate: exit %d\n%s\n%s", code, r.qdiscs(), out)
+	// LuCI's Save & Apply: uci set and commit over ubus; rpcd tells procd,
+	// whose trigger reloads the service a second later
+	for _, c := range [][]string{
+		{"ubus", "call", "uci", "set", `{"config":"sqm","section":"wan","values":{"download":"30000"}}`},
+		{"ubus", "call", "uci", "commit", `{"config":"sqm"}`},
+	} {
+		if code, out := r.run(nil, c[0], c[1:]...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s", c, code, out)
+		}
 	}
+	r.eventually("the committed rate in the kernel", func() bool { return strings.Contains(r.qdiscs(), "30Mbit") }, r.qdiscs)
 	if code, out := r.status(); code != 0 {
-		t.Errorf("status after reload: exit %d\n%s", code, out)
+		t.Errorf("status after the triggered reload: exit %d\n%s", code, out)
 	}
-	// a disabled queue is removed on reload
-	r.queue(false, "sqmkit-nss.qos", 30000, 10000)
-	if code, out := r.initd("reload"); code != 0 || r.shaped("wan") {
-		t.Errorf("reload with the queue disabled: exit %d\n%s\n%s", code, r.qdiscs(), out)
-	}
+	// disabled by a commit: the trigger's reload removes the queue
+	r.run(nil, "uci", "set", "sqm.wan.enabled=0")
+	r.run(nil, "ubus", "call", "uci", "commit", `{"config":"sqm"}`)
+	r.eventually("the disabled queue removed", func() bool { return !r.shaped("wan") && !r.ingress("wan") }, r.qdiscs)
 
 	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
 	if code, out := r.initd("restart"); code != 0 || !r.shaped("wan") {
 		t.Errorf("restart: exit %d\n%s", code, out)
 	}
-	r.clearProcd()
 	if code, out := r.initd("stop"); code != 0 || r.shaped("wan") {
 		t.Errorf("stop: exit %d\n%s\n%s", code, r.qdiscs(), out)
 	}
-	if calls := r.procdCalls(); len(calls) != 1 || calls[0].Method != "delete" || calls[0].Msg.Name != "sqmkit" {
-		t.Errorf("stop did not ask procd to delete the service's instances: %+v", calls)
+	if _, ok := r.service("sqmkit"); ok {
+		t.Error("procd still holds the service after stop")
 	}
-	if code, _ := r.initd("disable"); code != 0 || fileExists(filepath.Join(r.root, "etc/rc.d/S50sqmkit")) {
+	if code, _ := r.initd("disable"); code != 0 || r.exists("/etc/rc.d/S50sqmkit") {
 		t.Errorf("disable: exit %d", code)
 	}
 	if code, _ := r.initd("enabled"); code == 0 {
@@ -95,10 +103,10 @@ func TestInitScript(t *testing.T) {
 }
 
 // A queue with option autorate '1' gets a procd instance of sqmkit
-// autorate, respawned, whichever service applies the tree: with
-// sqm-scripts' service enabled (as luci-app-sqm enables it) sqmkit's
-// service applies nothing and still runs autorate. A reload without the
-// option describes the service without the instance, which procd then ends.
+// autorate, respawned when it dies, whichever service applies the tree:
+// with sqm-scripts' service enabled (as luci-app-sqm enables it) sqmkit's
+// applies nothing and still runs autorate. A reload without the option
+// describes the service without the instance, and procd ends it.
 func TestAutorateInstance(t *testing.T) {
 	for _, withSQM := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sqmkit's service", true: "sqm-scripts enabled"}[withSQM], func(t *testing.T) {
@@ -106,53 +114,88 @@ func TestAutorateInstance(t *testing.T) {
 			if withSQM {
 				r.withSQMScripts()
 			}
-			q := queue{section: "wan", iface: "wan", script: "sqmkit-cake.qos", enabled: true, download: 20000, upload: 10000}
-			q.extra = "\toption autorate '1'\n"
+			q := queue{section: "wan", iface: "wan", script: "sqmkit-nss.qos", enabled: true, download: 20000, upload: 10000}
+			q.extra = "\toption autorate '1'\n\toption autorate_reflectors '192.0.2.2'\n"
 			r.config(q)
-			if code, out := r.initd("start"); code != 0 {
-				t.Fatalf("start: exit %d\n%s", code, out)
+			if withSQM {
+				if code, out := r.rc("sqm", "start"); code != 0 {
+					t.Fatalf("sqm start: exit %d\n%s", code, out)
+				}
 			}
-			calls := r.procdCalls()
-			if len(calls) != 1 {
-				t.Fatalf("procd was sent %+v", calls)
+			if code, out := r.initd("restart"); code != 0 {
+				t.Fatalf("restart: exit %d\n%s", code, out)
 			}
-			inst, ok := calls[0].Msg.Instances["autorate-wan"]
-			want := []string{filepath.Join(r.root, "usr/bin/sqmkit"), "autorate", "--root", r.root, "wan"}
-			if !ok || !slices.Equal(inst.Command, want) || !slices.Equal(inst.Respawn, []string{"3600", "5", "0"}) || !inst.Stderr {
-				t.Errorf("instances %+v, want autorate-wan running %q, respawned for ever, stderr to the log", calls[0].Msg.Instances, want)
+			var pid int
+			r.eventually("autorate running", func() bool {
+				s, _ := r.service("sqmkit")
+				inst, ok := s.Instances["autorate-wan"]
+				pid = inst.PID
+				return ok && inst.Running
+			}, func() string { s, _ := r.service("sqmkit"); return r.console() + "\n" + toJSON(s) })
+			s, _ := r.service("sqmkit")
+			inst := s.Instances["autorate-wan"]
+			if want := []string{"/usr/bin/sqmkit", "autorate", "--root", "/", "wan"}; !slices.Equal(inst.Command, want) || inst.Respawn == nil {
+				t.Errorf("instance %+v, want %q respawned", inst, want)
 			}
-			r.clearProcd()
+			if pid == 0 {
+				t.Fatal("no pid for the instance")
+			}
+			// procd's pid is the namespace's: kill it from inside
+			if code, out := r.run(nil, "kill", "-9", strconv.Itoa(pid)); code != 0 {
+				t.Fatalf("kill: %s", out)
+			}
+			r.eventually("autorate respawned", func() bool {
+				s, _ := r.service("sqmkit")
+				i := s.Instances["autorate-wan"]
+				return i.Running && i.PID != pid && i.PID != 0
+			}, func() string { s, _ := r.service("sqmkit"); return toJSON(s) })
+
 			q.extra = ""
 			r.config(q) // autorate gone
 			if code, out := r.initd("reload"); code != 0 {
 				t.Fatalf("reload: exit %d\n%s", code, out)
 			}
-			calls = r.procdCalls()
-			if len(calls) != 1 || calls[0].Method != "set" || len(calls[0].Msg.Instances) != 0 {
-				t.Errorf("reload without autorate: procd was sent %+v", calls)
-			}
+			r.eventually("the instance ended", func() bool {
+				s, _ := r.service("sqmkit")
+				return len(s.Instances) == 0
+			}, func() string { s, _ := r.service("sqmkit"); return toJSON(s) })
 		})
 	}
 }
 
-// sqmkit's own hotplug handler, with the events netifd sends: DEVICE on
-// ifup and ifupdate only, one event at a time.
+// sqmkit's hotplug handler with the events real netifd sends: ifup when
+// it brings wan up, ifdown when wan's device goes away (as pppoe-wan does
+// when a PPPoE session drops), and storms of ifupdate through the real
+// hotplug-call, one after the other and at once.
 func TestHotplug(t *testing.T) {
 	r := newRouter(t)
 	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
-
-	// the service is disabled: events are ignored
-	if code, _ := r.event("ifup", "wan", "wan"); code != 0 || r.shaped("wan") {
-		t.Fatalf("ifup with the service disabled: exit %d, shaped %v", code, r.shaped("wan"))
+	r.initd("disable")
+	r.initd("stop")
+	// the service is disabled: netifd's events are ignored
+	r.run(nil, "/sbin/ifup", "wan")
+	r.waitUp("wan", true)
+	if r.shaped("wan") {
+		t.Fatalf("ifup with the service disabled shaped wan")
 	}
 	r.initd("enable")
 	// events that are not interface changes are ignored
-	if code, _ := r.sh([]string{"ACTION=free", "INTERFACE=wan"}, filepath.Join(r.root, "sbin/hotplug-call"), "iface"); code != 0 || r.shaped("wan") {
+	if code, _ := r.run([]string{"ACTION=free", "INTERFACE=wan"}, "/sbin/hotplug-call", "iface"); code != 0 || r.shaped("wan") {
 		t.Fatalf("ACTION=free: exit %d", code)
 	}
-	if code, out := r.event("ifup", "wan", "wan"); code != 0 || !r.shaped("wan") {
-		t.Fatalf("ifup: exit %d\n%s", code, out)
+	// netifd restarts wan (ifdown, ifup): the shaper comes with the ifup
+	r.run(nil, "/sbin/ifup", "wan")
+	r.eventually("shaped after netifd's ifup", func() bool { return r.shaped("wan") && r.ingress("wan") }, r.qdiscs)
+	// netifd's ifdown of a static wan leaves its device up: the shaper
+	// stays on a device that is still there (the next ifup finds it as
+	// planned)
+	r.run(nil, "/sbin/ifdown", "wan")
+	r.waitUp("wan", false)
+	if !r.shaped("wan") {
+		t.Errorf("ifdown of a static wan removed the shaper of a device that is up:\n%s", r.qdiscs())
 	}
+	r.run(nil, "/sbin/ifup", "wan")
+	r.waitUp("wan", true)
 
 	// a storm of ifupdate events, one after the other as netifd sends them:
 	// nothing is applied again
@@ -181,19 +224,45 @@ func TestHotplug(t *testing.T) {
 	if code, out := r.status(); code != 0 {
 		t.Errorf("after the storm: %s", out)
 	}
-
 	// an alias interface going down leaves the shaper of a device that is up
 	if code, out := r.event("ifdown", "wan6", ""); code != 0 || !r.shaped("wan") {
 		t.Errorf("ifdown of wan6 while wan is up: exit %d\n%s", code, out)
 	}
-	// the device down: ifdown (without DEVICE) removes what sqmkit added
-	r.ns.Exec(t, "ip", "link", "set", "wan", "down")
-	if code, out := r.event("ifdown", "wan", ""); code != 0 || r.shaped("wan") || r.ingress("wan") {
-		t.Errorf("ifdown with wan down: exit %d\n%s\n%s", code, r.qdiscs(), out)
+	// the device goes away: netifd's ifdown removes what sqmkit added (the
+	// nss backend keeps its IFB, without a tree); it comes back: netifd's
+	// ifup shapes it again
+	r.ip("link", "del", "wan")
+	r.waitUp("wan", false)
+	r.eventually("nothing left of a device that went away", func() bool { return !r.shaped("ifb@wan") }, r.qdiscs)
+	r.ip("link", "add", "wan", "type", "veth", "peer", "name", "wanpeer")
+	r.ip("link", "set", "wanpeer", "up")
+	r.eventually("shaped when the device came back", func() bool { return r.shaped("wan") && r.ingress("wan") }, r.qdiscs)
+	if code, out := r.status(); code != 0 {
+		t.Errorf("status after the device came back: exit %d\n%s", code, out)
 	}
 }
 
+// waitUp waits until netifd says iface is up (or down).
+func (r *router) waitUp(iface string, up bool) {
+	r.t.Helper()
+	want := fmt.Sprintf(`"up": %v`, up)
+	r.eventually("netifd's "+iface+" "+want, func() bool { return strings.Contains(r.ifstatus(iface), want) }, func() string { return r.ifstatus(iface) })
+}
+
+// ifstatus is netifd's view of an interface.
+func (r *router) ifstatus(iface string) string {
+	_, out := r.run(nil, "ifstatus", iface)
+	return out
+}
+
+// The first-boot defaults with the real uci: the WAN device from
+// network.wan.device when it is a device name, the NSS script on an NSS
+// router, an existing /etc/config/sqm kept. Each case runs the script on a
+// scratch root inside the router ($IPKG_INSTROOT), so /sys can hold the NSS
+// module's directory.
 func TestUCIDefaults(t *testing.T) {
+	r := newBareRouter(t, nil)
+	r.install()
 	for _, c := range []struct {
 		name       string
 		uci, nss   bool
@@ -201,7 +270,7 @@ func TestUCIDefaults(t *testing.T) {
 		existing   bool
 		iface, scr string
 	}{
-		{"plain, no uci", false, false, "", false, "wan", "sqmkit-cake.qos"},
+		{"no uci on PATH", false, false, "", false, "wan", "sqmkit-cake.qos"},
 		{"network.wan.device from uci", true, false, "eth1", false, "eth1", "sqmkit-cake.qos"},
 		{"NSS router", true, true, "eth1", false, "eth1", "sqmkit-nss.qos"},
 		{"existing config is kept", true, false, "eth1", true, "", ""},
@@ -209,28 +278,29 @@ func TestUCIDefaults(t *testing.T) {
 		{"a device value that is no device name", true, false, "eth1'\n\toption enabled '1", false, "wan", "sqmkit-cake.qos"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := newRouter(t)
-			if !c.uci {
-				os.Remove(filepath.Join(r.root, "bin/uci"))
-			}
-			r.write("etc/config/network", "config interface 'wan'\n\toption device \""+c.device+"\"\n\toption proto 'dhcp'\n")
+			scratch := "/tmp/" + strings.ReplaceAll(c.name, " ", "-")
+			r.write(scratch+"/etc/config/network", "config interface 'wan'\n\toption device \""+c.device+"\"\n\toption proto 'dhcp'\n")
 			if c.nss {
-				os.Remove(filepath.Join(r.root, "sys")) // a scratch /sys, not the live one
-				os.MkdirAll(filepath.Join(r.root, "sys/module/qca_nss_qdisc"), 0o755)
+				os.MkdirAll(r.Path(scratch+"/sys/module/qca_nss_qdisc"), 0o755)
 			}
 			if c.existing {
-				r.write("etc/config/sqm", "# mine\n")
+				r.write(scratch+"/etc/config/sqm", "# mine\n")
 			}
-			if code, out := r.sh(nil, filepath.Join(r.root, "etc/uci-defaults/90-sqmkit")); code != 0 {
+			r.write(scratch+"/defaults", string(readOwn(t, "sqmkit.uci-defaults")))
+			path := "PATH=" + "/usr/sbin:/usr/bin:/sbin:/bin"
+			if !c.uci {
+				path = "PATH=/bin" // busybox's applets, and no /sbin/uci
+			}
+			if code, out := r.run([]string{path, "IPKG_INSTROOT=" + scratch}, "/bin/sh", scratch+"/defaults"); code != 0 {
 				t.Fatalf("exit %d\n%s", code, out)
 			}
 			if c.existing {
-				if b, _ := os.ReadFile(filepath.Join(r.root, "etc/config/sqm")); string(b) != "# mine\n" {
+				if b, _ := os.ReadFile(r.Path(scratch + "/etc/config/sqm")); string(b) != "# mine\n" {
 					t.Errorf("an existing config was changed: %q", b)
 				}
 				return
 			}
-			qs, err := config.Load(r.root, "")
+			qs, err := config.Load(r.Path(scratch), "")
 			if err != nil || len(qs) != 1 {
 				t.Fatalf("the written config: %v %+v", err, qs)
 			}
@@ -242,8 +312,18 @@ func TestUCIDefaults(t *testing.T) {
 	}
 }
 
-// Every shell file of the package, and every stand-in, passes shellcheck
-// as the POSIX sh that busybox ash runs.
+// readOwn reads one of sqmkit's OpenWrt files from this checkout.
+func readOwn(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("../../internal/openwrt/files", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// Every shell file of the package passes shellcheck as the POSIX sh that
+// busybox ash runs.
 func TestShellcheck(t *testing.T) {
 	sc, err := exec.LookPath("shellcheck")
 	if err != nil {
@@ -256,14 +336,6 @@ func TestShellcheck(t *testing.T) {
 	})
 	// the LuCI app's one shell file: the rpcd plugin's wrapper
 	files = append(files, "../../internal/openwrt/files/luci/root/usr/libexec/rpcd/sqmkit")
-	for _, dir := range []string{"base", "sqm-scripts"} {
-		filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-			if err == nil && !d.IsDir() {
-				files = append(files, p)
-			}
-			return err
-		})
-	}
 	// SC1091: sourced files are not at their router paths here; SC3043:
 	// local is in every shell OpenWrt ships (busybox ash)
 	out, err := exec.Command(sc, append([]string{"-s", "sh", "-e", "SC1091,SC3043"}, files...)...).CombinedOutput()
@@ -276,6 +348,12 @@ func TestShellcheck(t *testing.T) {
 	if err != nil || len(qos) != 3 {
 		t.Errorf("shellcheck of %v: %v\n%s", qos, err, out)
 	}
+	// the project's own scripts (the stack's build among them)
+	scripts, _ := filepath.Glob("../../scripts/*.sh")
+	out, err = exec.Command(sc, append([]string{"-x", "-P", "../..", "-s", "sh"}, scripts...)...).CombinedOutput()
+	if err != nil {
+		t.Errorf("shellcheck of scripts/: %v\n%s", err, out)
+	}
 }
 
 // sameJSON compares a JSON value with want's, whatever the spacing and
@@ -284,3 +362,5 @@ func sameJSON(got json.RawMessage, want string) bool {
 	var a, b any
 	return json.Unmarshal(got, &a) == nil && json.Unmarshal([]byte(want), &b) == nil && reflect.DeepEqual(a, b)
 }
+
+func toJSON(v any) string { b, _ := json.MarshalIndent(v, "", " "); return string(b) }

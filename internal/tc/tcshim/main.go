@@ -8,8 +8,12 @@
 //
 // Usage: put it first on PATH under the name tc.
 //
-//	SQMKIT_REAL_TC   the real tc (default /usr/sbin/tc, else /sbin/tc)
+//	SQMKIT_REAL_TC   the real tc (default /usr/sbin/tc, else /sbin/tc, never itself)
 //	SQMKIT_SHIM_FQ_CODEL=pfifo   map fq_codel and nssfq_codel to pfifo
+//
+// Where no environment reaches it (procd's services on the real OpenWrt
+// stack), the lines KEY=VALUE of the file beside it named like it plus
+// ".env" set the variables the environment leaves unset.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 )
 
 func main() {
+	loadEnvFile()
 	if len(os.Args) > 1 && (os.Args[1] == "-shim-help" || os.Args[1] == "--shim-help") {
 		fmt.Fprintln(os.Stderr, "tcshim: lab-only tc stand-in that maps NSS qdiscs onto tbf/fq_codel/mirred; see the package comment")
 		return
@@ -77,10 +82,32 @@ func realTC() string {
 	if p := os.Getenv("SQMKIT_REAL_TC"); p != "" {
 		return p
 	}
-	if _, err := os.Stat("/usr/sbin/tc"); err == nil {
-		return "/usr/sbin/tc"
+	self, _ := os.Stat("/proc/self/exe")
+	for _, p := range []string{"/usr/sbin/tc", "/sbin/tc"} {
+		if st, err := os.Stat(p); err == nil && (self == nil || !os.SameFile(st, self)) {
+			return p
+		}
 	}
 	return "/sbin/tc"
+}
+
+// loadEnvFile sets, from the file EXE.env beside the shim, the variables
+// the environment leaves unset.
+func loadEnvFile() {
+	exe, err := os.Executable()
+	if err != nil {
+		return
+	}
+	b, err := os.ReadFile(exe + ".env")
+	if err != nil {
+		return
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(l), "=")
+		if _, set := os.LookupEnv(k); ok && !set {
+			os.Setenv(k, v)
+		}
+	}
 }
 
 // splitOptions separates tc's leading options from the command.
