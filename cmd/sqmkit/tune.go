@@ -29,7 +29,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
 	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
 	target := fs.String("target", "A+", "the grade to keep in every loaded phase: A+ (median +5 ms, p95 +15 ms) or A (+30/+90 ms)")
-	budget := fs.Duration("budget", 3*time.Minute, "most test time to spend, the confirming test included (0: no limit)")
+	budget := fs.Duration("budget", tune.DefaultBudget, "most test time to spend, the confirming test included (0: no limit)")
 	write := fs.Bool("write", false, "store the rates in the SQM config (through uci on OpenWrt) and keep the old ones for --undo")
 	undo := fs.Bool("undo", false, "restore the rates the last --write replaced")
 	jsonFile := fs.String("json", "", "write the search (every step) as JSON to `FILE`")

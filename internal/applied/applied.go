@@ -22,7 +22,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/sizelimit"
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // Dir is where the records live under a root ("/" on a router).
@@ -70,7 +70,7 @@ func (s Store) Get(dev string) (r Record, ok bool, err error) {
 	if s.Dir == "" {
 		return r, false, nil
 	}
-	b, err := sizelimit.ReadFile(s.path(dev), maxRecord, "sqmkit record")
+	b, err := statefile.Read(s.path(dev), maxRecord, "sqmkit record")
 	if errors.Is(err, fs.ErrNotExist) {
 		return r, false, nil
 	}
@@ -125,12 +125,7 @@ func (s Store) Put(r Record) error {
 		return err
 	}
 	b, _ := json.Marshal(r)
-	tmp := s.path(r.Device) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, s.path(r.Device))
+	return statefile.Write(s.path(r.Device), b, 0o644)
 }
 
 // Delete forgets dev's record.

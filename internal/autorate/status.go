@@ -2,9 +2,10 @@ package autorate
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 )
@@ -71,12 +72,5 @@ func (d *Daemon) record(st *Status, c *Controller, load [2]int, now time.Time) e
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(d.StatusFile), 0o755); err != nil {
-		return err
-	}
-	tmp := d.StatusFile + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, d.StatusFile)
+	return statefile.Write(d.StatusFile, b, 0o644)
 }

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -79,6 +80,9 @@ func readFull(r io.Reader, b []byte, what string) error {
 
 var be = binary.BigEndian
 
+// hostname is a DNS name: labels of letters, digits and inner hyphens.
+var hostname = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*\.?$`)
+
 // SplitHostPort accepts host, host:port, [v6], [v6]:port and a bare IPv6
 // literal, and fills in DefaultPort: how the client names a server and the
 // server names where it listens.
@@ -90,13 +94,17 @@ func SplitHostPort(s string) (host, port string) {
 }
 
 // CheckServer says what is wrong with a server address as a user wrote
-// it: a host, and a port from 1 to 65535 when one is given. A port out of
-// range would otherwise be dialled, and retried, for ever
-// (TestCheckServer).
+// it: a host (an IP address or a DNS name, so never a flag, a path or
+// markup when it is passed on), and a port from 1 to 65535 when one is
+// given. A port out of range would otherwise be dialled, and retried, for
+// ever (TestCheckServer).
 func CheckServer(s string) error {
 	host, port := SplitHostPort(s)
 	if host == "" {
 		return fmt.Errorf("%q names no host (write HOST or HOST:PORT, e.g. 192.0.2.1:%d)", s, DefaultPort)
+	}
+	if net.ParseIP(host) == nil && !hostname.MatchString(host) {
+		return fmt.Errorf("%q: %q is neither an IP address nor a host name (letters, digits, dots and inner hyphens; write HOST or HOST:PORT, e.g. 192.0.2.1:%d)", s, host, DefaultPort)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("%q: port %q is not a port from 1 to 65535 (write HOST or HOST:PORT, e.g. %s:%d)", s, port, host, DefaultPort)

@@ -238,6 +238,9 @@ func TestCheckServer(t *testing.T) {
 	for s, ok := range map[string]bool{
 		"192.0.2.1": true, "192.0.2.1:5201": true, "[2001:db8::1]:1": true, "2001:db8::1": true, "host.example:65535": true,
 		"192.0.2.1:99999": false, "192.0.2.1:0": false, "192.0.2.1:http": false, ":5201": false, "": false,
+		// what a caller must never pass on as a flag, a path or markup
+		"--json=/etc/passwd": false, "-h": false, "--config=/etc/shadow": false, "a/b": false, "<img src=x>": false,
+		"host -x": false, "-host.example": false, "host.example.": true, "a_b.example": false,
 	} {
 		if err := CheckServer(s); (err == nil) != ok {
 			t.Errorf("CheckServer(%q) = %v", s, err)

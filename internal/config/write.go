@@ -3,11 +3,11 @@ package config
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 
 	"github.com/sqmkit/sqmkit/internal/uci"
 )
@@ -137,31 +137,7 @@ func editFile(path string, data []byte, s *uci.Section, r Rates) error {
 // through: the link stays and its target gets the new text. A write that
 // fails (a full filesystem) leaves the old file and no temporary one
 // (TestWriteRatesSymlinkAndFullDisk).
-func replaceFile(path string, b []byte) error {
-	target, err := filepath.EvalSymlinks(path)
-	if err != nil {
-		return err
-	}
-	fi, err := os.Stat(target)
-	if err != nil {
-		return err
-	}
-	tmp := target + ".sqmkit-tune"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, fi.Mode().Perm())
-	if err == nil {
-		_, err = f.Write(b)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, target)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
-}
+func replaceFile(path string, b []byte) error { return statefile.WriteThrough(path, b) }
 
 func optionValue(s *uci.Section, name string) string {
 	for _, o := range s.Options {

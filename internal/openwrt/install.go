@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // Manifest lists, one absolute path a line, what Install wrote; Uninstall
@@ -152,19 +154,7 @@ func installSelf(root, self string) error {
 // writeFile replaces path whole (a rename), so a running binary or a script
 // being sourced is never seen half written.
 func writeFile(path string, b []byte, mode fs.FileMode) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".sqmkit-new"
-	if err := os.WriteFile(tmp, b, mode); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	return os.Rename(tmp, path)
+	return statefile.Write(path, b, mode)
 }
 
 var startLine = regexp.MustCompile(`(?m)^START=(\d\d)$`)

@@ -19,6 +19,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/statefile"
+
 	"github.com/sqmkit/sqmkit/internal/config"
 )
 
@@ -40,7 +42,7 @@ func Load(dir, iface string) (r Rates, ok bool, err error) {
 	if dir == "" {
 		return r, false, nil
 	}
-	b, err := os.ReadFile(path(dir, iface))
+	b, err := statefile.Read(path(dir, iface), 4096, "rate state")
 	if errors.Is(err, fs.ErrNotExist) {
 		return r, false, nil
 	}
@@ -59,11 +61,7 @@ func Save(dir, iface string, r Rates) error {
 		return err
 	}
 	b, _ := json.Marshal(r)
-	tmp := path(dir, iface) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path(dir, iface))
+	return statefile.Write(path(dir, iface), b, 0o644)
 }
 
 // Clear forgets iface's rates.

@@ -1,28 +1,26 @@
 package rpcd
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/sizelimit"
+	"github.com/sqmkit/sqmkit/internal/joblock"
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // A job is a test or a tune running in the background: rpcd ends a call
 // after 120 s and a tune takes minutes, and the page that started it may
 // close. Its state is one directory under Root/var/run/sqmkit/luci/NAME,
-// so a second browser sees the same job: lock (the pid, while it runs),
-// meta.json (what was asked, when), log (its stderr: the progress lines)
-// and the --json file it writes when done.
+// so a second browser sees the same job: job.lock (held by the job's
+// process while it runs), meta.json (what was asked, when), log (its
+// stderr: the progress lines) and the --json file it writes when done.
 type job struct {
 	name, dir string
 }
@@ -41,70 +39,55 @@ type meta struct {
 	Out     string    `json:"out"` // the --json file
 }
 
-// pid is the job's process while it runs: the lock's pid, alive and
-// running this job (its command line names the job's directory, so a
-// reused pid is not mistaken for it).
-func (j job) pid() (int, bool) {
-	b, err := os.ReadFile(filepath.Join(j.dir, "lock"))
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		return 0, false
-	}
-	cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return pid, err == nil && bytes.Contains(cmd, []byte(j.dir))
-}
+// lockName is the job's lock in its directory (joblock): held by the
+// job's process for its whole life, from the call that starts it on.
+const lockName = "job"
 
-func (j job) running() bool { _, ok := j.pid(); return ok }
+// running says whether the job's process lives (it holds the lock).
+func (j job) running() bool { _, ok := joblock.Held(j.dir, lockName); return ok }
 
-// start runs exe with args in the background, its stderr and stdout in the
-// log, unless the job runs already: the lock is made with O_EXCL, so of
-// two calls at once one starts it and the other is refused
-// (TestJobRefusesSecondStart).
-func (j job) start(exe string, args []string, m meta) error {
+// start runs exe with args (and env added to rpcd's environment) in the
+// background, its stderr and stdout in the log, unless the job runs
+// already. The lock is taken before anything is written and handed to the
+// job's process, which holds it until it ends, however it ends; of calls
+// at once one starts the job and the others are refused
+// (TestJobStartsOnce).
+func (j job) start(exe string, args []string, env []string, m meta) error {
 	if err := os.MkdirAll(j.dir, 0o755); err != nil {
 		return err
 	}
-	lock := filepath.Join(j.dir, "lock")
-	f, err := os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-	if errors.Is(err, fs.ErrExist) {
-		if pid, ok := j.pid(); ok {
-			var was meta
-			j.read("meta.json", &was)
-			return fmt.Errorf("a %s is running since %s (pid %d); wait for it to end", j.name, was.Started.Local().Format("15:04:05"), pid)
+	l, err := joblock.Take(j.dir, lockName, joblock.Holder{Kind: j.name, PID: os.Getpid(), Started: m.Started, What: m.Server})
+	if err != nil {
+		var busy *joblock.Busy
+		if errors.As(err, &busy) {
+			return fmt.Errorf("a %s is running since %s; wait for it to end", j.name, busy.Holder.Started.Local().Format("15:04:05"))
 		}
-		os.Remove(lock) // its process ended
-		f, err = os.OpenFile(lock, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		return err
 	}
+	defer l.Release() // the job's process holds it on
+	log, err := statefile.Create(filepath.Join(j.dir, "log"))
 	if err != nil {
-		return fmt.Errorf("%s: %w", lock, err)
-	}
-	defer f.Close()
-	log, err := os.Create(filepath.Join(j.dir, "log"))
-	if err != nil {
-		os.Remove(lock)
 		return err
 	}
 	defer log.Close()
 	os.Remove(m.Out)
 	b, _ := json.Marshal(m)
-	if err := os.WriteFile(filepath.Join(j.dir, "meta.json"), b, 0o644); err != nil {
-		os.Remove(lock)
+	if err := statefile.Write(filepath.Join(j.dir, "meta.json"), b, 0o644); err != nil {
 		return err
 	}
 	cmd := exec.Command(exe, args...)
+	// secrets (the token) in the environment, which only root reads, not
+	// in the arguments, which every local user does (/proc/PID/cmdline)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr, cmd.Dir = log, log, "/"
+	cmd.ExtraFiles = []*os.File{l.File()}
 	// its own session: it outlives rpcd's call and the page's connection
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
-		os.Remove(lock)
 		return fmt.Errorf("starting %s: %w", exe, err)
 	}
 	go cmd.Wait() // reaped when the calling process lives on (tests); rpcd's call exits at once
-	_, err = fmt.Fprintf(f, "%d\n", cmd.Process.Pid)
-	return err
+	return l.Owner(joblock.Holder{Kind: j.name, PID: cmd.Process.Pid, Started: m.Started, What: m.Server})
 }
 
 // read decodes the job's file name into v.
@@ -116,7 +99,7 @@ const maxState = 32 << 20
 
 // lines are the last n lines of the job's log, without sqmkit's prefix.
 func (j job) lines(n int) []string {
-	b, err := sizelimit.ReadFile(filepath.Join(j.dir, "log"), maxState, j.name+" log")
+	b, err := statefile.Read(filepath.Join(j.dir, "log"), maxState, j.name+" log")
 	if err != nil {
 		return []string{}
 	}
@@ -139,7 +122,7 @@ func (e *Env) running() map[string]bool {
 
 // readJSON decodes a state file of at most maxState bytes.
 func readJSON(path string, v any) error {
-	b, err := sizelimit.ReadFile(path, maxState, filepath.Base(path))
+	b, err := statefile.Read(path, maxState, filepath.Base(path))
 	if err != nil {
 		return err
 	}

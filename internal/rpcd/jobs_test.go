@@ -112,7 +112,7 @@ func TestTuneRound(t *testing.T) {
 		Upload: search.Choice{RateKbit: 9200}}, Confirm: &bbresult.Result{Grades: bbresult.Grades{DSLReports: "A+"}}, Spent: 150 * time.Second}
 	exe, release := fakeSqmkit(t, o)
 	e.Exe = exe
-	if got := call(t, e, "tune_start", `{"server": "vps.example", "budget": 120}`); got["started"] != true || got["section"] != "wan" {
+	if got := call(t, e, "tune_start", `{"server": "vps.example", "budget": 140}`); got["started"] != true || got["section"] != "wan" {
 		t.Fatalf("tune_start: %v", got)
 	}
 	if got := call(t, e, "tune_start", `{"server": "vps.example"}`); !strings.Contains(fmt.Sprint(got["error"]), "a tune is running") {

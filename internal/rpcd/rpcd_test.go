@@ -98,7 +98,7 @@ func TestCallErrors(t *testing.T) {
 		{"status", `{"x": 1}`, `status takes no argument "x"`},
 		{"test_start", `{"server": 5}`, "argument server: want a string"},
 		{"test_start", `{}`, "server: name the sqmkit serve"},
-		{"tune_start", `{"server": "h", "budget": 5}`, "budget 5 s: want 60 to 3600"},
+		{"tune_start", `{"server": "h", "budget": 5}`, "budget 5 s: want 140 to 3600"},
 		{"tune_start", `{"server": "h", "section": "lan"}`, `section "lan": not an enabled queue`},
 		{"tune_write", `{}`, "no finished tune"},
 		{"test_result", `{"id": "../x"}`, "want one of the ids"},

@@ -39,11 +39,9 @@ func (e *Env) testStart(args map[string]any) (any, error) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, err
 	}
-	cmd := []string{"test", "--json", out}
-	if token != "" {
-		cmd = append(cmd, "--token", token)
-	}
-	if err := j.start(e.Exe, append(cmd, server), meta{Started: now, Server: server, Out: out}); err != nil {
+	// the server after --: never read as a flag, whatever it holds
+	cmd := []string{"test", "--json", out, "--", server}
+	if err := j.start(e.Exe, cmd, tokenEnv(token), meta{Started: now, Server: server, Out: out}); err != nil {
 		return nil, err
 	}
 	j.prune()

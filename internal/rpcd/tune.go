@@ -14,8 +14,26 @@ import (
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
-// defaultBudget is tune's own default test time.
-const defaultBudget = 180
+// limits are the tune budget's bounds in seconds, the page's and the
+// command's alike: at least what tune itself accepts with its default
+// phases (tune.Live.MinBudget), tune's own default, an hour at most.
+type limits struct {
+	Min     int `json:"budget_min_s"`
+	Max     int `json:"budget_max_s"`
+	Default int `json:"budget_default_s"`
+}
+
+func budgetLimits() limits {
+	return limits{Min: int(tune.DefaultLive().MinBudget().Seconds()), Max: 3600, Default: int(tune.DefaultBudget.Seconds())}
+}
+
+// tokenEnv passes the server's token to a job in its environment.
+func tokenEnv(token string) []string {
+	if token == "" {
+		return nil
+	}
+	return []string{"SQMKIT_TOKEN=" + token}
+}
 
 // tuneStart runs `sqmkit tune` (without --write) in the background.
 func (e *Env) tuneStart(args map[string]any) (any, error) {
@@ -37,30 +55,33 @@ func (e *Env) tuneStart(args map[string]any) (any, error) {
 		return nil, fmt.Errorf("target %q: want A+ or A", target)
 	}
 	budget, err := num(args, "budget")
+	lim := budgetLimits()
 	switch {
 	case err != nil:
 		return nil, err
 	case budget == 0:
-		budget = defaultBudget
-	case budget < 60 || budget > 3600:
-		return nil, fmt.Errorf("budget %d s: want 60 to 3600 seconds of test time", budget)
+		budget = lim.Default
+	case budget < lim.Min || budget > lim.Max:
+		return nil, fmt.Errorf("budget %d s: want %d to %d seconds of test time (the line measurements, %d search steps and the confirming test take %d s)", budget, lim.Min, lim.Max, search.MinSteps, lim.Min)
 	}
 	t, err := e.target(args)
 	if err != nil {
 		return nil, err
 	}
-	token, _ := str(args, "token")
+	token, err := str(args, "token")
+	if err != nil {
+		return nil, err
+	}
 	j := e.job("tune")
 	out := filepath.Join(j.dir, "out.json")
 	cmd := []string{"tune", "--root", e.Root, "--json", out, "--target", target, "--budget", strconv.Itoa(budget) + "s"}
 	if e.File != "" {
 		cmd = append(cmd, "--config", e.File)
 	}
-	if token != "" {
-		cmd = append(cmd, "--token", token)
-	}
+	// server and section after --: never read as flags
+	cmd = append(cmd, "--", server, t.Queue.Section)
 	m := meta{Started: e.Now().UTC(), Server: server, Section: t.Queue.Section, Target: target, Budget: budget, Out: out}
-	if err := j.start(e.Exe, append(cmd, server, t.Queue.Section), m); err != nil {
+	if err := j.start(e.Exe, cmd, tokenEnv(token), m); err != nil {
 		return nil, err
 	}
 	return map[string]any{"started": true, "section": t.Queue.Section}, nil
@@ -113,7 +134,7 @@ func (e *Env) tuneState(map[string]any) (any, error) {
 	var m meta
 	j.read("meta.json", &m)
 	st := map[string]any{"running": j.running(), "started": m.Started, "server": m.Server, "section": m.Section, "target": m.Target,
-		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root)}
+		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root), "limits": budgetLimits()}
 	if o, ok := e.outcome(j, m); ok {
 		st["outcome"] = o
 	}

@@ -48,6 +48,9 @@ const (
 	DefaultLineUp = 12 * time.Second
 )
 
+// DefaultBudget is tune's test time when none is given.
+const DefaultBudget = 3 * time.Minute
+
 // ConfirmIdle is the confirming test's idle phase, before and after.
 const ConfirmIdle = 2 * time.Second
 
@@ -94,6 +97,18 @@ func (l *Live) confirmCost(bidir search.Length) time.Duration {
 // confirm's long one instead (TestPhaseLengths).
 func (l *Live) fixedCost() time.Duration {
 	return l.phase(l.Line) + l.phase(l.LineUp) + l.confirmCost(search.StepPhase) + l.phase(l.Step)
+}
+
+// MinBudget is the least test time a budget may give: the fixed cost and
+// search.MinSteps search steps (Session.config refuses less).
+func (l *Live) MinBudget() time.Duration {
+	return (l.fixedCost() + search.MinSteps*l.phase(l.Step)).Round(time.Second)
+}
+
+// DefaultLive is a Live with the default phase lengths, for the limits a
+// caller that sets none (the LuCI page) shows and checks.
+func DefaultLive() *Live {
+	return &Live{Idle: DefaultIdle, Step: DefaultStep, Line: DefaultLine, LineUp: DefaultLineUp}
 }
 
 // SlowUpload sends the upload one segment per packet from here on, the

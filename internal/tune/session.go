@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/statefile"
+
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -17,7 +19,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/search"
-	"github.com/sqmkit/sqmkit/internal/sizelimit"
 )
 
 // Session is one `sqmkit tune`: a search on a running queue, a confirming
@@ -120,7 +121,7 @@ func (s *Session) config() (search.Config, error) {
 	fixed := l.fixedCost()
 	if cfg.MaxSteps = int((s.Budget - fixed) / l.phase(l.Step)); cfg.MaxSteps < search.MinSteps {
 		return cfg, fmt.Errorf("a test-time budget of %v holds the line measurements and a confirming test with a phase to spare (%v) and %d search steps of %v, want %d; give a --budget of at least %v",
-			s.Budget, fixed, max(0, cfg.MaxSteps), l.phase(l.Step), search.MinSteps, (fixed + search.MinSteps*l.phase(l.Step)).Round(time.Second))
+			s.Budget, fixed, max(0, cfg.MaxSteps), l.phase(l.Step), search.MinSteps, l.MinBudget())
 	}
 	return cfg, nil
 }
@@ -194,9 +195,7 @@ func writeRates(root, file, section string, rates config.Rates) (old config.Rate
 		return old, nil, err
 	}
 	b, _ := json.MarshalIndent(undo{Section: section, Old: old, New: rates, At: time.Now().UTC()}, "", "  ")
-	if undoErr = os.MkdirAll(filepath.Dir(undoPath(root)), 0o755); undoErr == nil {
-		undoErr = os.WriteFile(undoPath(root), b, 0o644)
-	}
+	undoErr = statefile.Write(undoPath(root), b, 0o644)
 	return old, undoErr, nil
 }
 
@@ -283,7 +282,7 @@ func (s *Session) Sweep(ctx context.Context, c search.SweepConfig) (res *search.
 // Undo writes back the rates the last --write replaced and moves the
 // running shaper to them (when it runs).
 func Undo(root, file string, t apply.Target, opts apply.Options) (config.Rates, error) {
-	b, err := sizelimit.ReadFile(undoPath(root), maxUndo, "tune undo record")
+	b, err := statefile.Read(undoPath(root), maxUndo, "tune undo record")
 	if errors.Is(err, fs.ErrNotExist) {
 		return config.Rates{}, fmt.Errorf("nothing to undo: %w", err)
 	}

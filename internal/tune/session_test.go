@@ -197,6 +197,24 @@ func TestSessionBudget(t *testing.T) {
 	}
 }
 
+// TestMinBudget: the least budget LuCI's page offers (MinBudget, with the
+// default phases) is the least the command accepts, to the second.
+func TestMinBudget(t *testing.T) {
+	s, _, _ := session(t, false)
+	s.Live.Idle, s.Live.Step, s.Live.Line, s.Live.LineUp = DefaultIdle, DefaultStep, DefaultLine, DefaultLineUp
+	if s.Live.MinBudget() != DefaultLive().MinBudget() {
+		t.Fatalf("MinBudget %v, DefaultLive's %v", s.Live.MinBudget(), DefaultLive().MinBudget())
+	}
+	s.Budget = DefaultLive().MinBudget()
+	if _, err := s.config(); err != nil {
+		t.Errorf("a budget of MinBudget (%v) refused: %v", s.Budget, err)
+	}
+	s.Budget -= time.Second
+	if _, err := s.config(); err == nil || !strings.Contains(err.Error(), "--budget of at least "+DefaultLive().MinBudget().String()) {
+		t.Errorf("a budget of %v: %v", s.Budget, err)
+	}
+}
+
 func TestSessionRefusesUnshaped(t *testing.T) {
 	s, k, _ := session(t, false)
 	k.Batch("tc", true, [][]string{{"qdisc", "del", "dev", "wan", "root"}})

@@ -1,0 +1,154 @@
+// Package joblock keeps one job of a kind at a time across processes: the
+// LuCI page's background test or tune, and each queue's measuring job (a
+// test or a tune, which autorate must not move the rates under). A lock
+// is an open file description lock (fcntl F_OFD_SETLK) on a file, taken in
+// one step: there is no moment where the lock exists without an owner,
+// and the kernel drops it when the last process holding it dies, however
+// it dies, so a dead owner's lock is free for anyone (TestDeadOwner). A
+// child given the file (exec's ExtraFiles) holds it on, as with flock, and
+// unlike flock's a lock can be queried without taking it, so a page that
+// polls "does a job run?" never makes a start fail. The file also names
+// the owner, for the message a refused caller shows.
+package joblock
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Holder is who holds a lock: what it runs, its pid, since when.
+type Holder struct {
+	Kind    string    `json:"kind"`
+	PID     int       `json:"pid"`
+	Started time.Time `json:"started"`
+	What    string    `json:"what,omitempty"` // e.g. the section or server, for the message
+}
+
+// Busy is the error of a Take that found the lock held.
+type Busy struct {
+	Name   string
+	Holder Holder // zero when the holder has not written itself yet
+}
+
+func (b *Busy) Error() string {
+	h := b.Holder
+	if h.Kind == "" {
+		return fmt.Sprintf("%s is busy: another job holds it; wait for it to end", b.Name)
+	}
+	s := fmt.Sprintf("%s is busy: a %s is running", b.Name, h.Kind)
+	if h.What != "" {
+		s += " (" + h.What + ")"
+	}
+	return s + fmt.Sprintf(" since %s, pid %d; wait for it to end", h.Started.Local().Format("15:04:05"), h.PID)
+}
+
+// Lock is a lock held by this process.
+type Lock struct {
+	f *os.File
+}
+
+// path is the lock file of name in dir.
+func path(dir, name string) string { return filepath.Join(dir, name+".lock") }
+
+// Take takes name's lock in dir without waiting, writing h as its owner;
+// a held lock is a *Busy error naming the holder.
+func Take(dir, name string, h Holder) (*Lock, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := openLock(path(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			held, _ := read(path(dir, name))
+			return nil, &Busy{Name: name, Holder: held}
+		}
+		return nil, fmt.Errorf("lock %s: %w", path(dir, name), err)
+	}
+	l := &Lock{f: f}
+	if err := l.Owner(h); err != nil {
+		l.Release()
+		return nil, err
+	}
+	return l, nil
+}
+
+// openLock opens a lock file for writing: a regular file only, never
+// through a symlink, never blocking on a FIFO planted there.
+func openLock(p string) (*os.File, error) {
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", p, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: not a regular file", p)
+	}
+	return f, nil
+}
+
+// Owner writes h as the lock's owner (a job's pid, once it is started).
+func (l *Lock) Owner(h Holder) error {
+	b, _ := json.Marshal(h)
+	if err := l.f.Truncate(0); err != nil {
+		return err
+	}
+	_, err := l.f.WriteAt(b, 0)
+	return err
+}
+
+// File is the locked file, for a child that takes the lock over
+// (exec.Cmd.ExtraFiles): the lock stays held while any process has it open.
+func (l *Lock) File() *os.File { return l.f }
+
+// Release lets this process's hold go (a child given File keeps it).
+func (l *Lock) Release() {
+	if l != nil && l.f != nil {
+		l.f.Close()
+		l.f = nil
+	}
+}
+
+// Held says whether name's lock in dir is held, and by whom.
+func Held(dir, name string) (Holder, bool) {
+	f, err := os.OpenFile(path(dir, name), os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return Holder{}, false
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		return Holder{}, false
+	}
+	q := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}
+	if unix.FcntlFlock(f.Fd(), unix.F_OFD_GETLK, &q) != nil || q.Type == unix.F_UNLCK {
+		return Holder{}, false
+	}
+	h, _ := read(path(dir, name))
+	return h, true
+}
+
+// read is the owner a lock file names.
+func read(p string) (Holder, error) {
+	var h Holder
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return h, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, 4096))
+	if err != nil {
+		return h, err
+	}
+	return h, json.Unmarshal(b, &h)
+}
