@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -105,13 +106,21 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
 	}
 	out, err := s.Run(ctx)
-	if out != nil && out.Search != nil {
-		if err != nil {
-			out.Error = err.Error()
-		}
-		printTune(stdout, out)
-		writeTuneFiles(*jsonFile, *plotFile, out, stderr)
+	if errors.Is(err, context.Canceled) {
+		err = errors.New("stopped before it finished (a signal); the shaper is back at its rates, nothing written")
 	}
+	if out == nil && err != nil {
+		out = &tune.Outcome{}
+	}
+	if err != nil {
+		out.Error = err.Error()
+	}
+	// the steps and choices of a search that chose; the JSON always, so
+	// whoever reads it (LuCI's page) has the reason a tune ended without
+	if out.Search != nil && (err == nil || out.Search.Download.RateKbit > 0 || out.Search.Upload.RateKbit > 0) {
+		printTune(stdout, out)
+	}
+	writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		return 1
@@ -142,7 +151,7 @@ func writeTuneFiles(jsonFile, plotFile string, out *tune.Outcome, stderr io.Writ
 	if jsonFile != "" {
 		writeTuneJSON(jsonFile, out, stderr)
 	}
-	if plotFile != "" {
+	if plotFile != "" && out.Search != nil {
 		if err := writeTunePlot(plotFile, out.Search); err != nil {
 			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		}

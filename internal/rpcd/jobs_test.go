@@ -148,3 +148,35 @@ func TestTuneRound(t *testing.T) {
 		t.Errorf("config after undo: %+v", r)
 	}
 }
+
+// TestTuneFailedOutcome: a tune that died without its JSON, or ended with
+// an error, reads as that, with the reason and no rates to write, never as
+// "found 0 kbit/s".
+func TestTuneFailedOutcome(t *testing.T) {
+	e, _ := router(t)
+	dir := e.job("tune").dir
+	out := filepath.Join(dir, "out.json")
+	b, _ := json.Marshal(meta{Started: e.Now(), Server: "vps.example", Section: "wan", Out: out})
+	os.MkdirAll(dir, 0o755)
+	os.WriteFile(filepath.Join(dir, "meta.json"), b, 0o644)
+	for _, c := range []struct {
+		name, json, want string
+	}{
+		{"killed", "", "ended without a result"},
+		{"error", `{"error": "the server refused: rate limit"}`, "rate limit"},
+		{"no search", `{}`, "without rates"},
+	} {
+		os.Remove(out)
+		if c.json != "" {
+			os.WriteFile(out, []byte(c.json), 0o644)
+		}
+		st := call(t, e, "tune_state", "")
+		o, ok := st["outcome"].(map[string]any)
+		if !ok || !strings.Contains(fmt.Sprint(o["error"]), c.want) || o["writable"] != false {
+			t.Errorf("%s: outcome %v", c.name, st["outcome"])
+		}
+		if got := call(t, e, "tune_write", `{}`); got["error"] == nil {
+			t.Errorf("%s: write allowed: %v", c.name, got)
+		}
+	}
+}

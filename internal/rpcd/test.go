@@ -67,6 +67,7 @@ type testSummary struct {
 	Grades  bbresult.Grades `json:"grades"`
 	Phases  []phaseSummary  `json:"phases"`
 	Error   string          `json:"incomplete,omitempty"`
+	Notes   []string        `json:"notes"`
 }
 
 type phaseSummary struct {
@@ -92,7 +93,7 @@ func (e *Env) testState(map[string]any) (any, error) {
 			continue // the running test's file, not written yet
 		}
 		s := testSummary{ID: strings.TrimSuffix(filepath.Base(n), ".json"), Started: r.Started.Format("2006-01-02 15:04:05 MST"),
-			Server: r.Server, Grade: r.Grades.DSLReports, Grades: r.Grades, Phases: []phaseSummary{}, Error: r.Incomplete}
+			Server: r.Server, Grade: r.Grades.DSLReports, Grades: r.Grades, Phases: []phaseSummary{}, Error: r.Incomplete, Notes: append([]string{}, r.Notes...)}
 		for _, p := range r.Phases {
 			s.Phases = append(s.Phases, phaseSummary{p.Name, fixed(p.AddedMedian), fixed(p.AddedP95), fixed(p.DownloadMbps), fixed(p.UploadMbps), p.Grade})
 		}

@@ -1,6 +1,7 @@
 package rpcd
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -141,23 +142,36 @@ func (e *Env) tuneState(map[string]any) (any, error) {
 	return st, nil
 }
 
-// outcome reads a finished tune's JSON.
+// outcome reads a finished tune's JSON. A tune that ended without one
+// (killed, out of memory) or without rates (an error) is an outcome too,
+// with the reason, never rates of 0.
 func (e *Env) outcome(j job, m meta) (tuneOutcome, bool) {
-	var o tune.Outcome
-	if m.Out == "" || j.running() || readJSON(m.Out, &o) != nil || o.Search == nil {
+	if m.Out == "" || j.running() {
 		return tuneOutcome{}, false
 	}
-	r := o.Search
-	t := tuneOutcome{Found: config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit},
-		Line: config.Rates{Download: r.Download.Line.RateKbit, Upload: r.Upload.Line.RateKbit}, Why: [2]string{r.Download.Why, r.Upload.Why},
-		Unconfirmed: o.Unconfirmed, Spent: time.Duration(o.Spent).Seconds(), Error: o.Error}
-	if o.Confirm != nil {
-		t.Confirm = o.Confirm.Grades.DSLReports
-	}
+	var t tuneOutcome
 	if tg, err := e.target(map[string]any{"section": m.Section}); err == nil {
 		t.Current = config.Rates{Download: tg.Queue.Download, Upload: tg.Queue.Upload}
 	}
-	t.Writable = o.Error == "" && !o.Written && t.Found != t.Current && t.Found.Check() == nil
+	var o tune.Outcome
+	switch err := readJSON(m.Out, &o); {
+	case err != nil:
+		t.Error = "the tune ended without a result: it was stopped or died before it finished (its last lines are above)"
+		return t, true
+	case o.Search == nil && o.Error == "":
+		t.Error = "the tune ended without rates"
+	}
+	t.Error = cmp.Or(o.Error, t.Error)
+	t.Unconfirmed, t.Spent = o.Unconfirmed, time.Duration(o.Spent).Seconds()
+	if o.Confirm != nil {
+		t.Confirm = o.Confirm.Grades.DSLReports
+	}
+	if r := o.Search; r != nil && t.Error == "" {
+		t.Found = config.Rates{Download: r.Download.RateKbit, Upload: r.Upload.RateKbit}
+		t.Line = config.Rates{Download: r.Download.Line.RateKbit, Upload: r.Upload.Line.RateKbit}
+		t.Why = [2]string{r.Download.Why, r.Upload.Why}
+	}
+	t.Writable = t.Error == "" && !o.Written && t.Found != t.Current && t.Found.Check() == nil
 	return t, true
 }
 

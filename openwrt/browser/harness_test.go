@@ -1,174 +1,358 @@
 package browser
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	cdpruntime "github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+	"github.com/sqmkit/sqmkit/openwrt/stack"
 )
 
-// router is a queue shaped in a test namespace, a sqmkit serve past it,
-// the router's files, and the binaries the plugin runs.
+// The logins of the router: root with every right, and a read-only one
+// (rpcd's `list read '*'` and no write) as an admin gives a viewer.
+const (
+	rootPass   = "sqmkit-root"
+	viewer     = "viewer"
+	viewerPass = "sqmkit-view"
+)
+
+// router is the real OpenWrt stack (openwrt/stack) with sqmkit installed
+// by `sqmkit install`, a queue on its WAN port wan run by sqm-scripts with
+// a sqmkit script, and a sqmkit serve past the link in a namespace of its
+// own (server). The host kernel has no fq_codel: the tc shim maps the nss
+// backend onto tbf and pfifo (openwrt/test's harness says how).
 type router struct {
-	ns, root, bin string // namespace, --root, directory of sqmkit and the tc shim
-	server        string // the sqmkit serve's address, past the shaped link
+	*stack.Router
+	server string // the sqmkit serve's address
+	base   string // LuCI on the host's loopback: http://127.0.0.1:PORT
+	bin    string // the host's builds: sqmkit, tc (the shim)
 }
 
-// env is the router's environment: the tc shim first in PATH, so the NSS
-// tree the queue asks for runs on the host kernel's qdiscs.
-func (r *router) env() []string {
-	return []string{"PATH=" + r.bin + ":" + os.Getenv("PATH"), "SQMKIT_SHIM_FQ_CODEL=pfifo"}
-}
+var (
+	buildOnce sync.Once
+	built     string
+	buildErr  error
+)
 
-// cmd is a command in the router's namespace and environment.
-func (r *router) cmd(name string, args ...string) *exec.Cmd {
-	full := append(append([]string{"netns", "exec", r.ns, "env"}, r.env()...), append([]string{name}, args...)...)
-	return exec.Command("ip", full...)
-}
-
-// sqmkit runs the router's sqmkit and fails the test on an error.
-func (r *router) sqmkit(t *testing.T, args ...string) string {
+// build makes the router build of sqmkit (as the package builds it), the
+// full one (the server's) and the tc shim, in sqmkit's own module.
+func build(t *testing.T) string {
 	t.Helper()
-	out, err := r.cmd(filepath.Join(r.bin, "sqmkit"), args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("sqmkit %v: %v\n%s", args, err, out)
-	}
-	return string(out)
-}
-
-// plugin answers one ubus call the way rpcd does: it runs the plugin with
-// `call METHOD`, the arguments on stdin, and takes its JSON object.
-func (r *router) plugin(method string, args json.RawMessage) (json.RawMessage, error) {
-	c := r.cmd(filepath.Join(r.bin, "sqmkit"), "rpcd", "--root", r.root, "call", method)
-	c.Stdin = bytes.NewReader(args)
-	var stderr bytes.Buffer
-	c.Stderr = &stderr
-	out, err := c.Output()
-	if err != nil {
-		return nil, fmt.Errorf("%v: %s", err, stderr.String())
-	}
-	if !json.Valid(out) || !bytes.HasPrefix(bytes.TrimSpace(out), []byte("{")) {
-		return nil, fmt.Errorf("the plugin printed no JSON object: %q", out)
-	}
-	return out, nil
-}
-
-// rpcRequest is one ubus JSON-RPC request as rpc.js sends it.
-type rpcRequest struct {
-	ID     json.RawMessage   `json:"id"`
-	Method string            `json:"method"`
-	Params []json.RawMessage `json:"params"`
-}
-
-// serve starts the web side of a router: LuCI's runtime (runtime, a
-// directory with luci.js and what it loads), luci-app-sqmkit's files over
-// it, a page per view, and ubus over HTTP, where object sqmkit is the
-// plugin and the rest answer as an empty LuCI would.
-func serve(t *testing.T, r *router, runtime, app string) string {
-	t.Helper()
-	mux := http.NewServeMux()
-	mux.HandleFunc("/luci-static/resources/", func(w http.ResponseWriter, req *http.Request) {
-		rel := strings.TrimPrefix(req.URL.Path, "/luci-static/resources/")
-		for _, dir := range []string{filepath.Join(app, "htdocs/luci-static/resources"), runtime} {
-			if p := filepath.Join(dir, filepath.FromSlash(rel)); strings.HasPrefix(p, dir) && fileExists(p) {
-				http.ServeFile(w, req, p)
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "sqmkit-luci")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		for _, b := range [][]string{
+			{"-tags", "router", "-o", filepath.Join(dir, "sqmkit-router"), "./cmd/sqmkit"},
+			{"-o", filepath.Join(dir, "sqmkit"), "./cmd/sqmkit"},
+			{"-o", filepath.Join(dir, "tc"), "./internal/tc/tcshim"},
+		} {
+			if out, err := exec.Command("go", append([]string{"-C", "../..", "build"}, b...)...).CombinedOutput(); err != nil {
+				buildErr = fmt.Errorf("go build %v: %v\n%s", b, err, out)
 				return
 			}
 		}
-		http.NotFound(w, req)
+		built = dir
 	})
-	mux.HandleFunc("/cgi-bin/luci/admin/network/sqmkit/", func(w http.ResponseWriter, req *http.Request) {
-		view := strings.TrimPrefix(req.URL.Path, "/cgi-bin/luci/admin/network/")
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		fmt.Fprintf(w, page, view, view)
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return built
+}
+
+// sqmConfig is /etc/config/sqm: the queue as luci-app-sqm writes it, with
+// a sqmkit script.
+const sqmConfig = `
+config queue 'wan'
+	option enabled '1'
+	option interface 'wan'
+	option download '20000'
+	option upload '10000'
+	option qdisc 'fq_codel'
+	option script 'sqmkit-nss.qos'
+	option linklayer 'none'
+`
+
+const network = `
+config interface 'loopback'
+	option device 'lo'
+	option proto 'static'
+	option ipaddr '127.0.0.1'
+	option netmask '255.0.0.0'
+
+config interface 'wan'
+	option device 'wan'
+	option proto 'static'
+	option ipaddr '10.91.0.1'
+	option netmask '255.255.255.0'
+`
+
+// newRouter boots the router; extra (may be nil) changes its root first.
+func newRouter(t *testing.T, extra func(root string) error) *router {
+	t.Helper()
+	tctest.NeedRoot(t)
+	b := build(t)
+	r := &router{bin: b, server: "10.91.0.2"}
+	srv := fmt.Sprintf("sqmkit-luci-srv-%d", os.Getpid())
+	exec.Command("ip", "netns", "del", srv).Run()
+	if out, err := exec.Command("ip", "netns", "add", srv).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", srv).Run() })
+	r.Router = stack.New(t, stack.Options{
+		Netns: func(ns string) error {
+			return ip([]string{"link", "add", "wan", "netns", ns, "type", "veth", "peer", "name", "srv", "netns", srv},
+				[]string{"-n", srv, "addr", "add", r.server + "/24", "dev", "srv"},
+				[]string{"-n", srv, "link", "set", "srv", "up"}, []string{"-n", srv, "link", "set", "lo", "up"})
+		},
+		Setup: func(root string) error {
+			for p, text := range map[string]string{"etc/config/network": network, "etc/config/sqm": sqmConfig,
+				"usr/sbin/tc.env": "SQMKIT_REAL_TC=/sbin/tc\nSQMKIT_SHIM_FQ_CODEL=pfifo\n"} {
+				if err := os.WriteFile(filepath.Join(root, p), []byte(text), 0o644); err != nil {
+					return err
+				}
+			}
+			if err := os.Rename(filepath.Join(root, "usr/sbin/tc"), filepath.Join(root, "sbin/tc")); err != nil {
+				return err
+			}
+			if err := copyFile(filepath.Join(b, "tc"), filepath.Join(root, "usr/sbin/tc"), 0o755); err != nil {
+				return err
+			}
+			if err := logins(root); err != nil {
+				return err
+			}
+			if extra != nil {
+				return extra(root)
+			}
+			return nil
+		},
 	})
-	ubus := func(w http.ResponseWriter, req *http.Request) {
-		body, _ := io.ReadAll(req.Body)
-		var batch []rpcRequest
-		single := !bytes.HasPrefix(bytes.TrimSpace(body), []byte("["))
-		if single {
-			var one rpcRequest
-			json.Unmarshal(body, &one)
-			batch = []rpcRequest{one}
-		} else {
-			json.Unmarshal(body, &batch)
-		}
-		var replies []map[string]any
-		for _, rq := range batch {
-			replies = append(replies, answer(t, r, rq))
-		}
-		w.Header().Set("Content-Type", "application/json")
-		if single {
-			json.NewEncoder(w).Encode(replies[0])
-		} else {
-			json.NewEncoder(w).Encode(replies)
+	if err := copyFile(filepath.Join(b, "sqmkit-router"), r.Path("/tmp/sqmkit"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range [][]string{{"/tmp/sqmkit", "install", "--no-deps"}, {"/etc/init.d/sqm", "restart"}} {
+		if out, err := r.Exec(c[0], c[1:]...); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
 		}
 	}
-	mux.HandleFunc("/ubus/", ubus)
-	mux.HandleFunc("/cgi-bin/luci/admin/ubus/", ubus)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	serve := exec.Command("ip", "netns", "exec", srv, filepath.Join(b, "sqmkit"), "serve", "--listen", r.server+":8693")
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr, err := r.Forward(ctx, "127.0.0.1:80")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return "http://" + l.Addr().String()
+	r.base = "http://" + addr
+	return r
 }
 
-// answer is ubus's reply to one request.
-func answer(t *testing.T, r *router, rq rpcRequest) map[string]any {
-	reply := map[string]any{"jsonrpc": "2.0", "id": rq.ID}
-	if rq.Method == "list" {
-		reply["result"] = map[string]any{}
-		return reply
+// logins sets root's password (rpcd's root login reads /etc/shadow) and
+// adds the read-only login to /etc/config/rpcd, with crypt hashes made by
+// busybox's mkpasswd.
+func logins(root string) error {
+	hash := func(pw string) (string, error) {
+		out, err := exec.Command(filepath.Join(root, "bin/busybox"), "mkpasswd", "-m", "sha512", pw).Output()
+		return strings.TrimSpace(string(out)), err
 	}
-	var object, method string
-	if len(rq.Params) < 4 || json.Unmarshal(rq.Params[1], &object) != nil || json.Unmarshal(rq.Params[2], &method) != nil {
-		reply["error"] = map[string]any{"code": -32602, "message": "Invalid params"}
-		return reply
+	rh, err := hash(rootPass)
+	if err != nil {
+		return err
 	}
-	switch {
-	case object == "sqmkit":
-		out, err := r.plugin(method, rq.Params[3])
-		if err != nil {
-			t.Errorf("plugin %s: %v", method, err)
-			reply["result"] = []any{9}
-			return reply
+	vh, err := hash(viewerPass)
+	if err != nil {
+		return err
+	}
+	shadow, err := os.ReadFile(filepath.Join(root, "etc/shadow"))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(root, "etc/shadow"), []byte(strings.Replace(string(shadow), "root:::", "root:"+rh+"::", 1)), 0o600); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(root, "etc/config/rpcd"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "\nconfig login\n\toption username '%s'\n\toption password '%s'\n\tlist read '*'\n", viewer, vh)
+	return err
+}
+
+func ip(cmds ...[]string) error {
+	for _, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %v: %v: %s", args, err, out)
 		}
-		reply["result"] = []any{0, out}
-	case object == "session" && method == "access":
-		reply["result"] = []any{0, map[string]any{"access": true}}
-	default:
-		reply["result"] = []any{0, map[string]any{}}
 	}
-	return reply
+	return nil
 }
 
-func fileExists(p string) bool {
-	st, err := os.Stat(p)
-	return err == nil && !st.IsDir()
+func copyFile(from, to string, mode os.FileMode) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, mode)
 }
 
-// page is what LuCI's view template renders for a view: the runtime, its
-// environment, and the view instantiated into #view.
-const page = `<!DOCTYPE html>
-<html><head><meta charset="utf-8"><title>%s</title></head>
-<body><div id="maincontent"><div id="view"><div class="spinning">Loading view…</div></div></div>
-<script src="/luci-static/resources/cbi.js"></script>
-<script src="/luci-static/resources/luci.js"></script>
-<script>
-L = new LuCI({ media: '/luci-static/bootstrap', resource: '/luci-static/resources', scriptname: '/cgi-bin/luci',
-	pathinfo: '/admin/network/sqmkit', documentroot: '/www', requestpath: [], dispatchpath: [], pollinterval: 5,
-	ubuspath: '/ubus/', sessionid: '00000000000000000000000000000000', token: '0', nodespec: {},
-	apply_rollback: 90, apply_holdoff: 4, apply_timeout: 5, apply_display: 1.5, rollback_token: null });
-L.require('ui').then(function(ui) { ui.instantiateView('%s'); });
-</script></body></html>
-`
+// browser starts a headless Chromium of its own (its own cookies: one
+// login per browser); each tab is a context of it.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(p); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		tctest.Missing(t, "no Chromium (scripts/deps.sh installs Debian's chromium)")
+	}
+	// its profile outside t.TempDir: Chromium's helpers may still write
+	// there when the test ends, which t.TempDir's removal takes for a failure
+	profile, err := os.MkdirTemp("", "sqmkit-chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(profile) })
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true), chromedp.UserDataDir(profile),
+		chromedp.CombinedOutput(&chromeOut))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx, chromedp.WithErrorf(t.Logf))
+	t.Cleanup(cancel2)
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("starting %s: %v", path, err)
+	}
+	listen(ctx)
+	return ctx
+}
+
+// chromeOut is what Chromium printed, for a failure's report.
+var chromeOut syncBuffer
+
+type syncBuffer struct {
+	sync.Mutex
+	b strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) { s.Lock(); defer s.Unlock(); return s.b.Write(p) }
+
+func (s *syncBuffer) String() string { s.Lock(); defer s.Unlock(); return s.b.String() }
+
+// console keeps what the pages logged and threw.
+var console struct {
+	sync.Mutex
+	lines []string
+}
+
+// listen records a tab's console errors and uncaught exceptions.
+func listen(ctx context.Context) {
+	chromedp.ListenTarget(ctx, func(ev any) {
+		var line string
+		switch ev := ev.(type) {
+		case *cdpruntime.EventConsoleAPICalled:
+			for _, a := range ev.Args {
+				line += " " + string(a.Value) + a.Description
+			}
+			line = string(ev.Type) + ":" + line
+		case *cdpruntime.EventExceptionThrown:
+			line = "exception: " + ev.ExceptionDetails.Error()
+		default:
+			return
+		}
+		console.Lock()
+		console.lines = append(console.lines, line)
+		console.Unlock()
+	})
+}
+
+// consoleErrors are the errors and exceptions logged since mark (an index
+// of console.lines), and the new mark.
+func consoleErrors(mark int) ([]string, int) {
+	console.Lock()
+	defer console.Unlock()
+	var out []string
+	for _, l := range console.lines[mark:] {
+		if strings.HasPrefix(l, "error:") || strings.HasPrefix(l, "exception:") {
+			out = append(out, l)
+		}
+	}
+	return out, len(console.lines)
+}
+
+// inTab runs actions in a second page of the same browser, as a second
+// window would, and closes it (a page left in front would leave the first
+// one's timers throttled).
+func inTab(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	c, cancel := chromedp.NewContext(ctx)
+	defer cancel()
+	listen(c)
+	run(t, c, what, actions...)
+	chromedp.Run(ctx, page.BringToFront())
+}
+
+// run runs browser actions with a deadline and fails the test on an error.
+func run(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	runFor(t, ctx, 60*time.Second, what, actions...)
+}
+
+// runFor is run with the deadline d.
+func runFor(t *testing.T, ctx context.Context, d time.Duration, what string, actions ...chromedp.Action) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	if err := chromedp.Run(c, actions...); err != nil {
+		var page string
+		chromedp.Run(ctx, chromedp.OuterHTML("#maincontent", &page, chromedp.ByQuery))
+		console.Lock()
+		defer console.Unlock()
+		t.Fatalf("%s: %v\n%s\nconsole:\n%s\nchromium:\n%s", what, err, page, strings.Join(console.lines, "\n"), chromeOut.String())
+	}
+}
+
+// waitText waits until the element sel's text holds want.
+func waitText(sel, want string) chromedp.Action {
+	return chromedp.Poll(`(function() { var e = document.querySelector(`+strconv.Quote(sel)+`); return !!e && e.textContent.indexOf(`+strconv.Quote(want)+`) >= 0; })()`, nil, chromedp.WithPollingInterval(200*time.Millisecond))
+}
+
+// login logs user in through LuCI's login page, as a person does.
+func (r *router) login(t *testing.T, ctx context.Context, user, pass string) {
+	t.Helper()
+	run(t, ctx, "log in as "+user, chromedp.Navigate(r.base+"/cgi-bin/luci/admin/network/sqmkit/status"),
+		chromedp.WaitVisible("#luci_password", chromedp.ByQuery),
+		chromedp.SetValue("#luci_username", user, chromedp.ByQuery), chromedp.SetValue("#luci_password", pass, chromedp.ByQuery),
+		chromedp.Click(".modal button.cbi-button-positive", chromedp.ByQuery),
+		chromedp.WaitVisible("h2", chromedp.ByQuery), waitText("#maincontent", "SQM proof"))
+}
+
+// page opens one of sqmkit's pages and waits for its view.
+func (r *router) page(name string) chromedp.Action {
+	return chromedp.Tasks{chromedp.Navigate(r.base + "/cgi-bin/luci/admin/network/sqmkit/" + name),
+		chromedp.WaitNotPresent("#view .spinning", chromedp.ByQuery), chromedp.WaitVisible("#view h2", chromedp.ByQuery)}
+}

@@ -256,7 +256,10 @@ func (r *Router) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", r
 
 // Dial connects to addr from inside the router's network namespace (its
 // uhttpd, for a browser on the host). The socket is made on a thread that
-// entered the namespace; the thread is never reused.
+// entered the namespace and then went back to its own: a thread that ends
+// instead (the runtime's way with a locked one) kills every child it once
+// forked that asked for a parent-death signal, as Chromium's launcher
+// does, so the thread must live on.
 func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	type result struct {
 		c   net.Conn
@@ -265,18 +268,30 @@ func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, err}
+			return
+		}
+		defer own.Close()
 		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", r.pid))
 		if err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{nil, err}
 			return
 		}
 		defer f.Close()
 		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{nil, fmt.Errorf("setns: %w", err)}
 			return
 		}
 		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
 		ch <- result{c, err}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread() // back home: the thread may serve others
+		}
 	}()
 	res := <-ch
 	return res.c, res.err

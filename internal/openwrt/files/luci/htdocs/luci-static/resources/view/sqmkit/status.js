@@ -14,59 +14,55 @@ var callCounters = rpc.declare({ object: 'sqmkit', method: 'counters' });
 var callDoctor = rpc.declare({ object: 'sqmkit', method: 'doctor' });
 
 function rate(bps) {
-	return bps >= 1e6 ? '%.1f Mbit/s'.format(bps / 1e6) : '%.0f kbit/s'.format(bps / 1e3);
+	return bps >= 1e6 ? _('%.1f Mbit/s').format(bps / 1e6) : _('%.0f kbit/s').format(bps / 1e3);
 }
 
 return view.extend({
 	load: function() {
-		return Promise.all([callStatus(), callCounters(), callDoctor()]);
+		return Promise.all([ notify.call(callStatus), notify.call(callCounters), notify.call(callDoctor) ]);
 	},
 
 	queueSection: function(q) {
-		var ok = q.shaped;
+		var ok = q.shaped, t = notify.text;
 		var head = E('p', { 'class': 'sqmkit-verdict' }, [
-			E('strong', { 'style': 'color:' + (ok ? 'green' : '#c00') }, ok ? _('Shaped as planned') : _('Not as planned')),
-			' — %s on %s, backend %s, download %d / upload %d kbit/s%s'.format(q.section, q.interface, q.backend,
-				q.download_kbit, q.upload_kbit, q.use_mq ? ', multi-queue cake asked for' : '')
+			E('strong', { 'style': 'color:' + (ok ? 'green' : '#c00') }, [ ok ? _('Shaped as planned') : _('Not as planned') ]),
+			t(' — ' + _('%s on %s, backend %s, download %d / upload %d kbit/s').format(q.section, q.interface, q.backend, q.download_kbit, q.upload_kbit) +
+				(q.use_mq ? ', ' + _('multi-queue cake asked for') : ''))
 		]);
+		var cols = [ _('Direction'), _('Device'), _('Root qdisc'), _('Rate'), _('Throughput · drops · ECN marks · backlog') ];
 		var rows = q.directions.map(function(d) {
 			return E('tr', { 'class': 'tr', 'data-device': d.device }, [
-				E('td', { 'class': 'td' }, d.direction),
-				E('td', { 'class': 'td' }, d.device),
-				E('td', { 'class': 'td' }, d.root || _('none')),
-				E('td', { 'class': 'td' }, '%d kbit/s'.format(d.rate_kbit)),
-				E('td', { 'class': 'td sqmkit-live' }, '…')
+				notify.cell(cols[0], t(d.direction)),
+				notify.cell(cols[1], t(d.device)),
+				notify.cell(cols[2], t(d.root || _('none'))),
+				notify.cell(cols[3], t(_('%d kbit/s').format(d.rate_kbit))),
+				notify.cell(cols[4], t('…'), 'sqmkit-live')
 			]);
 		});
-		var diffs = (q.diffs || []).concat(q.error ? [q.error] : []);
+		var diffs = (q.diffs || []).concat(q.error ? [ q.error ] : []);
 		return E('div', { 'class': 'cbi-section', 'data-section': q.section }, [
-			E('h3', {}, _('Queue %s').format(q.section)),
+			E('h3', {}, [ t(_('Queue %s').format(q.section)) ]),
 			head,
-			diffs.length ? E('ul', { 'class': 'sqmkit-diffs' }, diffs.map(function(d) { return E('li', {}, d); })) : '',
-			E('table', { 'class': 'table' }, [
-				E('tr', { 'class': 'tr table-titles' }, [_('Direction'), _('Device'), _('Root qdisc'), _('Rate'),
-					_('Throughput · drops · ECN marks · backlog')].map(function(h) { return E('th', { 'class': 'th' }, h); }))
-			].concat(rows))
+			diffs.length ? E('ul', { 'class': 'sqmkit-diffs' }, diffs.map(function(d) { return E('li', {}, [ t(d) ]); })) : '',
+			E('table', { 'class': 'table' }, [ notify.head(cols) ].concat(rows))
 		]);
 	},
 
 	doctorSection: function(d) {
+		var t = notify.text;
 		if (!d || d.error)
-			return E('p', {}, d && d.error ? d.error : _('The doctor could not run.'));
+			return E('p', { 'id': 'sqmkit-doctor' }, [ t(d && d.error ? d.error : _('The doctor could not run.')) ]);
 		var sev = { fail: '#c00', warn: '#b60', ok: 'green' };
+		var cols = [ _('Severity'), _('Finding'), _('Evidence'), _('Fix') ];
 		return E('div', { 'class': 'cbi-section', 'id': 'sqmkit-doctor' }, [
-			E('h3', {}, _('Doctor: is the shaper on the path?')),
-			E('p', {}, _('Status: %s. %s').format(d.status, d.note || '')),
-			E('table', { 'class': 'table' }, [
-				E('tr', { 'class': 'tr table-titles' }, [_('Severity'), _('Finding'), _('Evidence'), _('Fix')].map(function(h) {
-					return E('th', { 'class': 'th' }, h);
-				}))
-			].concat((d.findings || []).map(function(f) {
+			E('h3', {}, [ _('Doctor: is the shaper on the path?') ]),
+			E('p', {}, [ t(_('Status: %s.').format(d.status) + (d.note ? ' ' + d.note : '')) ]),
+			E('table', { 'class': 'table' }, [ notify.head(cols) ].concat((d.findings || []).map(function(f) {
 				return E('tr', { 'class': 'tr sqmkit-finding', 'data-id': f.id, 'data-severity': f.severity }, [
-					E('td', { 'class': 'td', 'style': 'color:' + sev[f.severity] }, f.severity),
-					E('td', { 'class': 'td' }, [E('strong', {}, f.id), E('br'), f.subject]),
-					E('td', { 'class': 'td' }, (f.evidence || []).join('; ')),
-					E('td', { 'class': 'td' }, f.fix || '')
+					notify.cell(cols[0], E('span', { 'style': 'color:' + (sev[f.severity] || 'inherit') }, [ t(f.severity) ])),
+					notify.cell(cols[1], [ E('strong', {}, [ t(f.id) ]), E('br'), t(f.subject) ]),
+					notify.cell(cols[2], t((f.evidence || []).join('; '))),
+					notify.cell(cols[3], t(f.fix || ''))
 				]);
 			})))
 		]);
@@ -81,30 +77,37 @@ return view.extend({
 			return;
 		Object.keys(cur.devices).forEach(function(dev) {
 			var c = cur.devices[dev], p = prev.devices[dev];
-			var cell = document.querySelector('tr[data-device="%s"] .sqmkit-live'.format(dev));
+			var row = Array.prototype.find.call(document.querySelectorAll('tr[data-device]'), function(tr) { return tr.getAttribute('data-device') === dev; });
+			var cell = row && row.querySelector('.sqmkit-live');
 			if (!cell || !p || c.bytes < p.bytes)
 				return;
-			cell.textContent = '%s · %.1f drops/s · %.1f marks/s · %d B / %d pkt'.format(rate((c.bytes - p.bytes) * 8 / dt),
+			cell.textContent = _('%s · %.1f drops/s · %.1f marks/s · %d B / %d pkt').format(rate((c.bytes - p.bytes) * 8 / dt),
 				(c.drops - p.drops) / dt, (c.ecn_marks - p.ecn_marks) / dt, c.backlog_bytes, c.backlog_packets);
 		});
 	},
 
 	render: function(data) {
 		var status = data[0], counters = data[1], doctor = data[2];
-		notify.failed(status);
-		var queues = (status && status.queues) || [];
+		var body;
+		if (status == null || notify.failed(status))
+			body = E('p', { 'class': 'sqmkit-unknown' }, [ _('The queues could not be read; see the message above.') ]);
+		else if (!status.queues.length)
+			body = E('p', { 'class': 'sqmkit-none' }, [ _('No enabled queue in /etc/config/sqm: enable one and set its rates on the SQM QoS page.') ]);
+		else
+			body = E('div', {}, status.queues.map(this.queueSection, this));
 		var nodes = E('div', {}, [
-			E('h2', {}, _('SQM proof (sqmkit)')),
-			E('div', { 'class': 'cbi-map-descr' }, _('What the kernel holds for each enabled queue, next to the plan; live counters every 5 s; and the doctor, which checks from the counters that traffic really passes the shaper.')),
-			queues.length ? E('div', {}, queues.map(this.queueSection, this)) : E('p', {}, _('No enabled queue in /etc/config/sqm.')),
+			E('h2', {}, [ _('SQM proof (sqmkit)') ]),
+			E('div', { 'class': 'cbi-map-descr' }, [ _('What the kernel holds for each enabled queue, next to the plan; live counters every 5 s; and the doctor, which checks from the counters that traffic really passes the shaper.') ]),
+			body,
 			this.doctorSection(doctor)
 		]);
 		var prev = counters;
 		poll.add(L.bind(function() {
-			return callCounters().then(L.bind(function(cur) {
+			return notify.call(callCounters).then(L.bind(function(cur) {
+				if (cur == null || notify.failed(cur))
+					return;
 				this.live(prev, cur);
-				if (cur && !cur.error)
-					prev = cur;
+				prev = cur;
 			}, this));
 		}, this), 5);
 		return nodes;

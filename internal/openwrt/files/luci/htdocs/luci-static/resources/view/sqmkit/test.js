@@ -6,68 +6,70 @@
 'require sqmkit.chart as chart';
 
 /*
- * The bufferbloat test from the router against a `sqmkit serve`: the
- * grade, the added latency of each phase, goodput, and the chart of the
- * chosen result, drawn here from its samples. The last results are kept.
+ * The bufferbloat test from the router: the grade, the added latency of
+ * each phase, goodput, notes, and the chart of the chosen result, drawn
+ * here from its samples. The last results are kept.
  */
 
 var callState = rpc.declare({ object: 'sqmkit', method: 'test_state' });
-var callStart = rpc.declare({ object: 'sqmkit', method: 'test_start', params: ['server', 'token'] });
-var callResult = rpc.declare({ object: 'sqmkit', method: 'test_result', params: ['id'] });
+var callStart = rpc.declare({ object: 'sqmkit', method: 'test_start', params: [ 'server', 'token' ] });
+var callResult = rpc.declare({ object: 'sqmkit', method: 'test_result', params: [ 'id' ] });
 
 return view.extend({
 	load: function() {
-		return callState();
+		return notify.call(callState);
 	},
 
 	resultTable: function(r) {
-		return E('div', { 'class': 'sqmkit-result', 'data-id': r.id }, [
-			E('h4', {}, _('%s against %s: grade %s').format(r.started, r.server, r.grade || '-')),
-			r.incomplete ? E('p', { 'style': 'color:#b60' }, r.incomplete) : '',
-			E('table', { 'class': 'table' }, [
-				E('tr', { 'class': 'tr table-titles' }, [_('Phase'), _('Added median / p95'), _('Goodput down / up'), _('Grade')]
-					.map(function(h) { return E('th', { 'class': 'th' }, h); }))
-			].concat(r.phases.map(function(p) {
+		var t = notify.text;
+		var cols = [ _('Phase'), _('Added median / p95'), _('Goodput down / up'), _('Grade') ];
+		return E('div', { 'class': 'sqmkit-result cbi-section', 'data-id': r.id }, [
+			E('h4', {}, [ t(_('%s against %s').format(r.started, r.server)) ]),
+			E('p', { 'class': 'sqmkit-grade' }, [ _('Grade'), ' ', E('strong', { 'class': 'sqmkit-grade-letter' }, [ t(r.grade || '-') ]) ]),
+			r.incomplete ? E('p', { 'class': 'sqmkit-incomplete', 'style': 'color:#b60' }, [ t(_('Incomplete: %s').format(r.incomplete)) ]) : '',
+			(r.notes || []).length ? E('ul', { 'class': 'sqmkit-notes' }, r.notes.map(function(n) { return E('li', {}, [ t(n) ]); })) : '',
+			E('table', { 'class': 'table' }, [ notify.head(cols) ].concat(r.phases.map(function(p) {
 				return E('tr', { 'class': 'tr' }, [
-					E('td', { 'class': 'td' }, p.name),
-					E('td', { 'class': 'td' }, '+%.1f / +%.1f ms'.format(p.added_median_ms, p.added_p95_ms)),
-					E('td', { 'class': 'td' }, '%.1f / %.1f Mbit/s'.format(p.download_mbps, p.upload_mbps)),
-					E('td', { 'class': 'td' }, p.grade || '')
+					notify.cell(cols[0], t(p.name)),
+					notify.cell(cols[1], t(_('+%.1f / +%.1f ms').format(p.added_median_ms, p.added_p95_ms))),
+					notify.cell(cols[2], t(_('%.1f / %.1f Mbit/s').format(p.download_mbps, p.upload_mbps))),
+					notify.cell(cols[3], t(p.grade || ''))
 				]);
 			}))),
-			E('button', { 'class': 'cbi-button', 'click': L.bind(this.showChart, this, r.id) }, _('Chart'))
+			E('button', { 'class': 'cbi-button', 'click': L.bind(this.showChart, this, r.id) }, [ _('Chart') ])
 		]);
 	},
 
 	showChart: function(id) {
 		var box = this.el.chart;
-		return callResult(id).then(function(res) {
-			if (notify.failed(res))
+		return notify.call(callResult, id).then(function(res) {
+			if (res == null || notify.failed(res))
 				return;
 			var bands = res.phases.filter(function(p) { return p.end_s > p.start_s; })
 				.map(function(p) { return { name: p.name, from: p.start_s, to: p.end_s }; });
 			var sorted = res.rtt_ms.map(function(p) { return p[1]; }).sort(function(a, b) { return a - b; });
-			var clip = sorted[Math.floor(0.99 * (sorted.length - 1))] * 1.2;
-			box.innerHTML = '';
+			var clip = sorted.length ? sorted[Math.floor(0.99 * (sorted.length - 1))] * 1.2 : 0;
+			box.textContent = '';
 			box.setAttribute('data-id', id);
-			box.appendChild(chart.draw(_('Latency (probe round trip) — %s, grade %s').format(res.server, res.grade || '-'), 'ms',
-				[{ name: _('round trip'), points: res.rtt_ms }], { bands: bands, xlabel: _('seconds'), clip: clip }));
-			box.appendChild(chart.draw(_('Goodput'), 'Mbit/s',
-				[{ name: _('download'), points: res.download_mbps }, { name: _('upload'), points: res.upload_mbps }],
+			box.appendChild(chart.draw(_('Latency (probe round trip) — %s, grade %s').format(res.server, res.grade || '-'), _('ms'),
+				[ { name: _('round trip'), points: res.rtt_ms } ], { bands: bands, xlabel: _('seconds'), clip: clip }));
+			box.appendChild(chart.draw(_('Goodput'), _('Mbit/s'),
+				[ { name: _('download'), points: res.download_mbps }, { name: _('upload'), points: res.upload_mbps } ],
 				{ bands: bands, xlabel: _('seconds') }));
 		});
 	},
 
-	/* fill shows a state: progress while a test runs, the kept results */
+	/* fill shows a state: the last progress line while a test runs, the
+	 * kept results */
 	fill: function(st) {
 		var el = this.el;
-		el.log.textContent = st.log.join('\n');
-		el.running.textContent = st.running ? _('A test runs against %s…').format(st.server) : '';
-		el.start.disabled = !!st.running;
+		var last = st.log.length ? st.log[st.log.length - 1] : '';
+		el.running.textContent = st.running ? _('A test runs against %s: %s').format(st.server, last || '…') : '';
+		el.start.disabled = !!st.running || !notify.writable();
 		var ids = st.results.map(function(r) { return r.id; }).join(',');
 		if (el.results.getAttribute('data-ids') == ids)
 			return;
-		el.results.innerHTML = '';
+		el.results.textContent = '';
 		st.results.forEach(function(r) { el.results.appendChild(this.resultTable(r)); }, this);
 		el.results.setAttribute('data-ids', ids);
 		if (st.results.length && !st.running)
@@ -75,41 +77,42 @@ return view.extend({
 	},
 
 	refresh: function() {
-		return callState().then(L.bind(function(st) {
-			if (!notify.failed(st))
+		return notify.call(callState).then(L.bind(function(st) {
+			if (st != null && !notify.failed(st))
 				this.fill(st);
 		}, this));
 	},
 
 	start: function() {
-		return callStart(this.el.server.value, this.el.token.value).then(L.bind(function(res) {
-			if (!notify.failed(res))
+		return notify.call(callStart, this.el.server.value, this.el.token.value).then(L.bind(function(res) {
+			if (res != null && !notify.failed(res))
 				return this.refresh();
 		}, this));
 	},
 
 	render: function(st) {
-		notify.failed(st);
+		if (st != null)
+			notify.failed(st);
 		st = st && !st.error ? st : { log: [], results: [] };
+		var ro = !notify.writable();
 		var el = this.el = {
-			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': 'vps.example.net:8693', 'value': st.server || '' }),
-			token: E('input', { 'id': 'sqmkit-token', 'type': 'password', 'class': 'cbi-input-password' }),
-			start: E('button', { 'id': 'sqmkit-test-start', 'class': 'cbi-button cbi-button-action', 'click': L.bind(this.start, this) }, _('Start test')),
+			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': 'vps.example.net:8693', 'value': st.server || '', 'disabled': ro || null }),
+			token: E('input', { 'id': 'sqmkit-token', 'type': 'password', 'class': 'cbi-input-password', 'disabled': ro || null }),
+			start: E('button', { 'id': 'sqmkit-test-start', 'class': 'cbi-button cbi-button-action', 'click': L.bind(this.start, this), 'disabled': ro || null }, [ _('Start test') ]),
 			running: E('p', { 'id': 'sqmkit-test-running' }),
-			log: E('pre', { 'id': 'sqmkit-test-log' }),
 			chart: E('div', { 'id': 'sqmkit-chart' }),
 			results: E('div', { 'id': 'sqmkit-results' })
 		};
 		var nodes = E('div', {}, [
-			E('h2', {}, _('Bufferbloat test')),
-			E('div', { 'class': 'cbi-map-descr' }, _('Loads the link both ways from the router against a sqmkit serve past the bottleneck (e.g. on a VPS: sqmkit serve) and grades the latency the load adds.')),
+			E('h2', {}, [ _('Bufferbloat test') ]),
+			E('div', { 'class': 'cbi-map-descr' }, [ _('Loads the link both ways from the router against a sqmkit serve past the bottleneck (e.g. on a VPS: sqmkit serve) and grades the latency the load adds.') ]),
 			E('div', { 'class': 'cbi-section' }, [
-				E('div', { 'class': 'cbi-value' }, [E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-server' }, _('Server')), el.server]),
-				E('div', { 'class': 'cbi-value' }, [E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-token' }, _('Token')), el.token]),
-				el.start, el.running, el.log
+				E('div', { 'class': 'cbi-value' }, [ E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-server' }, [ _('Server') ]), el.server ]),
+				E('div', { 'class': 'cbi-value' }, [ E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-token' }, [ _('Token') ]), el.token ]),
+				el.start, el.running
 			]),
 			el.chart,
-			E('div', { 'class': 'cbi-section' }, [E('h3', {}, _('Last results')), el.results])
+			E('div', { 'class': 'cbi-section' }, [ E('h3', {}, [ _('Last results') ]), el.results ])
 		]);
 		this.fill(st);
 		poll.add(L.bind(this.refresh, this), 2);
