@@ -10,7 +10,7 @@ GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
 all: build
 
-build: $(BIN)/sqmkit $(BIN)/sqmkit-router $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)/labtests
+build: $(BIN)/sqmkit $(BIN)/sqmkit-router $(BIN)/sqmkit-lab $(BIN)/tcshim $(BIN)/labtests $(BIN)/browser.test
 
 # Packages with TestLab* tests: they need the guest kernel (sfq, prio,
 # police, fq_codel), skip on the host, and sqmkit-lab runs them in the VM.
@@ -30,6 +30,11 @@ $(BIN)/sqmkit-lab: FORCE
 
 $(BIN)/tcshim: FORCE
 	$(GOBUILD) -o $@ ./internal/tc/tcshim
+
+# The browser's part of the lab's journey (openwrt/browser's TestJourney),
+# which sqmkit-lab runs on the host; its own module (chromedp).
+$(BIN)/browser.test: FORCE
+	cd openwrt/browser && CGO_ENABLED=0 $(GO) test -c -o ../../$@ .
 
 $(BIN)/labtests: FORCE
 	@mkdir -p $@

@@ -35,7 +35,9 @@ type command struct {
 // scenario is one backend's run on one topology: its router root and the
 // rates the lab gives it.
 type scenario struct {
-	root     string // the router's --root (IPKG_INSTROOT)
+	root     string      // the router's --root (IPKG_INSTROOT)
+	owrt     *owrtRouter // OpenWrt booted for the scenario (.qos), nil otherwise
+	close    func()      // what ends with the scenario
 	env      []string
 	dev      string   // the device the queue names
 	down, up int      // shaper rates, kbit/s
@@ -84,25 +86,21 @@ func (b sqmkitBackend) command(g *guest, sc *scenario, stop bool) (command, erro
 	return command{args: []string{routerSqmkit(sc.root), verb, "--root", sc.root}}, nil
 }
 
-// qosBackend runs a .qos script of the OpenWrt package the way
-// sqm-scripts' start-sqm and stop-sqm do (their stand-ins in
-// openwrt/test/sqm-scripts), with the package installed in the router root.
+// qosBackend runs a .qos script of the OpenWrt package through the real
+// sqm-scripts: OpenWrt's userland booted in the router namespace
+// (owrt.go, netifd idle), sqmkit installed in it, and sqm-scripts'
+// service started and stopped by its init script under procd.
 type qosBackend struct{ script, backend string }
 
 func (b qosBackend) name() string { return qosPrefix + b.script }
 func (b qosBackend) kind() string { return b.backend }
 
 func (b qosBackend) command(g *guest, sc *scenario, stop bool) (command, error) {
-	if err := installPackage(g, sc.root); err != nil {
-		return command{}, err
-	}
-	env := []string{"IPKG_INSTROOT=" + sc.root, "IFACE=" + sc.dev, "SCRIPT=" + b.script,
-		fmt.Sprintf("UPLINK=%d", sc.up), fmt.Sprintf("DOWNLINK=%d", sc.down)}
-	prog := "start-sqm"
+	verb := "start"
 	if stop {
-		prog = "stop-sqm"
+		verb = "stop"
 	}
-	return command{env: env, args: []string{"busybox", "ash", filepath.Join(g.openwrt, "sqm-scripts", "usr/lib/sqm", prog)}}, nil
+	return command{args: sc.owrt.Command(nil, "/etc/init.d/sqm", verb).Args}, nil
 }
 
 // routerSqmkit is where a router root holds its sqmkit.
@@ -136,7 +134,8 @@ func installSqmkit(g *guest, root string) error {
 
 // installPackage puts the OpenWrt package's files where the package
 // installs them (internal/openwrt, as openwrt/sqmkit/Makefile does) into a
-// router root; its sqmkit is installSqmkit's.
+// router root; its sqmkit is installSqmkit's. The hotplug scenario runs the
+// package's own hotplug script on it.
 func installPackage(g *guest, root string) error {
 	for _, f := range openwrt.Files {
 		b, err := openwrt.Read(f)

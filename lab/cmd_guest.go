@@ -64,7 +64,7 @@ func runGuest(planPath string) int {
 			return 1
 		}
 	}
-	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, kernel: readTrim("/proc/sys/kernel/osrelease"), out: lp.Out, openwrt: lp.OpenWrt, say: say, setUp: map[string]bool{}}
+	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, kernel: readTrim("/proc/sys/kernel/osrelease"), out: lp.Out, stack: lp.Stack, say: say, setUp: map[string]bool{}}
 	say("clocksource %s, %s", readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource"), hres())
 	g.events = listenProcesses(say)
 	if r, err := openNoise(lp.Out); err != nil {
@@ -128,6 +128,10 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.abScenario(t, b, r, *run.AB) }), nil
 	case "trace":
 		return g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends), nil
+	case "journey":
+		return g.journey(p), nil
+	case "openwrt-pppoe":
+		return g.owrtPPPoE(p, run.Backends), nil
 	}
 	return g.profileRuns(p, run.Backends, "", nil), nil
 }

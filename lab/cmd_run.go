@@ -26,6 +26,8 @@ const (
          runs it on cable under --kernel 7, make lab on cable and fiber)
 `
 	runUsage         = "  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]\n"
+	journeyUsage     = "  journey [--profile cable]  the router owner's journey through LuCI on OpenWrt's real userland, then the lab's grade\n"
+	openwrtUsage     = "  openwrt [--profile PPPOE-PROFILE] [--backends service,sqm-scripts]  netifd's PPPoE session drops and returns; the shaper follows\n"
 	hotplugUsage     = "  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session\n"
 	kernelTestsUsage = "  kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)\n"
 	tuneUsage        = `  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep] [-6]  sqmkit tune --write from the router, then
@@ -86,6 +88,8 @@ func kernelArg(name string, args []string) string {
 }
 
 func runRun(repo string, args []string) int     { return runScenarios(repo, "run", args) }
+func runJourney(repo string, args []string) int { return runScenarios(repo, "journey", args) }
+func runOpenWrt(repo string, args []string) int { return runScenarios(repo, "openwrt-pppoe", args) }
 func runHotplug(repo string, args []string) int { return runScenarios(repo, "hotplug", args) }
 func runTune(repo string, args []string) int    { return runScenarios(repo, "tune", args) }
 func runSweep(repo string, args []string) int   { return runScenarios(repo, "sweep", args) }
@@ -100,6 +104,10 @@ func runScenarios(repo, name string, args []string) int {
 		defProfile, defBackends, mode = "vdsl-pppoe-vlan7", sqmkitBackends, "hotplug"
 	case "tune", "sweep":
 		defBackends, mode = sqmkitBackends, name
+	case "journey":
+		defBackends, mode = nil, name
+	case "openwrt-pppoe":
+		defProfile, defBackends, mode = "vdsl-pppoe-vlan7", owrtWays, name
 	}
 	prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
 	backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
@@ -122,7 +130,16 @@ func runScenarios(repo, name string, args []string) int {
 		fatal(fmt.Errorf("--from %d --to %d --stop %d: want 0 < from <= to and stop >= 0", sp.From, sp.To, sp.Stop))
 	}
 	bs := strings.Split(*backends, ",")
+	if *backends == "" {
+		bs = nil
+	}
 	for _, b := range bs {
+		if mode == "openwrt-pppoe" {
+			if !slices.Contains(owrtWays, b) {
+				fatal(fmt.Errorf("--backends: %q: want %s", b, strings.Join(owrtWays, ", ")))
+			}
+			continue
+		}
 		if _, err := parseBackend(b); err != nil && b != unshaped {
 			fatal(fmt.Errorf("--backends: %w", err))
 		}

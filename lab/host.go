@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,7 +25,13 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) 
 	if err != nil {
 		return nil, err
 	}
-	out, planPath, err := stage(repo, out, plan, kernelTests)
+	port := 0
+	if needsJourney(plan) {
+		if port, err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	out, planPath, err := stage(repo, out, plan, kernelTests, port)
 	if err != nil {
 		return nil, err
 	}
@@ -36,12 +43,15 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) 
 	// of the run's two passes (secondPass).
 	n, timeout := 0, 3*time.Minute+2*settleBudget
 	for _, r := range plan {
-		n += len(r.Backends)
-		per := 9 * time.Minute
+		k, per := len(r.Backends), 9*time.Minute
 		if r.Sweep != nil {
 			per += time.Hour
 		}
-		timeout += time.Duration(len(r.Backends)) * per
+		if r.Mode == "journey" { // one scenario: the browser's part, then a grade
+			k, per = 1, journeyWait+10*time.Minute
+		}
+		n += k
+		timeout += time.Duration(k) * per
 	}
 	unlock, err := lockHost()
 	if err != nil {
@@ -50,11 +60,15 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) 
 	defer unlock()
 	fmt.Printf("sqmkit-lab: booting %s (kernel %s, %d scenarios), results in %s\n", filepath.Base(k.Kernel), k.Series, n, out)
 	err = vm.Run(context.Background(), vm.Config{
-		Kernel: k.Kernel, Initrd: initrd, Results: out, Modules: k.VMModules, Path: k.TC,
+		Kernel: k.Kernel, Initrd: initrd, Results: out, Modules: k.VMModules, Path: k.TC, Forward: port, ForwardTo: guestJourneyPort,
 		Cmd:     []string{filepath.Join(out, "bin", "sqmkit-lab"), "guest", planPath},
 		Console: filepath.Join(out, "console.log"),
-		// the host's steal sampler, beside qemu (package noise)
+		// the host's steal sampler, beside qemu (package noise), and the
+		// journey's browser when the guest is ready for it
 		Watch: func(pid int, stop <-chan struct{}) {
+			if port > 0 {
+				go driveJourney(filepath.Join(out, "journey"), filepath.Join(out, "bin", "browser.test"), port, stop)
+			}
 			q, err := noise.NewQEMU(pid)
 			for try := 0; err != nil && try < 100; try++ { // qemu starts its vCPU threads after a while
 				time.Sleep(50 * time.Millisecond)
@@ -114,7 +128,7 @@ func incomplete(rs []result, n int, console string) error {
 // backends (other builds and edits may change them while the guest runs;
 // the guest sees the host's root read-only, but not what sits under the
 // host's /tmp), and writes the plan. It returns out, absolute.
-func stage(repo, out string, plan []planRun, kernelTests bool) (abs, planPath string, err error) {
+func stage(repo, out string, plan []planRun, kernelTests bool, journeyPort int) (abs, planPath string, err error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", "", err
 	}
@@ -123,13 +137,15 @@ func stage(repo, out string, plan []planRun, kernelTests bool) (abs, planPath st
 	if err := snapshotBin(filepath.Join(repo, "bin"), bin); err != nil {
 		return "", "", err
 	}
-	// sqm-scripts' stand-ins (the package's own files travel inside the
-	// lab binary); no Go file, so `go test ./...` never finds a copy under
-	// lab/results.
-	openwrt := filepath.Join(out, "openwrt")
-	os.RemoveAll(openwrt)
-	if err := os.CopyFS(filepath.Join(openwrt, "sqm-scripts"), os.DirFS(filepath.Join(repo, "openwrt", "test", "sqm-scripts"))); err != nil {
-		return "", "", fmt.Errorf("snapshot of openwrt/test/sqm-scripts: %w", err)
+	// OpenWrt's userland, built (or found in its cache) before the boot:
+	// the guest cannot build it, and reads the cache over 9p
+	stackRoot := ""
+	if needsStack(plan) {
+		out, err := exec.Command("sh", filepath.Join(repo, "scripts/openwrt-stack.sh")).Output()
+		if err != nil {
+			return "", "", fmt.Errorf("scripts/openwrt-stack.sh: %w", err)
+		}
+		stackRoot = strings.TrimSpace(string(out))
 	}
 	// Profiles travel with the run for the same reason as bin/.
 	plan = slices.Clone(plan)
@@ -180,7 +196,7 @@ func stage(repo, out string, plan []planRun, kernelTests bool) (abs, planPath st
 		}
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
-	lp := labPlan{Bin: bin, OpenWrt: openwrt, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
+	lp := labPlan{Bin: bin, Stack: stackRoot, JourneyPort: journeyPort, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
 	planPath = filepath.Join(out, "plan.json")
 	if err := writeJSON(planPath, lp); err != nil {
 		return "", "", err
@@ -254,4 +270,77 @@ func lockHost() (unlock func(), err error) {
 		}
 	}
 	return func() { f.Close() }, nil
+}
+
+// needsStack says whether a plan boots OpenWrt's userland in the guest.
+func needsStack(plan []planRun) bool {
+	for _, r := range plan {
+		if r.Mode == "journey" || r.Mode == "openwrt-pppoe" {
+			return true
+		}
+		for _, b := range r.Backends {
+			if strings.HasPrefix(b, qosPrefix) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// needsJourney says whether a plan holds the journey (a browser on the
+// host, through a port QEMU forwards).
+func needsJourney(plan []planRun) bool {
+	return slices.ContainsFunc(plan, func(r planRun) bool { return r.Mode == "journey" })
+}
+
+// guestJourneyPort is journeyPort as a number.
+const guestJourneyPort = 8080
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// driveJourney waits for the guest's ready.json in dir, runs the browser's
+// part (openwrt/browser's TestJourney, built into bin/browser.test) against
+// the forwarded port, and writes done.json with its outcome, which the
+// guest waits for.
+func driveJourney(dir, browser string, port int, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(time.Second):
+		}
+		if _, err := os.Stat(filepath.Join(dir, "ready.json")); err == nil {
+			break
+		}
+	}
+	fmt.Println("sqmkit-lab: the guest's OpenWrt is up; headless Chromium on the host takes the journey through LuCI")
+	log, err := os.Create(filepath.Join(dir, "browser.log"))
+	done := map[string]any{"ok": false}
+	if err == nil {
+		c := exec.Command(browser, "-test.run", "^TestJourney$", "-test.v", "-test.timeout", "30m")
+		c.Env = append(os.Environ(), "SQMKIT_JOURNEY="+dir, fmt.Sprintf("SQMKIT_JOURNEY_URL=http://127.0.0.1:%d", port))
+		c.Dir = filepath.Dir(browser)
+		c.Stdout, c.Stderr = log, log
+		err = c.Run()
+		log.Close()
+	}
+	var steps map[string]any
+	if b, rerr := os.ReadFile(filepath.Join(dir, "browser.json")); rerr == nil && json.Unmarshal(b, &steps) == nil {
+		done = steps
+	}
+	if err != nil {
+		done["ok"] = false
+		if done["error"] == nil || done["error"] == "" {
+			done["error"] = fmt.Sprintf("%s: %v", filepath.Base(browser), err)
+		}
+	}
+	b, _ := json.Marshal(done)
+	os.WriteFile(filepath.Join(dir, "done.json"), b, 0o644)
 }

@@ -31,6 +31,8 @@ var labCommands = []labCommand{
 	{"all", allUsage, false, runAll},
 	{"mq", mqUsage, false, runMQ},
 	{"run", runUsage, false, runRun},
+	{"journey", journeyUsage, false, runJourney},
+	{"openwrt", openwrtUsage, false, runOpenWrt},
 	{"report", reportUsage, false, runReport},
 	{"hotplug", hotplugUsage, false, runHotplug},
 	{"tune", tuneUsage, false, runTune},

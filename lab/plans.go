@@ -59,12 +59,15 @@ var extExamples = []string{"wondershaper-style", "htb-fifo"}
 // labPlan is what the host hands the guest (plan.json in the run dir).
 type labPlan struct {
 	Bin string `json:"bin"` // snapshot of bin/: other builds may replace bin/ while the guest runs
-	// OpenWrt is the snapshot of openwrt/test's sqm-scripts stand-ins, for
-	// the .qos scenarios.
-	OpenWrt string    `json:"openwrt"`
-	Out     string    `json:"out"`
-	Commit  string    `json:"commit"`
-	Runs    []planRun `json:"runs"`
+	// Stack is OpenWrt's userland (scripts/openwrt-stack.sh's root), for
+	// the .qos scenarios, the PPPoE one on netifd and the journey.
+	Stack string `json:"stack,omitempty"`
+	// JourneyPort is the host's port QEMU forwards to the guest's
+	// journeyPort, for the journey's browser.
+	JourneyPort int       `json:"journey_port,omitempty"`
+	Out         string    `json:"out"`
+	Commit      string    `json:"commit"`
+	Runs        []planRun `json:"runs"`
 	// KernelTests runs bin/labtests/*.test (TestLab*) before the scenarios.
 	KernelTests bool `json:"kernel_tests"`
 }
@@ -75,7 +78,9 @@ type planRun struct {
 	// Mode is what the guest does with them: "" grades each backend,
 	// "hotplug" runs the OpenWrt hotplug scenario (hotplug.go), "tune"
 	// sqmkit tune before the grade (tune.go), "sweep" the exhaustive
-	// measurement alone.
+	// measurement alone, "journey" the router owner's journey through
+	// LuCI (journey.go; no backends), "openwrt-pppoe" the PPPoE session on
+	// real netifd with each of Backends (service, sqm-scripts; owrt.go).
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`

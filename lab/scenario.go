@@ -60,6 +60,7 @@ type result struct {
 	Sweep       *swept          `json:"sweep,omitempty"`
 	Trace       *traced         `json:"trace,omitempty"`
 	AB          *abResult       `json:"ab,omitempty"`
+	Journey     *journeyResult  `json:"journey,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`
@@ -91,7 +92,7 @@ type guest struct {
 	commit  string
 	kernel  string // the guest's kernel release, for every result
 	out     string
-	openwrt string // the run's copy of openwrt/ (package files, test stand-ins)
+	stack   string // OpenWrt's userland built from pinned sources (openwrt/stack), "" when the plan needs none
 	say     func(format string, a ...any)
 	events  *procevents.Watcher // nil: no process counts
 	noise   *noise.Reader       // nil: phases are graded without the noise gate
@@ -244,6 +245,7 @@ func (g *guest) shaped(t *topo, name string, r *result) error {
 	if err != nil {
 		return err
 	}
+	defer sc.close()
 	run := func(stop bool) (string, cost, error) {
 		c, err := b.command(g, sc, stop)
 		if err != nil {
@@ -332,12 +334,11 @@ func (g *guest) prepare(t *topo, b backend, r *result) (*scenario, error) {
 func (g *guest) prepareAt(t *topo, b backend, r *result, down, up int) (*scenario, error) {
 	r.DownKbit, r.UpKbit = down, up
 	sc := &scenario{root: filepath.Join(t.dir, "root-"+strings.NewReplacer(":", "-", "/", "-", "=", "-").Replace(b.name())),
-		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit}
-	script := ""
+		dev: t.shapedDev(b.kind()), down: r.DownKbit, up: r.UpKbit, close: func() {}}
 	if q, ok := b.(qosBackend); ok {
-		script = q.script
+		return g.prepareOpenWrt(t, q, sc)
 	}
-	if err := writeRouterRoot(sc.root, t.p, sc.dev, b.kind(), script, r.DownKbit, r.UpKbit); err != nil {
+	if err := writeRouterRoot(sc.root, t.p, sc.dev, b.kind(), "", r.DownKbit, r.UpKbit); err != nil {
 		return nil, err
 	}
 	if err := installSqmkit(g, sc.root); err != nil {
@@ -347,10 +348,6 @@ func (g *guest) prepareAt(t *topo, b backend, r *result, down, up int) (*scenari
 	os.MkdirAll(scratch, 0o755)
 	sc.lab = labEnv(t.p, sc.dev, scratch, sc.down, sc.up)
 	switch b := b.(type) {
-	case qosBackend:
-		if err := installPackage(g, sc.root); err != nil {
-			return nil, err
-		}
 	case extBackend:
 		// Foreign trees are judged without sqmkit's config: doctor then
 		// looks at what the kernel holds.
@@ -589,4 +586,29 @@ func discardedKinds(ds []discarded) string {
 		}
 	}
 	return strings.Join(out, ", ")
+}
+
+// prepareOpenWrt boots OpenWrt for a .qos scenario: its UCI files as LuCI
+// writes them (netifd idle, the lab keeps the addresses), the NSS tc
+// stand-in in front of its tc for sqmkit-nss.qos, sqmkit installed on the
+// running router, sqm-scripts' service not yet started; the scenario's
+// --root is the router's root as its processes see it.
+func (g *guest) prepareOpenWrt(t *topo, q qosBackend, sc *scenario) (*scenario, error) {
+	sqm, network := routerUCI(t.p, sc.dev, q.backend, q.script, sc.down, sc.up)
+	o, err := g.bootOpenWrt(t, strings.TrimSuffix(q.script, ".qos"), idle(network), sqm, func(root string) error {
+		os.Remove(filepath.Join(root, "etc/rc.d/S50sqm")) // started by the scenario, not at boot
+		if q.backend == "nss" {
+			return g.tcShim(root)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.installSqmkit(g, t.sh.log); err != nil {
+		o.halt()
+		return nil, err
+	}
+	sc.owrt, sc.root, sc.close = o, o.Path("/"), o.halt
+	return sc, nil
 }

@@ -47,7 +47,7 @@ func (t *topo) ipv6() error {
 
 // guestModules are what the scenarios load in the guest kernel.
 var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", "sch_tbf", "sch_ingress",
-	"ifb", "act_mirred", "cls_u32", "8021q", "pppoe", "pppox", "ppp_generic", "veth"}
+	"ifb", "act_mirred", "cls_u32", "8021q", "pppoe", "pppox", "ppp_generic", "veth", "virtio_net"}
 
 // topo is one built lab for a profile.
 type topo struct {
@@ -58,6 +58,7 @@ type topo struct {
 	wanDev string // the device sqmkit shapes (wan, wan.7 or pppoe-wan)
 	procs  []*proc
 	pppd   *proc // the router's PPPoE client, when the profile has one
+	owrt   bool  // the router's network is netifd's (owrt.go)
 }
 
 // shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS
@@ -102,7 +103,14 @@ func freshDir(dir string) error {
 const wanQueues = "2"
 
 func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
-	t := &topo{sh: sh, p: p, dir: dir, logs: logs}
+	return buildTopoFor(sh, p, dir, logs, false)
+}
+
+// buildTopoFor builds the lab; with owrt the router's addresses, routes,
+// VLAN device and PPPoE client are left to the OpenWrt booted there
+// (netifd), and only the modem's side of them is made.
+func buildTopoFor(sh *shell, p *profile.Profile, dir, logs string, owrt bool) (*topo, error) {
+	t := &topo{sh: sh, p: p, dir: dir, logs: logs, owrt: owrt}
 	if err := freshDir(dir); err != nil {
 		return nil, err
 	}
@@ -152,8 +160,10 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 		[]string{"ip", "route", "add", "default", "via", "10.3.0.1"}); err != nil {
 		return nil, err
 	}
-	if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.1.0.1/24", "dev", "lan"}); err != nil {
-		return nil, err
+	if !owrt {
+		if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.1.0.1/24", "dev", "lan"}); err != nil {
+			return nil, err
+		}
 	}
 	if err := sh.must(nsModem, []string{"ip", "addr", "add", "10.3.0.1/24", "dev", "m1"}); err != nil {
 		return nil, err
@@ -163,7 +173,11 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 		// port's qdisc (see profile.Encap.HeaderBytes), as on any Linux
 		// router; reorder_hdr off would put it in but breaks PPPoE receive.
 		id := fmt.Sprint(v)
-		for _, end := range [][3]string{{nsRouter, wanPort, t.wanLower()}, {nsModem, "m0", t.modemLower()}} {
+		ends := [][3]string{{nsRouter, wanPort, t.wanLower()}, {nsModem, "m0", t.modemLower()}}
+		if owrt {
+			ends = ends[1:] // netifd makes the router's (config device)
+		}
+		for _, end := range ends {
 			if err := sh.must(end[0], []string{"ip", "link", "add", "link", end[1], "name", end[2], "type", "vlan", "id", id},
 				[]string{"ip", "link", "set", end[2], "up"}); err != nil {
 				return nil, err
@@ -176,9 +190,11 @@ func buildTopo(sh *shell, p *profile.Profile, dir, logs string) (*topo, error) {
 		}
 	} else {
 		t.wanDev = t.wanLower()
-		if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.2.0.1/24", "dev", t.wanDev},
-			[]string{"ip", "route", "add", "default", "via", "10.2.0.2"}); err != nil {
-			return nil, err
+		if !owrt {
+			if err := sh.must(nsRouter, []string{"ip", "addr", "add", "10.2.0.1/24", "dev", t.wanDev},
+				[]string{"ip", "route", "add", "default", "via", "10.2.0.2"}); err != nil {
+				return nil, err
+			}
 		}
 		if err := sh.must(nsModem, []string{"ip", "addr", "add", "10.2.0.2/24", "dev", t.modemLower()},
 			[]string{"ip", "route", "add", "10.1.0.0/24", "via", routerIP}); err != nil {
@@ -222,6 +238,10 @@ func (t *topo) pppoe() error {
 		return err
 	}
 	t.procs = append(t.procs, p)
+	t.wanDev = pppIfname
+	if t.owrt {
+		return nil // netifd's ppp proto dials (owrt.go)
+	}
 	plugin, err := pppoePlugin()
 	if err != nil {
 		return err

@@ -452,8 +452,9 @@ func TestPhaseLengths(t *testing.T) {
 	}
 }
 
-// An undo record is read with a size cap and its rates pass the config's
-// checks before they are written: /dev/zero in its place, 0/0 (which would
+// An undo record is read as a regular file with a size cap and its rates
+// pass the config's checks before they are written: a link to /dev/zero
+// in its place, a record too large, 0/0 (which would
 // stop shaping) and −5/999999999999 (which would break the next start) are
 // refused and the config stays as it is.
 func TestUndoRefusesBadRecords(t *testing.T) {
@@ -465,13 +466,14 @@ func TestUndoRefusesBadRecords(t *testing.T) {
 	for _, c := range []struct {
 		name, record, want string
 	}{
-		{"/dev/zero", "", "larger than"},
+		{"/dev/zero", "", "symbolic link"},
+		{"too large", strings.Repeat(" ", 2<<20), "larger than"},
 		{"both 0", `{"section":"wan","old":{"download_kbit":0,"upload_kbit":0}}`, "both 0"},
 		{"out of range", `{"section":"wan","old":{"download_kbit":-5,"upload_kbit":999999999999}}`, "not a rate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			os.Remove(undoPath(root))
-			if c.record == "" {
+			if c.name == "/dev/zero" {
 				os.Symlink("/dev/zero", undoPath(root))
 			} else {
 				os.WriteFile(undoPath(root), []byte(c.record), 0o644)

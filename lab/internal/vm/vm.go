@@ -36,6 +36,10 @@ type Config struct {
 	Out io.Writer
 	// Watch, when set, runs beside qemu with its pid until stop closes.
 	Watch func(pid int, stop <-chan struct{})
+	// Forward, when not 0, gives the guest a user-mode network device
+	// whose only way in is the host's 127.0.0.1:Forward, forwarded to the
+	// guest's port ForwardTo (restrict=on: the guest reaches nothing).
+	Forward, ForwardTo int
 }
 
 // kernelLine matches printk lines ("[    4.451234] ..."); iperf3's "[SUM]"
@@ -89,16 +93,21 @@ func Args(c Config) ([]string, error) {
 	if c.Path != "" {
 		appendLine += " labpath=" + c.Path
 	}
-	return []string{
+	nic := []string{"-nic", "none"}
+	if c.Forward > 0 {
+		nic = []string{"-netdev", fmt.Sprintf("user,id=lab,restrict=on,hostfwd=tcp:127.0.0.1:%d-:%d", c.Forward, c.ForwardTo),
+			"-device", "virtio-net-pci,netdev=lab"}
+	}
+	return append([]string{
 		// debug-threads names the vCPU threads ("CPU 0/TCG"), so the host
 		// can read their scheduling delay (lab/internal/noise)
 		"-name", "sqmkit-lab,debug-threads=on",
 		"-accel", "tcg,thread=multi", "-smp", "2", "-m", "2G",
 		"-kernel", c.Kernel, "-initrd", c.Initrd, "-append", appendLine,
-		"-no-reboot", "-nographic", "-nic", "none",
-		"-virtfs", "local,path=/,mount_tag=" + initramfs.TagRoot + ",security_model=none,readonly=on,multidevs=remap",
-		"-virtfs", "local,path=" + c.Results + ",mount_tag=" + initramfs.TagResults + ",security_model=none,multidevs=remap",
-	}, nil
+		"-no-reboot", "-nographic"}, append(nic,
+		"-virtfs", "local,path=/,mount_tag="+initramfs.TagRoot+",security_model=none,readonly=on,multidevs=remap",
+		"-virtfs", "local,path="+c.Results+",mount_tag="+initramfs.TagResults+",security_model=none,multidevs=remap",
+	)...), nil
 }
 
 // priority is qemu's nice and its autogroup's nice.
