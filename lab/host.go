@@ -210,10 +210,10 @@ func snapshotBin(from, to string) error {
 	if err := os.MkdirAll(to, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"sqmkit-lab", "sqmkit", "sqmkit-router", "tcshim"} {
+	for _, name := range []string{"sqmkit-lab", "sqmkit", "sqmkit-router", "tcshim", "browser.test"} {
 		b, err := os.ReadFile(filepath.Join(from, name))
 		if err != nil {
-			if name == "tcshim" && os.IsNotExist(err) {
+			if (name == "tcshim" || name == "browser.test") && os.IsNotExist(err) {
 				continue
 			}
 			return fmt.Errorf("%w: run `make build` first", err)

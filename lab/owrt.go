@@ -77,10 +77,25 @@ func (g *guest) bootOpenWrt(t *topo, name, network, sqm string, setup func(root 
 	return o, nil
 }
 
-// halt shuts it down and keeps its console with the logs.
+// halt shuts it down and keeps its console and a look inside (diagnose)
+// with the logs.
 func (o *owrtRouter) halt() {
+	o.diagnose()
 	o.Halt()
 	o.saveConsole()
+}
+
+// diagnose writes what the router holds beside its console: its
+// processes, procd's services, ubus's objects, its network and qdiscs,
+// its UCI files and the run state of sqm-scripts and sqmkit.
+func (o *owrtRouter) diagnose() {
+	var b strings.Builder
+	for _, c := range []string{"ps w", "ubus list", "ubus call service list", "ip addr", "ip route", "tc qdisc show",
+		"cat /etc/config/network /etc/config/sqm", "ls -lR /var/run/sqm /var/run/sqmkit", "rm -rf /tmp/dbgq; SQM_QDISC_STATE_DIR=/tmp/dbgq sh -x /usr/lib/sqm/update-available-qdiscs 2>&1 | grep -v \"level_\\|local \\|LEVEL\\|shift\\|sqm_logger\\|debug=\" | grep -i \"ifb\\|qdisc\\|RET=\\|ERROR\\|touch\\|return\" | head -60", "ifstatus wan", "logread 2>/dev/null | tail -n 100"} {
+		out, err := o.Exec("/bin/sh", "-c", c)
+		fmt.Fprintf(&b, "# %s (%v)\n%s\n", c, err, out)
+	}
+	os.WriteFile(strings.TrimSuffix(o.logs, "-console.log")+"-state.txt", []byte(b.String()), 0o644)
 }
 
 func (o *owrtRouter) saveConsole() {

@@ -4,8 +4,9 @@
 # real OpenWrt"): libubox, ubus, uci, udebug, ucode and its modules, rpcd
 # with its plugins, uhttpd, lucihttp, ucode-mod-html, luci-base's core.so,
 # rpcd-mod-luci, procd and netifd (with libnl-tiny), built with Debian's
-# gcc against Debian's json-c; busybox is Debian's busybox-static, ip and tc
-# Debian's iproute2. The root holds OpenWrt's package files (base-files,
+# gcc against Debian's json-c; busybox is Debian's (the dynamic build:
+# busybox-static runs its applets before the PATH's programs, as
+# OpenWrt's does not), ip and tc Debian's iproute2. The root holds OpenWrt's package files (base-files,
 # procd, netifd, ppp, uhttpd, rpcd, uci), LuCI (luci-base, the bootstrap
 # theme, luci-mod-network/status/system, luci-app-sqm) and sqm-scripts
 # installed by its own make. sqmkit is not in it: tests install it with
@@ -54,7 +55,8 @@ key() {
 		else
 			echo "$pins"
 		fi
-		dpkg-query -W -f='${Package} ${Version}\n' libjson-c-dev busybox-static iproute2 gcc 2>/dev/null || true
+		dpkg-query -W -f='${Package} ${Version}\n' libjson-c-dev iproute2 gcc 2>/dev/null || true
+		apt-cache policy busybox 2>/dev/null | grep Candidate
 	} | sha256sum | cut -c1-16
 }
 
@@ -242,11 +244,13 @@ LD_LIBRARY_PATH="$s/lib" "$s/bin/uci" -c "$root/etc/config" commit uhttpd
 log "installing sqm-scripts"
 make -s -C "$src/sqm-scripts" install-openwrt DESTDIR="$root" PREFIX=/usr PLATFORM=openwrt >/dev/null
 
-# busybox (Debian's static one) for every applet OpenWrt's own busybox
-# would provide, where no real program is installed; Debian's iproute2 as
-# ip-full and tc-full, util-linux's flock as busybox's flock applet.
-cp /bin/busybox "$root/bin/busybox"
-busybox --list-full | while read -r a; do
+# busybox (Debian's, fetched, not installed: the host keeps its
+# busybox-static) for every applet OpenWrt's own busybox would provide,
+# where no real program is installed; Debian's iproute2 as ip-full and
+# tc-full, util-linux's flock as busybox's flock applet.
+(cd "$work" && apt-get download busybox >/dev/null && dpkg-deb -x busybox_*.deb "$work/busybox")
+cp "$work/busybox/bin/busybox" "$root/bin/busybox"
+"$root/bin/busybox" --list-full | while read -r a; do
 	n=$(basename "$a")
 	for d in bin sbin usr/bin usr/sbin; do [ -e "$root/$d/$n" ] && continue 2; done
 	mkdir -p "$root/$(dirname "$a")" && ln -s /bin/busybox "$root/$a"

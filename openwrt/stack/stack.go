@@ -141,6 +141,27 @@ func Boot(cfg Config) (*Router, error) {
 	return r, r.start()
 }
 
+// containerInit prepares a container's root ($1) in its fresh mount
+// namespace and execs procd's init in it: /proc and /sys (the router's
+// network namespace's), a /dev with the usual nodes and devpts, and the
+// console file ($2) as /dev/console, where procd and the boot's scripts
+// write, so a guest's serial console never sees them.
+const containerInit = `set -e
+r=$1
+mount -t proc proc "$r/proc"
+mount -t sysfs sysfs "$r/sys"
+mount -t tmpfs -o mode=0755,size=512k tmpfs "$r/dev"
+for n in null:1:3 zero:1:5 full:1:7 random:1:8 urandom:1:9 tty:5:0; do
+	mknod -m 666 "$r/dev/${n%%:*}" c $(echo "${n#*:}" | tr : ' ')
+done
+mkdir "$r/dev/pts" "$r/dev/shm"
+mount -t devpts -o newinstance,ptmxmode=0666 devpts "$r/dev/pts"
+ln -s pts/ptmx "$r/dev/ptmx"
+ln -s /proc/self/fd "$r/dev/fd"
+touch "$r/dev/console"
+mount --bind "$2" "$r/dev/console"
+exec chroot "$r" /sbin/init`
+
 // start boots procd on the router's root.
 func (r *Router) start() error {
 	r.done, r.pid = make(chan struct{}), 0
@@ -149,13 +170,15 @@ func (r *Router) start() error {
 		return err
 	}
 	defer console.Close()
-	// procd as PID 1: unshare forks it into new PID, mount (private
-	// propagation: its mounts stay inside), UTS and IPC namespaces, in the
-	// router's network namespace; procd mounts /proc, /sys, /dev and /tmp
-	// itself, as on a router.
+	// procd as PID 1, as OpenWrt's containers run it: unshare forks it
+	// into new PID, mount (private propagation: its mounts stay inside),
+	// UTS and IPC namespaces, in the router's network namespace; with
+	// $container set procd leaves /proc, /sys and /dev to its container
+	// (containerInit mounts them, /dev/console being the console file)
+	// and mounts /tmp itself.
 	r.cmd = exec.Command("ip", "netns", "exec", r.Netns, "unshare", "--pid", "--mount", "--uts", "--ipc", "--fork",
-		"--propagation", "private", "--kill-child", "chroot", r.Root, "/sbin/init")
-	r.cmd.Env = []string{"PATH=" + Path, "TERM=dumb"}
+		"--propagation", "private", "--kill-child", "/bin/sh", "-c", containerInit, "init", r.Root, r.Console)
+	r.cmd.Env = []string{"PATH=" + Path, "TERM=dumb", "container=sqmkit-test"}
 	r.cmd.Stdout, r.cmd.Stderr = console, console
 	r.cmd.SysProcAttr = &unix.SysProcAttr{Setsid: true}
 	if err := r.cmd.Start(); err != nil {
