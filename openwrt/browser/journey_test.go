@@ -74,8 +74,12 @@ func TestJourney(t *testing.T) {
 	sec := `.cbi-section-node[data-section-id]`
 	run(t, ctx, "luci-app-sqm's page", chromedp.Navigate(sqm), chromedp.WaitVisible(sec, chromedp.ByQuery),
 		chromedp.Click(sec+` [data-name="enabled"] input[type=checkbox]`, chromedp.ByQuery),
-		chromedp.Click(sec+` [data-name="interface"] .cbi-dropdown`, chromedp.ByQuery),
-		chromedp.Click(sec+` [data-name="interface"] li[data-value="`+ready.Device+`"]`, chromedp.ByQuery),
+		// the interface: LuCI's device dropdown, chosen through its widget
+		// (a click on its list lands on whichever item is under the pointer
+		// while it still lays out)
+		chromedp.WaitVisible(sec+` [data-name="interface"] .cbi-dropdown`, chromedp.ByQuery),
+		chromedp.Evaluate(`(function() { var w = L.dom.findClassInstance(document.querySelector(`+strconv.Quote(sec+` [data-name="interface"] .cbi-dropdown`)+`));
+			w.setValue(`+strconv.Quote(ready.Device)+`); return w.getValue(); })()`, nil),
 		chromedp.SetValue(sec+` [data-name="download"] input`, strconv.Itoa(ready.DownKbit), chromedp.ByQuery),
 		chromedp.SetValue(sec+` [data-name="upload"] input`, strconv.Itoa(ready.UpKbit), chromedp.ByQuery),
 		changed(sec+` [data-name="download"] input, `+sec+` [data-name="upload"] input`),
