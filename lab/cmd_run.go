@@ -14,9 +14,10 @@ import (
 
 const (
 	demoUsage = "  demo   cable unshaped vs cake, both grades side by side (make demo)\n"
-	ciUsage   = `  ci     cable × {none, fq_codel, cake, nss, qos:sqmkit-cake.qos}, vdsl-pppoe-vlan7 × {none, nss},
-         the hotplug scenario with cake, tune on cable × cake over IPv6, lte's first minute under sqmkit
-         autorate (make lab-ci, make test)
+	ciUsage   = `  ci     cable × {none, fq_codel, cake, nss}, vdsl-pppoe-vlan7 × {none, nss}, the hotplug scenario with
+         cake, tune on cable × cake over IPv6, the router owner's journey through LuCI on OpenWrt's real
+         userland, netifd's PPPoE session dropping and returning, lte's first minute under sqmkit autorate
+         (make lab-ci, make test)
 `
 	allUsage = `  all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
          with every backend, tune beside a sweep on every profile; prints one table per profile and

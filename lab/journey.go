@@ -101,7 +101,7 @@ func (g *guest) journeyRun(p *profile.Profile, r *result) error {
 	// the router as a fresh OpenWrt with LuCI and luci-app-sqm's
 	// sqm-scripts, a root password set
 	_, network := routerUCI(p, t.wanDev, "cake", "", 0, 0)
-	o, err := g.bootOpenWrt(t, "journey", network, "", func(root string) error { return setRootPassword(root, journeyPassword) })
+	o, err := g.bootOpenWrt(t, "journey", network, "", nil, func(root string) error { return setRootPassword(root, journeyPassword) })
 	if err != nil {
 		return err
 	}

@@ -27,7 +27,7 @@ import (
 // ubusd, rpcd, netifd, uhttpd with LuCI and sqm-scripts from /etc/rc.d),
 // built by the host (scripts/openwrt-stack.sh) and copied onto the
 // guest's tmpfs. Three uses: the .qos scenarios run sqm-scripts' own
-// service (netifd idle: the lab owns the router's addresses), the PPPoE
+// service (network disabled: the lab owns the router's addresses), the PPPoE
 // scenario lets netifd's ppp proto dial and redial the session, and the
 // router owner's journey (journey.go) is driven through LuCI in a
 // browser on the host.
@@ -43,9 +43,7 @@ type owrtRouter struct {
 
 // bootOpenWrt boots the stack in the router namespace with these UCI
 // files (network, sqm: "" keeps the stack's own) and setup's changes.
-// managed false: netifd brings no interface up (auto 0), the lab keeps
-// the addresses it gave.
-func (g *guest) bootOpenWrt(t *topo, name, network, sqm string, setup func(root string) error) (*owrtRouter, error) {
+func (g *guest) bootOpenWrt(t *topo, name, network, sqm string, objects []string, setup func(root string) error) (*owrtRouter, error) {
 	if g.stack == "" {
 		return nil, errors.New("the plan names no OpenWrt stack (the host builds it with scripts/openwrt-stack.sh before the boot)")
 	}
@@ -53,7 +51,7 @@ func (g *guest) bootOpenWrt(t *topo, name, network, sqm string, setup func(root 
 	if err := freshDir(dir); err != nil {
 		return nil, err
 	}
-	r, err := stack.Boot(stack.Config{Stack: g.stack, Dir: dir, Netns: nsRouter, Boot: owrtBootLimit, Setup: func(root string) error {
+	r, err := stack.Boot(stack.Config{Stack: g.stack, Dir: dir, Netns: nsRouter, Boot: owrtBootLimit, Objects: objects, Setup: func(root string) error {
 		files := map[string]string{"network": network, "sqm": sqm}
 		for n, body := range files {
 			if body == "" {
@@ -149,13 +147,6 @@ func copyFile(from, to string, mode os.FileMode) error {
 	}
 	os.Remove(to)
 	return os.WriteFile(to, b, mode)
-}
-
-// idle turns every interface of a network config off at boot (auto 0):
-// the config stays for sqmkit's overhead detection, the addresses stay
-// the lab's.
-func idle(network string) string {
-	return strings.ReplaceAll(network, "\n\toption device ", "\n\toption auto '0'\n\toption device ")
 }
 
 // waitUp waits until netifd says iface is up.
@@ -314,7 +305,7 @@ func (g *guest) owrtPPPoEOne(p *profile.Profile, way string, r *result) error {
 	defer t.close()
 	r.DownKbit, r.UpKbit = p.Down*95/100, p.Up*95/100
 	sqm, network := routerUCI(p, pppIfname, "cake", "sqmkit-cake.qos", r.DownKbit, r.UpKbit)
-	o, err := g.bootOpenWrt(t, way, network, sqm, func(root string) error {
+	o, err := g.bootOpenWrt(t, way, network, sqm, nil, func(root string) error {
 		// sqmkit as an image builder puts it there: install --root
 		if err := copyFile(g.tools.router, filepath.Join(t.dir, "sqmkit-image"), 0o755); err != nil {
 			return err

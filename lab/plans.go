@@ -6,18 +6,23 @@ import (
 )
 
 // ciPlan is what `make test` runs in the lab: every backend on cable, nss
-// on the worked example's VDSL (PPPoE over VLAN 7), the OpenWrt package's
-// cake script the way sqm-scripts runs it, the hotplug scenario, and one
-// tune: cake on cable, the default backend on the profile most users have,
-// over IPv6 (make lab's tunes run over IPv4), ~5 minutes of CI (a sweep
-// beside it would add 3 more per direction searched, so make test holds
-// tune to the floor of againstLine and make lab's tunes, each beside a
-// sweep (allPlan), hold it to the acceptance).
+// on the worked example's VDSL (PPPoE over VLAN 7), the hotplug scenario,
+// one tune (cake on cable, the default backend on the profile most users
+// have, over IPv6; make lab's tunes run over IPv4), ~5 minutes of CI (a
+// sweep beside it would add 3 more per direction searched, so make test
+// holds tune to the floor of againstLine and make lab's tunes, each beside
+// a sweep (allPlan), hold it to the acceptance), and OpenWrt's real
+// userland in the router: the router owner's journey through LuCI on
+// cable (which also runs the package's cake script the way sqm-scripts
+// does, so the qos: backends are make lab's) and netifd's PPPoE session
+// dropping and returning on VDSL.
 var ciPlan = []planRun{
-	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss", "qos:sqmkit-cake.qos"}},
+	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake", "nss"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{"cake"}, Mode: "hotplug"},
 	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune", IPv6: true},
+	{Profile: "cable", Mode: "journey"},
+	{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"},
 }
 
 // allSweep is the sweep beside each of make lab's tunes: 70 %, not the
@@ -41,7 +46,8 @@ func allPlan(profiles []string, repo string) []planRun {
 		cable = append(cable, extPrefix+e+"="+filepath.Join(repo, "lab/ext", e))
 	}
 	plan = append(plan, planRun{Profile: "cable", Backends: cable},
-		planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"})
+		planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"},
+		planRun{Profile: "cable", Mode: "journey"}, planRun{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"})
 	for _, n := range profiles {
 		sw := allSweep
 		plan = append(plan, planRun{Profile: n, Backends: sqmkitBackends, Mode: "tune", Sweep: &sw})

@@ -94,6 +94,9 @@ type Config struct {
 	Setup func(root string) error
 	// Boot is how long the boot may take (default 60 s).
 	Boot time.Duration
+	// Objects are the ubus objects a boot is through with (default
+	// session, network, uci and luci: rpcd, netifd and LuCI's plugin).
+	Objects []string
 }
 
 // Router is a booted OpenWrt.
@@ -103,6 +106,7 @@ type Router struct {
 	Console string // procd's console output
 	pid     int    // procd's pid on the host
 	limit   time.Duration
+	objects []string
 	cmd     *exec.Cmd
 	done    chan struct{}
 }
@@ -134,7 +138,10 @@ func Boot(cfg Config) (*Router, error) {
 			return nil, fmt.Errorf("setting up the router's root: %w", err)
 		}
 	}
-	r := &Router{Root: root, Netns: cfg.Netns, Console: filepath.Join(cfg.Dir, "console.log"), limit: cfg.Boot}
+	r := &Router{Root: root, Netns: cfg.Netns, Console: filepath.Join(cfg.Dir, "console.log"), limit: cfg.Boot, objects: cfg.Objects}
+	if len(r.objects) == 0 {
+		r.objects = []string{"session", "network", "uci", "luci"}
+	}
 	if r.limit == 0 {
 		r.limit = 60 * time.Second
 	}
@@ -226,7 +233,7 @@ func (r *Router) waitBoot(limit time.Duration) error {
 		if _, err := os.Stat(r.Path(booted)); err != nil {
 			continue // /tmp is procd's tmpfs, read through procd's root
 		}
-		if out, err := r.Exec("ubus", "-t", "5", "wait_for", "session", "network", "uci", "luci"); err != nil {
+		if out, err := r.Exec("ubus", append([]string{"-t", "5", "wait_for"}, r.objects...)...); err != nil {
 			return fmt.Errorf("the boot ran, but ubus lacks objects: %v: %s", err, out)
 		}
 		return nil
