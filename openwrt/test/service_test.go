@@ -15,6 +15,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
+	"github.com/sqmkit/sqmkit/openwrt/stack"
 )
 
 // sqmkit's service on real procd: installed and started by `sqmkit
@@ -364,3 +365,61 @@ func sameJSON(got json.RawMessage, want string) bool {
 }
 
 func toJSON(v any) string { b, _ := json.MarshalIndent(v, "", " "); return string(b) }
+
+// A wan with proto dhcp: netifd's udhcpc gets a lease from a DHCP server
+// past the link (busybox's udhcpd in a namespace of its own), netifd sends
+// ifup and sqmkit's hotplug handler shapes; the lease released (ifdown) and
+// taken again (ifup), the shaper is as planned again.
+func TestDHCP(t *testing.T) {
+	srv := fmt.Sprintf("sqmkit-dhcp-%d", os.Getpid())
+	exec.Command("ip", "netns", "del", srv).Run()
+	if err := ipAll([]string{"netns", "add", srv}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", srv).Run() })
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "udhcpd.conf")
+	os.WriteFile(conf, []byte("start 192.0.2.100\nend 192.0.2.150\ninterface wanpeer\nlease_file "+filepath.Join(dir, "leases")+
+		"\npidfile "+filepath.Join(dir, "pid")+"\noption subnet 255.255.255.0\noption router 192.0.2.2\noption lease 600\n"), 0o644)
+	b := build(t)
+	sr := stack.New(t, stack.Options{
+		Netns: func(ns string) error {
+			return ipAll([]string{"link", "add", "wan", "netns", ns, "type", "veth", "peer", "name", "wanpeer", "netns", srv},
+				[]string{"-n", srv, "addr", "add", "192.0.2.2/24", "dev", "wanpeer"}, []string{"-n", srv, "link", "set", "wanpeer", "up"})
+		},
+		Setup: func(root string) error {
+			dhcp := strings.Replace(network, "\toption proto 'static'\n\toption ipaddr '192.0.2.1'\n\toption netmask '255.255.255.0'\n", "\toption proto 'dhcp'\n", 1)
+			if err := os.WriteFile(filepath.Join(root, "etc/config/network"), []byte(dhcp), 0o644); err != nil {
+				return err
+			}
+			os.Rename(filepath.Join(root, "usr/sbin/tc"), filepath.Join(root, "sbin/tc"))
+			if err := copyFile(filepath.Join(b, "tc"), filepath.Join(root, "usr/sbin/tc"), 0o755); err != nil {
+				return err
+			}
+			return os.WriteFile(filepath.Join(root, "usr/sbin/tc.env"), []byte("SQMKIT_REAL_TC=/sbin/tc\nSQMKIT_SHIM_FQ_CODEL=pfifo\n"), 0o644)
+		},
+	})
+	udhcpd := exec.Command("ip", "netns", "exec", srv, "busybox", "udhcpd", "-f", conf)
+	if err := udhcpd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { udhcpd.Process.Kill(); udhcpd.Wait() })
+	r := &router{t: t, Router: sr}
+	r.rc("sqm", "disable")
+	r.install()
+	r.queue(true, "sqmkit-nss.qos", 20000, 10000)
+	r.run(nil, "/sbin/ifup", "wan")
+	r.eventually("a lease and the shaper", func() bool {
+		return strings.Contains(r.ifstatus("wan"), "192.0.2.1") && r.shaped("wan") && r.ingress("wan")
+	}, func() string { return r.ifstatus("wan") + r.qdiscs() })
+	if code, out := r.status(); code != 0 {
+		t.Errorf("status after the lease: exit %d\n%s", code, out)
+	}
+	r.run(nil, "/sbin/ifdown", "wan")
+	r.waitUp("wan", false)
+	r.run(nil, "/sbin/ifup", "wan")
+	r.eventually("a new lease, shaped as planned", func() bool {
+		code, _ := r.status()
+		return strings.Contains(r.ifstatus("wan"), `"up": true`) && code == 0
+	}, func() string { _, out := r.status(); return r.ifstatus("wan") + out })
+}
