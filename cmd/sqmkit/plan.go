@@ -32,8 +32,11 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	qs, err := config.Resolve(*root, *file, o, fs.Arg(0))
-	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit plan: %v\n", err)
+	code := badSections("plan", err, stderr)
+	if err != nil && code == 0 || len(qs) == 0 {
+		if code == 0 {
+			fmt.Fprintf(stderr, "sqmkit plan: %v\n", err)
+		}
 		return 1
 	}
 	// Build every plan before printing any, so a bad section never leaves
@@ -66,5 +69,5 @@ func runPlan(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit plan: %v\n", err)
 		return 1
 	}
-	return 0
+	return code
 }

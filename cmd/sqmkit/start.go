@@ -95,8 +95,12 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stdout, "no enabled queue: nothing to shape")
 		return 0
 	}
-	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+	// a section with a mistake is refused alone; the others go on
+	code := badSections(name, err, stderr)
+	if err != nil && code == 0 || len(qs) == 0 && code != 0 {
+		if code == 0 {
+			fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
+		}
 		return 1
 	}
 	// Rates set by sqmkit rate (tune, autorate) hold until a full start:
@@ -110,7 +114,6 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		return 1
 	}
-	code := 0
 	if name == "status" {
 		for _, s := range apply.Inspect(ts, l.opts) {
 			if !printStatus(stdout, s) {
@@ -120,7 +123,7 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	if name == "restart" {
-		code = printResults(stdout, apply.Stop(ts, l.opts))
+		code = max(code, printResults(stdout, apply.Stop(ts, l.opts)))
 	}
 	return max(code, printResults(stdout, apply.Start(ts, l.opts)))
 }
@@ -203,6 +206,11 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 	if errors.Is(err, config.ErrNoneEnabled) {
 		qs, err = nil, nil
 	}
+	code := badSections("reload", err, stderr)
+	var bad *config.BadSections
+	if errors.As(err, &bad) {
+		err = nil
+	}
 	var recs []applied.Record
 	if err == nil {
 		recs, err = l.opts.Records.All()
@@ -211,12 +219,14 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
 		return 1
 	}
+	// a refused section's record stays: what it applied is left as it is
 	stale := slices.DeleteFunc(recs, func(r applied.Record) bool {
-		return slices.ContainsFunc(qs, func(q config.Queue) bool { return q.Interface == r.Device && q.Section == r.Section })
+		return slices.ContainsFunc(qs, func(q config.Queue) bool { return q.Interface == r.Device && q.Section == r.Section }) ||
+			bad != nil && slices.Contains(bad.Sections, r.Section)
 	})
 	stopOpts := l.opts
 	stopOpts.Hotplug = false
-	code := printResults(stdout, apply.StopRecords(stale, stopOpts))
+	code = max(code, printResults(stdout, apply.StopRecords(stale, stopOpts)))
 	ts, err := apply.Targets(l.root, qs, l.opts.RateDir)
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
@@ -224,6 +234,20 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 	}
 	l.opts.Hotplug = true
 	return max(code, printResults(stdout, apply.Start(ts, l.opts)))
+}
+
+// badSections prints the sections refused for their own mistakes (each
+// with its line and fix) and returns 1 when there were any; the other
+// queues still run.
+func badSections(cmd string, err error, stderr io.Writer) int {
+	var bad *config.BadSections
+	if !errors.As(err, &bad) {
+		return 0
+	}
+	for i, e := range bad.Errs {
+		fmt.Fprintf(stderr, "sqmkit %s: section %s refused: %v\n", cmd, bad.Sections[i], e)
+	}
+	return 1
 }
 
 // printResults prints each outcome; 1 when any failed.

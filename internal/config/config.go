@@ -80,6 +80,10 @@ type Queue struct {
 	// flag overrides), one line each, for `sqmkit plan`.
 	Notes []string
 
+	// Err is what is wrong with this section's options (Load): the section
+	// is refused alone, the others are not (Resolve, BadSections).
+	Err error
+
 	origin map[string]string // option -> where it was last set, see Origin
 }
 

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -70,7 +71,7 @@ func loadOne(t *testing.T, opts string) (Queue, error) {
 	if err != nil {
 		return Queue{}, err
 	}
-	return qs[0], nil
+	return qs[0], qs[0].Err
 }
 
 func TestDefaultsAndBackends(t *testing.T) {
@@ -114,12 +115,11 @@ func TestLoadErrors(t *testing.T) {
 		{"\toption upload '-5'\n", `sqm.q.upload: -5 kbit/s is negative`},
 		{"\toption ingress_ecn 'yes'\n", `:4: sqm.q.ingress_ecn: "yes" is not ECN or NOECN (set option ingress_ecn 'ECN' or --ingress-ecn ECN)`},
 		{"\toption egress_ecn 'maybe'\n", `sqm.q.egress_ecn: "maybe" is not ECN or NOECN`},
-		{"\toption enabled 'sure'\n", `sqm.q.enabled: "sure" is not a boolean (use 1 or 0) (set option enabled '1')`},
 		{"\toption ilimit '1k'\n", `sqm.q.ilimit: "1k" is not a whole number`},
 		{"\toption elimit '-1'\n", `sqm.q.elimit: -1 is negative`},
 		{"\toption tcMPU 'x'\n", `sqm.q.tcMPU: "x" is not a whole number (set option tcMPU '64' or --mpu 64)`},
 		{"\toption script 'fancy.qos'\n", `:4: sqm.q.script: "fancy.qos" is not a known sqm-scripts script (known: layer_cake.qos, nss-rk.qos, nss-zk.qos, nss.qos, piece_of_cake.qos, simple.qos, simplest.qos, simplest_tbf.qos, sqmkit-cake.qos, sqmkit-fq_codel.qos, sqmkit-nss.qos)`},
-		{"\tlist upload '1'\n", `:4: sqm.q.upload: is a list`},
+		{"\tlist upload '1'\n\tlist upload '2'\n", `:5: sqm.q.upload: "1 2" is not a number of kbit/s`},
 		{"\toption upload '1\n", `:4: unterminated ' quote`},
 		{"\toption autorate_max_download 'lots'\n", `:4: sqm.q.autorate_max_download: "lots" is not a number of kbit/s`},
 		{"\toption autorate 'often'\n", `:4: sqm.q.autorate: "often" is not a boolean`},
@@ -132,6 +132,61 @@ func TestLoadErrors(t *testing.T) {
 	}
 	if _, err := Load("testdata/nothing-here", ""); !errors.Is(err, os.ErrNotExist) || !strings.Contains(err.Error(), "testdata/nothing-here/etc/config/sqm") {
 		t.Errorf("missing file: %v", err)
+	}
+}
+
+// TestBadSectionAlone: a mistake stops its own section only, as sqm-scripts
+// reads the file: a list of qdisc options reads as its values joined (as
+// config_get gives them), a disabled section's mistake stops nothing, an
+// enabled one's is refused with its line and fix while the others resolve.
+func TestBadSectionAlone(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "sqm")
+	os.WriteFile(p, []byte(`config queue 'good'
+	option enabled '1'
+	option interface 'eth0'
+	option download '20000'
+	option upload '10000'
+	list eqdisc_opts 'interval 50ms'
+	list eqdisc_opts 'quantum 304'
+
+config queue 'off'
+	option enabled '0'
+	option interface 'eth2'
+	option upload 'fast'
+
+config queue 'bad'
+	option enabled '1'
+	option interface 'eth1'
+	option download 'lots'
+`), 0o644)
+	qs, err := Resolve("/nonexistent", p, nil, "")
+	var bad *BadSections
+	if !errors.As(err, &bad) || len(bad.Sections) != 1 || bad.Sections[0] != "bad" || !strings.Contains(err.Error(), ":17: sqm.bad.download") {
+		t.Fatalf("error %v, want section bad alone refused with its line", err)
+	}
+	if len(qs) != 1 || qs[0].Section != "good" || qs[0].EQdiscOpts != "interval 50ms quantum 304" {
+		t.Errorf("queues %+v, want good with its list joined", qs)
+	}
+	if _, err := Resolve("/nonexistent", p, nil, "bad"); err == nil {
+		t.Error("the bad section named alone resolved")
+	}
+	if qs, err := Resolve("/nonexistent", p, nil, "good"); err != nil || len(qs) != 1 {
+		t.Errorf("good named alone: %v %v", qs, err)
+	}
+}
+
+// TestEnabledAsSQMScripts: sqm-scripts turns a queue on only with '1'
+// ([ "$enabled" -eq 1 ]), so 'yes' and 'on', which libuci's booleans take,
+// leave it off here too, with a note; sqmkit's own switches keep libuci's.
+func TestEnabledAsSQMScripts(t *testing.T) {
+	for v, on := range map[string]bool{"1": true, "01": true, "0": false, "yes": false, "on": false, "true": false, "2": false} {
+		q, err := loadOne(t, "\toption enabled '"+v+"'\n\toption autorate 'yes'\n\toption upload '1000'\n")
+		if err != nil || q.Enabled != on || !q.Autorate {
+			t.Errorf("enabled %q: %v, enabled %v autorate %v; want enabled %v, autorate on", v, err, q.Enabled, q.Autorate, on)
+		}
+		if _, err := strconv.Atoi(v); err != nil && !strings.Contains(strings.Join(q.Notes, " "), "reads as off") {
+			t.Errorf("enabled %q: no note saying it is off: %q", v, q.Notes)
+		}
 	}
 }
 

@@ -32,7 +32,7 @@ var fields = []field{
 			q.Script = v
 			return nil
 		}},
-	{"enabled", "", "1", "", boolean(func(q *Queue) *bool { return &q.Enabled })},
+	{"enabled", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.Enabled })},
 	{"interface", "interface", "eth0", "device to shape (without /etc/config/sqm: the queue to create)",
 		func(q *Queue, v string) error { q.Interface = v; return nil }},
 	{"download", "download", "95000", "ingress shaper rate in kbit/s (0: do not shape)", kbit(func(q *Queue) *int { return &q.Download })},
@@ -43,17 +43,17 @@ var fields = []field{
 	{"linklayer", "linklayer", "ethernet", "link layer: none, ethernet or atm",
 		func(q *Queue, v string) error { q.LinkLayer = LinkLayer(strings.ToLower(v)); return nil }},
 	{"overhead", "overhead", "34", "per-packet overhead in bytes (0: detect)", integer(-1<<31, func(q *Queue) *int { return &q.Overhead })},
-	{"linklayer_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.LinkLayerAdvanced })},
+	{"linklayer_advanced", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.LinkLayerAdvanced })},
 	{"tcMTU", "", "2047", "", integer(0, func(q *Queue) *int { return &q.TcMTU })},
 	{"tcTSIZE", "", "128", "", integer(0, func(q *Queue) *int { return &q.TcTSIZE })},
 	{"tcMPU", "mpu", "64", "minimum packet unit in bytes", integer(0, func(q *Queue) *int { return &q.TcMPU })},
 	{"linklayer_adaptation_mechanism", "", "cake", "", func(q *Queue, v string) error { q.LinkLayerAdaptation = v; return nil }},
-	{"qdisc_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.QdiscAdvanced })},
-	{"squash_dscp", "", "1", "", boolean(func(q *Queue) *bool { return &q.SquashDSCP })},
-	{"squash_ingress", "", "1", "", boolean(func(q *Queue) *bool { return &q.SquashIngress })},
+	{"qdisc_advanced", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.QdiscAdvanced })},
+	{"squash_dscp", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.SquashDSCP })},
+	{"squash_ingress", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.SquashIngress })},
 	{"ingress_ecn", "ingress-ecn", "ECN", "ECN on the download: ECN or NOECN", ecn(func(q *Queue) *bool { return &q.IngressECN })},
 	{"egress_ecn", "egress-ecn", "NOECN", "ECN on the upload: ECN or NOECN", ecn(func(q *Queue) *bool { return &q.EgressECN })},
-	{"qdisc_really_really_advanced", "", "1", "", boolean(func(q *Queue) *bool { return &q.QdiscReallyReallyAdvanced })},
+	{"qdisc_really_really_advanced", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.QdiscReallyReallyAdvanced })},
 	{"itarget", "itarget", "5ms", "ingress fq_codel target (a duration or auto)", func(q *Queue, v string) error { q.ITarget = v; return nil }},
 	{"etarget", "etarget", "5ms", "egress fq_codel target (a duration or auto)", func(q *Queue, v string) error { q.ETarget = v; return nil }},
 	{"ilimit", "ilimit", "1000", "ingress queue limit in packets (0: compute)", integer(0, func(q *Queue) *int { return &q.ILimit })},
@@ -62,7 +62,7 @@ var fields = []field{
 		func(q *Queue, v string) error { q.IQdiscOpts = v; return nil }},
 	{"eqdisc_opts", "eqdisc-opts", "interval 50ms quantum 304", "egress qdisc options that replace computed ones",
 		func(q *Queue, v string) error { q.EQdiscOpts = v; return nil }},
-	{"debug_logging", "", "1", "", boolean(func(q *Queue) *bool { return &q.DebugLogging })},
+	{"debug_logging", "", "1", "", sqmBool(func(q *Queue) *bool { return &q.DebugLogging })},
 	{"verbosity", "", "5", "", integer(0, func(q *Queue) *int { return &q.Verbosity })},
 	{"diffserv", "diffserv", "diffserv4", "cake diffserv mode: besteffort, diffserv3, diffserv4, diffserv8, precedence",
 		func(q *Queue, v string) error { q.Diffserv = v; return nil }},
@@ -135,6 +135,21 @@ func boolean(p func(*Queue) *bool) func(*Queue, string) error {
 			*p(q) = false
 		default:
 			return fmt.Errorf("%q is not a boolean (use 1 or 0)", v)
+		}
+		return nil
+	}
+}
+
+// sqmBool reads sqm-scripts' own switches as its scripts test them
+// (`[ "$x" -eq 1 ]`): on for a whole number equal to 1, off otherwise;
+// "yes" or "on", which libuci's booleans take, is off there, so it is off
+// here too, with a note that says so (TestEnabledAsSQMScripts).
+func sqmBool(p func(*Queue) *bool) func(*Queue, string) error {
+	return func(q *Queue, v string) error {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		*p(q) = err == nil && n == 1
+		if err != nil {
+			q.Notes = append(q.Notes, fmt.Sprintf("%q reads as off: sqm-scripts turns a switch on only with '1' (write '1' or '0')", v))
 		}
 		return nil
 	}

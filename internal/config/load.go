@@ -33,7 +33,10 @@ func Path(root, file string) string {
 // Load reads every `queue` section of the SQM file (see Path), in file
 // order, with sqm-scripts' defaults for absent options. Values are checked
 // for syntax (numbers, ECN, booleans, script names); Validate checks the
-// rest once flags are applied.
+// rest once flags are applied. A section whose options are wrong is
+// returned with its Err set, the others as they are: as sqm-scripts
+// reads them, one section's mistake stops that section alone
+// (TestBadSectionAlone). Only a file that does not parse is an error.
 func Load(root, file string) ([]Queue, error) {
 	path := Path(root, file)
 	f, _, err := readFile(path)
@@ -45,13 +48,32 @@ func Load(root, file string) ([]Queue, error) {
 		if s.Type != "queue" {
 			continue
 		}
-		q, err := fromSection(path, s)
-		if err != nil {
-			return nil, err
-		}
-		qs = append(qs, q)
+		qs = append(qs, fromSection(path, s))
 	}
 	return qs, nil
+}
+
+// BadSections are selected queues refused for their own mistakes, each
+// error naming its line and fix; Resolve returns the other queues beside
+// it, which may run.
+type BadSections struct {
+	Sections []string
+	Errs     []error
+}
+
+func (b *BadSections) Error() string {
+	lines := make([]string, len(b.Errs))
+	for i, e := range b.Errs {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+func (b *BadSections) Unwrap() []error { return b.Errs }
+
+func (b *BadSections) add(q Queue, err error) {
+	b.Sections = append(b.Sections, q.Section)
+	b.Errs = append(b.Errs, err)
 }
 
 // readFile reads and parses the SQM file at path; data is its text.
@@ -70,7 +92,10 @@ func newQueue(section string) Queue {
 	return Queue{Section: section, IngressECN: true, LinkLayer: LinkNone}
 }
 
-func fromSection(path string, s *uci.Section) (Queue, error) {
+// fromSection reads one section; every option is read, so a mistake in
+// one leaves the others (enabled above all) as written, and the first
+// mistake is the queue's Err.
+func fromSection(path string, s *uci.Section) Queue {
 	q := newQueue(s.Name)
 	q.setOrigin(sectionOrigin, fmt.Sprintf("%s:%d", path, s.Line))
 	for _, o := range s.Options {
@@ -79,12 +104,14 @@ func fromSection(path string, s *uci.Section) (Queue, error) {
 			continue // LuCI and other tools keep their own options here
 		}
 		where := fmt.Sprintf("%s:%d", path, o.Line)
-		if o.List {
-			return q, &FieldError{Origin: where, Section: s.Name, Option: o.Name, Value: strings.Join(o.Values, " "),
-				Why: "is a list", Fix: fmt.Sprintf("fix: write option %s '%s', not list", o.Name, f.example)}
-		}
-		if err := f.set(&q, o.Values[0]); err != nil {
-			return q, &FieldError{Origin: where, Section: s.Name, Option: o.Name, Value: o.Values[0], Why: err.Error(), Fix: fixFor(o.Name)}
+		// a list reads as its values joined by spaces, as sqm-scripts'
+		// config_get gives it (list eqdisc_opts 'interval 50ms' ...)
+		v := strings.Join(o.Values, " ")
+		if err := f.set(&q, v); err != nil {
+			if q.Err == nil {
+				q.Err = &FieldError{Origin: where, Section: s.Name, Option: o.Name, Value: v, Why: err.Error(), Fix: fixFor(o.Name)}
+			}
+			continue
 		}
 		q.setOrigin(o.Name, where)
 	}
@@ -94,7 +121,7 @@ func fromSection(path string, s *uci.Section) (Queue, error) {
 		_, keep := s.Get("diffserv")
 		q.Notes = append(q.Notes, deriveBackend(&q, keep))
 	}
-	return q, nil
+	return q
 }
 
 // Select picks the queues a command acts on: with arg "", every enabled
@@ -241,13 +268,24 @@ func resolve(root, file string, o *Overrides, arg string, sel func([]Queue, stri
 			return nil, fmt.Errorf("%s: %w", Path(root, file), err)
 		}
 	}
-	for i := range qs {
-		o.Apply(&qs[i])
-		if err := qs[i].Validate(); err != nil {
-			return nil, err
+	var good []Queue
+	bad := &BadSections{}
+	for _, q := range qs {
+		if q.Err != nil {
+			bad.add(q, q.Err)
+			continue
 		}
+		o.Apply(&q)
+		if err := q.Validate(); err != nil {
+			bad.add(q, err)
+			continue
+		}
+		good = append(good, q)
 	}
-	return qs, nil
+	if len(bad.Errs) > 0 {
+		return good, bad
+	}
+	return good, nil
 }
 
 // Expected returns the queues that say what the devices in args should

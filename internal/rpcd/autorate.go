@@ -18,7 +18,7 @@ const staleStatus = 30 // seconds
 // autorate lists the enabled sections with option autorate '1' and each
 // one's status file (autorate.StatusPath).
 func (e *Env) autorate(map[string]any) (any, error) {
-	ts, err := e.queues()
+	ts, _, err := e.queues()
 	if err != nil {
 		return nil, err
 	}

@@ -159,14 +159,18 @@ func num(args map[string]any, name string) (int, error) {
 }
 
 // queues are the enabled queues with their device facts and kept rates;
-// none enabled is no error (a fresh install: the pages say so).
-func (e *Env) queues() ([]apply.Target, error) {
+// none enabled is no error (a fresh install: the pages say so). Sections
+// refused for their own mistakes come back in bad, beside the others.
+func (e *Env) queues() ([]apply.Target, *config.BadSections, error) {
 	qs, err := config.Resolve(e.Root, e.File, nil, "")
-	if errors.Is(err, config.ErrNoneEnabled) {
-		return nil, nil
+	var bad *config.BadSections
+	switch {
+	case errors.Is(err, config.ErrNoneEnabled):
+		return nil, nil, nil
+	case errors.As(err, &bad):
+	case err != nil:
+		return nil, nil, err
 	}
-	if err != nil {
-		return nil, err
-	}
-	return apply.Targets(e.Root, qs, e.Opts.RateDir)
+	ts, err := apply.Targets(e.Root, qs, e.Opts.RateDir)
+	return ts, bad, err
 }

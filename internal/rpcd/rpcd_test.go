@@ -40,7 +40,7 @@ func router(t *testing.T) (*Env, fakeKernel) {
 	k.AddDevice("wan", true)
 	e := &Env{Root: root, Opts: apply.Options{Kernel: k, RateDir: t.TempDir(), Log: func(s string) { t.Log(s) }},
 		Now: func() time.Time { return time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC) }}
-	ts, err := e.queues()
+	ts, _, err := e.queues()
 	if err != nil {
 		t.Fatal(err)
 	}

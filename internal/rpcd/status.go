@@ -39,11 +39,16 @@ type dirStatus struct {
 
 // status is `sqmkit status` for every enabled queue.
 func (e *Env) status(map[string]any) (any, error) {
-	ts, err := e.queues()
+	ts, bad, err := e.queues()
 	if err != nil {
 		return nil, err
 	}
 	out := []queueStatus{}
+	if bad != nil {
+		for i, s := range bad.Sections {
+			out = append(out, queueStatus{Section: s, Error: bad.Errs[i].Error(), Diffs: []string{}, Dirs: []dirStatus{}})
+		}
+	}
 	for i, st := range apply.Inspect(ts, e.Opts) {
 		q := ts[i].Queue
 		qs := queueStatus{Section: q.Section, Interface: q.Interface, Backend: string(q.Backend), Download: q.Download, Upload: q.Upload,
@@ -89,7 +94,7 @@ type devCounters struct {
 
 // counters reads every enabled queue's shaped devices once.
 func (e *Env) counters(map[string]any) (any, error) {
-	ts, err := e.queues()
+	ts, _, err := e.queues()
 	if err != nil {
 		return nil, err
 	}

@@ -95,7 +95,7 @@ func (e *Env) target(args map[string]any) (apply.Target, error) {
 	if err != nil {
 		return apply.Target{}, err
 	}
-	ts, err := e.queues()
+	ts, _, err := e.queues()
 	if err != nil {
 		return apply.Target{}, err
 	}
