@@ -15,6 +15,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/autorate"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/openwrt"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
 
@@ -102,15 +103,26 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// listAutorate prints the enabled sections with option autorate '1'.
+// listAutorate prints the enabled sections with option autorate '1' whose
+// shaper sqmkit applies: with sqm-scripts' service enabled, only those
+// with a sqmkit-*.qos script (the others' trees are sqm-scripts' own,
+// which autorate cannot follow: an instance for one would exit at once
+// and procd would start it again every few seconds, for ever).
 func listAutorate(root, file string, o *config.Overrides, stdout, stderr io.Writer) int {
 	qs, err := config.Resolve(root, file, o, "")
-	if err != nil && !errors.Is(err, config.ErrNoneEnabled) {
+	var bad *config.BadSections
+	if err != nil && !errors.Is(err, config.ErrNoneEnabled) && !errors.As(err, &bad) {
 		fmt.Fprintf(stderr, "sqmkit autorate: %v\n", err)
 		return 1
 	}
+	badSections("autorate", err, stderr)
+	foreign := openwrt.SQMScriptsApplies(root)
 	for _, q := range qs {
-		if q.Autorate {
+		switch {
+		case !q.Autorate:
+		case foreign && !strings.HasPrefix(q.Script, "sqmkit-"):
+			fmt.Fprintf(stderr, "sqmkit autorate: section %s: sqm-scripts runs its own %s there, which autorate cannot follow; not started (pick a sqmkit-*.qos script to have it followed)\n", q.Section, q.Script)
+		default:
 			fmt.Fprintln(stdout, q.Section)
 		}
 	}

@@ -61,6 +61,49 @@ config queue 'guest'
 	}
 }
 
+// TestAutorateListSQMScripts: with sqm-scripts' service enabled, --list
+// names only the queues sqm-scripts runs through a sqmkit-*.qos script;
+// one on a stock script (simplest.qos) is left out, saying why, since its
+// instance could only exit and be started again by procd for ever.
+func TestAutorateListSQMScripts(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.MkdirAll(filepath.Join(root, "etc/init.d"), 0o755)
+	os.MkdirAll(filepath.Join(root, "etc/rc.d"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte(`config queue 'ours'
+	option enabled '1'
+	option interface 'wan'
+	option download '40000'
+	option upload '8000'
+	option script 'sqmkit-cake.qos'
+	option autorate '1'
+
+config queue 'stock'
+	option enabled '1'
+	option interface 'eth1'
+	option download '40000'
+	option upload '8000'
+	option script 'simplest.qos'
+	option autorate '1'
+`), 0o644)
+	list := func() (string, string) {
+		var out, errb bytes.Buffer
+		if code := run([]string{"autorate", "--root", root, "--list"}, &out, &errb); code != 0 {
+			t.Fatalf("exit %d: %s", code, errb.String())
+		}
+		return out.String(), errb.String()
+	}
+	if out, _ := list(); out != "ours\nstock\n" {
+		t.Errorf("sqmkit's own service applies every queue: --list %q", out)
+	}
+	os.WriteFile(filepath.Join(root, "etc/init.d/sqm"), []byte("#!/bin/sh\n"), 0o755)
+	os.Symlink("../init.d/sqm", filepath.Join(root, "etc/rc.d/S50sqm"))
+	out, errs := list()
+	if out != "ours\n" || !strings.Contains(errs, "section stock: sqm-scripts runs its own simplest.qos") {
+		t.Errorf("with sqm-scripts enabled: --list %q, stderr %q", out, errs)
+	}
+}
+
 // The systemd unit starts a command this binary has, with flags it knows.
 func TestSystemdUnit(t *testing.T) {
 	f, err := os.Open("../../linux/systemd/sqmkit-autorate@.service")

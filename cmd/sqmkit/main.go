@@ -85,7 +85,7 @@ func newFlagSet(name, argsUsage string) *flag.FlagSet {
 func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	full := fs.Usage
 	fs.Usage = func() {}
-	err := fs.Parse(args)
+	err := parseAnywhere(fs, args)
 	fs.Usage = full
 	switch {
 	case err == nil:
@@ -96,6 +96,27 @@ func parseFlags(fs *flag.FlagSet, args []string) (ok bool, code int) {
 	}
 	fmt.Fprintf(fs.Output(), "run '%s -h' for the flags\n", fs.Name())
 	return false, 2
+}
+
+// parseAnywhere parses flags before, between and after the positional
+// arguments, as users type them (`sqmkit autorate wan --server S`); after
+// "--" everything is an argument, however it looks (`stop --by-interface
+// -- -all`, and what rpcd passes on: TestFlagsAnywhere). fs.Args() are
+// the positional arguments in order.
+func parseAnywhere(fs *flag.FlagSet, args []string) error {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" || len(rest) == 0 {
+			pos = append(pos, rest...)
+			break
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, pos...))
 }
 
 // stopSignals is cancelled by ^C, SIGTERM (procd, systemd) and SIGHUP (the

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -97,5 +99,36 @@ func TestPurePackagesTouchNoKernel(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFlagsAnywhere: flags before, between and after the arguments, as
+// users type them; after "--" everything is an argument.
+func TestFlagsAnywhere(t *testing.T) {
+	for _, c := range []struct {
+		args      []string
+		pos       []string
+		v, server string
+	}{
+		{[]string{"wan", "--server", "s.example"}, []string{"wan"}, "", "s.example"},
+		{[]string{"-v", "x", "--server", "s.example", "y"}, []string{"x", "y"}, "1", "s.example"},
+		{[]string{"--server", "s", "--", "-all", "--v"}, []string{"-all", "--v"}, "", "s"},
+		{[]string{"a", "--", "--server", "b"}, []string{"a", "--server", "b"}, "", ""},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		v := fs.Bool("v", false, "")
+		server := fs.String("server", "", "")
+		if err := parseAnywhere(fs, c.args); err != nil {
+			t.Fatalf("%q: %v", c.args, err)
+		}
+		if !slices.Equal(fs.Args(), c.pos) || (c.v == "1") != *v || *server != c.server {
+			t.Errorf("%q: args %q v %v server %q; want %q %v %q", c.args, fs.Args(), *v, *server, c.pos, c.v == "1", c.server)
+		}
+	}
+	// the README's autorate line: the flag after the section is read
+	var out, errb bytes.Buffer
+	code := run([]string{"autorate", "wan", "--root", "testdata/nothing", "--server", "192.0.2.9"}, &out, &errb)
+	if strings.Contains(errb.String(), "one SECTION or IFACE") || code == 2 {
+		t.Errorf("autorate wan --server ...: exit %d: %s", code, errb.String())
 	}
 }

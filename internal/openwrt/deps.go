@@ -94,3 +94,16 @@ func (o *Options) deps(root string, pm *pkgManager) error {
 	}
 	return nil
 }
+
+// SQMScriptsApplies says whether sqm-scripts' service is installed and
+// enabled under root: then it applies every queue of /etc/config/sqm
+// (sqmkit's own through /usr/lib/sqm/sqmkit-*.qos) and sqmkit's service
+// only runs autorate (functions.sh's sqmkit_defers says the same to the
+// shell files).
+func SQMScriptsApplies(root string) bool {
+	if st, err := os.Stat(filepath.Join(root, "etc/init.d/sqm")); err != nil || st.Mode()&0o111 == 0 {
+		return false
+	}
+	links, _ := filepath.Glob(filepath.Join(root, "etc/rc.d/S[0-9][0-9]sqm"))
+	return len(links) > 0
+}
