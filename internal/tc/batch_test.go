@@ -68,3 +68,12 @@ func TestHintObjectNotFound(t *testing.T) {
 		}
 	}
 }
+
+// TestRuntimeState: the probe cache sits with sqmkit's other runtime state
+// under /var/run/sqmkit, a tmpfs on Debian and OpenWrt alike; OpenWrt has
+// no /run.
+func TestRuntimeState(t *testing.T) {
+	if !strings.HasPrefix(DefaultCacheDir, "/var/run/sqmkit/") {
+		t.Errorf("probe cache %s is not under /var/run/sqmkit", DefaultCacheDir)
+	}
+}

@@ -15,8 +15,11 @@ import (
 )
 
 // DefaultCacheDir holds one file per tc batch proven acceptable in this
-// boot. /run is a tmpfs, so a reboot (new kernel, new modules) forgets it.
-const DefaultCacheDir = "/run/sqmkit/probe"
+// boot, with the rest of sqmkit's runtime state: /var/run is a tmpfs on
+// Debian (/run) and on OpenWrt (/tmp/run; OpenWrt has no /run, and a
+// path there would land on flash), so a reboot (new kernel, new modules)
+// forgets it, and uninstall removes it with the rest (TestRuntimeState).
+const DefaultCacheDir = "/var/run/sqmkit/probe"
 
 // Prober proves tc batches acceptable before they touch a real interface, by
 // running them in a throwaway network namespace on ifb twins of the devices
