@@ -49,10 +49,10 @@ func runUninstall(args []string, stdout, stderr io.Writer) int {
 	openwrt.StopServices(*root, o)
 	// whatever sqmkit applied and the services did not stop
 	opts := systemOptions(*root, tc.DefaultCacheDir, 30*time.Second, false, stderr)
+	opts.Uninstall = true // the nss IFBs it made go too
 	recs, err := opts.Records.All()
 	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit uninstall: %v\n", err)
-		return 1
+		fmt.Fprintf(stderr, "sqmkit uninstall: %v (those devices are left as they are)\n", err)
 	}
 	if printResults(stdout, apply.StopRecords(recs, opts)) != 0 {
 		fmt.Fprintln(stderr, "sqmkit uninstall: a shaper could not be removed (see above); nothing was uninstalled")

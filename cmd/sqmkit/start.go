@@ -144,10 +144,13 @@ func (l *lifecycle) resolve(arg string) ([]config.Queue, error) {
 // record is stopped from its configuration, which removes only qdiscs
 // sqmkit builds and deletes no device.
 func (l *lifecycle) stop(arg string, all bool, stdout, stderr io.Writer) int {
+	// a record that cannot be read is reported and skipped; the others
+	// are stopped (TestStopSkipsBadRecord)
 	recs, err := l.opts.Records.All()
+	code := 0
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit stop: %v\n", err)
-		return 1
+		code = 1
 	}
 	name := cmp.Or(arg, l.over.Interface())
 	if l.byIface && l.opts.Hotplug && name != "" {
@@ -162,10 +165,10 @@ func (l *lifecycle) stop(arg string, all bool, stdout, stderr io.Writer) int {
 		})
 	}
 	if len(recs) > 0 || all || name == "" || l.opts.Hotplug {
-		if len(recs) == 0 {
+		if len(recs) == 0 && code == 0 {
 			fmt.Fprintf(stdout, "nothing sqmkit applied is recorded (%s): nothing to stop\n", l.opts.Records.Dir)
 		}
-		return printResults(stdout, apply.StopRecords(recs, l.opts))
+		return max(code, printResults(stdout, apply.StopRecords(recs, l.opts)))
 	}
 	qs, err := l.resolve(arg)
 	if err != nil {
@@ -211,13 +214,14 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 	if errors.As(err, &bad) {
 		err = nil
 	}
-	var recs []applied.Record
-	if err == nil {
-		recs, err = l.opts.Records.All()
-	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err)
 		return 1
+	}
+	recs, err := l.opts.Records.All()
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err) // the readable ones are still acted on
+		code = 1
 	}
 	// a refused section's record stays: what it applied is left as it is
 	stale := slices.DeleteFunc(recs, func(r applied.Record) bool {

@@ -54,6 +54,10 @@ type Record struct {
 	// Script is sqm-scripts' script the section named, for the log.
 	Script string    `json:"script,omitempty"`
 	At     time.Time `json:"at"`
+	// Pending: written before the start changed the kernel (write-ahead),
+	// naming everything it may leave; the start's end replaces it with
+	// what it did. Found alone, its start died on the way.
+	Pending bool `json:"pending,omitempty"`
 }
 
 // Store reads and writes the records in one directory. The zero Store
@@ -86,7 +90,10 @@ func (s Store) Get(dev string) (r Record, ok bool, err error) {
 	return r, true, nil
 }
 
-// All returns every record, by device name.
+// All returns every record, by device name. A record that cannot be read
+// is reported in the error and skipped; the others are returned beside
+// it, so one bad file never stops the rest from being acted on
+// (TestAllSkipsBadRecord).
 func (s Store) All() ([]Record, error) {
 	if s.Dir == "" {
 		return nil, nil
@@ -99,21 +106,23 @@ func (s Store) All() ([]Record, error) {
 		return nil, err
 	}
 	var out []Record
+	var bad []error
 	for _, e := range ents {
 		dev, ok := strings.CutSuffix(e.Name(), ".json")
-		if !ok || e.IsDir() {
+		if !ok || e.IsDir() || strings.HasPrefix(dev, ".") {
 			continue
 		}
 		r, ok, err := s.Get(dev)
 		if err != nil {
-			return nil, err
+			bad = append(bad, err)
+			continue
 		}
 		if ok {
 			out = append(out, r)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Device < out[j].Device })
-	return out, nil
+	return out, errors.Join(bad...)
 }
 
 // Put writes r whole (a rename, so a reader never sees half a record).

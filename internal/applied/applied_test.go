@@ -85,3 +85,20 @@ func TestDir(t *testing.T) {
 		}
 	}
 }
+
+// TestAllSkipsBadRecord: a record that cannot be read (corrupt, or of
+// another device) is reported and skipped; the others are returned.
+func TestAllSkipsBadRecord(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	if err := s.Put(Record{Device: "wan", Section: "wan"}); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(s.Dir, "eth9.json"), []byte("{not json"), 0o644)
+	recs, err := s.All()
+	if err == nil || !strings.Contains(err.Error(), "eth9") {
+		t.Errorf("error %v, want one naming eth9", err)
+	}
+	if len(recs) != 1 || recs[0].Device != "wan" {
+		t.Errorf("records %+v, want wan's", recs)
+	}
+}

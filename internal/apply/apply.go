@@ -41,6 +41,9 @@ type Options struct {
 	// already as planned, a shaped IFB above all, is left alone.
 	Hotplug bool
 	DryRun  io.Writer // non-nil: write what would run there and touch nothing
+	// Uninstall: a stop that leaves nothing of sqmkit's, the IFBs it made
+	// for nss included (which a stop otherwise keeps).
+	Uninstall bool
 	Log     func(string)
 	Locks   *Locks // nil: no locking (a test that owns its kernel)
 	// RateDir keeps the rates a Rate call set (ratestate.DefaultDir on a

@@ -36,6 +36,8 @@ type Link struct {
 	// TXQueues is the device's number of TX queues (IFLA_NUM_TX_QUEUES):
 	// an IFB made for plain cake has one, too few for cake_mq.
 	TXQueues int
+	// Alias is the device's ifalias: plan.IFBAlias on an IFB sqmkit made.
+	Alias string
 }
 
 // Prober validates batches before they touch a real device (tc.Prober).
@@ -54,7 +56,7 @@ func (System) Link(name string) Link {
 		return Link{}
 	}
 	l := Link{Exists: true, Up: ifi.Flags&net.FlagUp != 0, Index: ifi.Index}
-	l.Kind, l.TXQueues = linkInfo(ifi.Index)
+	l.Kind, l.TXQueues, l.Alias = linkInfo(ifi.Index)
 	addrs, _ := ifi.Addrs()
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok && n.IP.IsGlobalUnicast() {
@@ -64,20 +66,24 @@ func (System) Link(name string) Link {
 	return l
 }
 
-// iflaNumTXQueues is IFLA_NUM_TX_QUEUES, which package syscall lacks.
-const iflaNumTXQueues = 31
+// iflaNumTXQueues is IFLA_NUM_TX_QUEUES, IFLA_IFALIAS the ifalias; package
+// syscall lacks them.
+const (
+	iflaNumTXQueues = 31
+	iflaIfAlias     = 20
+)
 
 // linkInfo reads a device's IFLA_INFO_KIND ("" when it has none, a
-// physical port) and its TX queue count from one rtnetlink dump; zeros
-// when the dump fails.
-func linkInfo(index int) (kind string, txQueues int) {
+// physical port), its TX queue count and its alias from one rtnetlink
+// dump; zeros when the dump fails.
+func linkInfo(index int) (kind string, txQueues int, alias string) {
 	b, err := syscall.NetlinkRIB(syscall.RTM_GETLINK, syscall.AF_UNSPEC)
 	if err != nil {
-		return "", 0
+		return "", 0, ""
 	}
 	msgs, err := syscall.ParseNetlinkMessage(b)
 	if err != nil {
-		return "", 0
+		return "", 0, ""
 	}
 	for _, m := range msgs {
 		if m.Header.Type != syscall.RTM_NEWLINK || len(m.Data) < syscall.SizeofIfInfomsg {
@@ -89,7 +95,7 @@ func linkInfo(index int) (kind string, txQueues int) {
 		}
 		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
 		if err != nil {
-			return "", 0
+			return "", 0, ""
 		}
 		for _, a := range attrs {
 			switch {
@@ -97,11 +103,13 @@ func linkInfo(index int) (kind string, txQueues int) {
 				kind = infoKind(a.Value)
 			case a.Attr.Type == iflaNumTXQueues && len(a.Value) >= 4:
 				txQueues = int(binary.NativeEndian.Uint32(a.Value))
+			case a.Attr.Type == iflaIfAlias:
+				alias = strings.TrimRight(string(a.Value), "\x00")
 			}
 		}
-		return kind, txQueues
+		return kind, txQueues, alias
 	}
-	return "", 0
+	return "", 0, ""
 }
 
 // infoKind finds IFLA_INFO_KIND (1) among IFLA_LINKINFO's nested attributes.

@@ -40,8 +40,7 @@ func (o *Options) checkIFB(q config.Queue, p *plan.Plan) error {
 func (o *Options) retire(q config.Queue, p *plan.Plan) {
 	recs, err := o.Records.All()
 	if err != nil {
-		o.log("%s: %v", q.Interface, err)
-		return
+		o.log("%s: %v", q.Interface, err) // the readable ones are still retired
 	}
 	for _, rec := range recs {
 		moved := rec.Section == q.Section && rec.Device != q.Interface
@@ -103,6 +102,8 @@ func (o *Options) keep(q config.Queue, r *Result, prev applied.Record, hadPrev b
 			rec.IFBCreated, rec.IFBIndex = true, l.Index
 		case hadPrev && prev.IFB == rec.IFB && prev.IFBCreated && prev.IFBIndex == l.Index:
 			rec.IFBCreated, rec.IFBIndex = true, l.Index
+		case l.Kind == "ifb" && l.Alias == plan.IFBAlias: // an earlier start's (nss keeps its IFB)
+			rec.IFBCreated, rec.IFBIndex = true, l.Index
 		}
 		// an IFB this start created and that is still there is the
 		// record's, even when no direction is left on it
@@ -153,6 +154,12 @@ func (o *Options) stopRecords(recs []applied.Record, lock bool) []Result {
 				o.log("%s: %v", rec.Device, err)
 				continue
 			}
+			// the record as it is now, under the lock: a start that held
+			// the lock meanwhile may have made an IFB the caller's copy,
+			// read before, does not name (TestStopReadsUnderLock)
+			if fresh, ok, err := o.Records.Get(rec.Device); err == nil && ok {
+				rec = fresh
+			}
 		}
 		o.stop(rec.Device, o.ifbOrNone(rec.IFB), config.Backend(rec.Backend), o.ownsIFB(rec), r)
 		if r.State == Stopped {
@@ -167,14 +174,49 @@ func (o *Options) stopRecords(recs []applied.Record, lock bool) []Result {
 }
 
 // ownsIFB: the record's IFB is the one its start created, still an IFB
-// and not re-created since, and the backend lets a stop delete it (nss
-// keeps its IFB: re-creating one under load crashed 5.15 NSS routers).
+// and not re-created since, carrying sqmkit's mark (its alias: a record
+// alone, which anyone can write, never deletes a device;
+// TestForgedRecord), and the backend lets a stop delete it (nss keeps
+// its IFB: re-creating one under load crashed 5.15 NSS routers).
 func (o *Options) ownsIFB(rec applied.Record) bool {
-	if rec.IFB == "" || !rec.IFBCreated || config.Backend(rec.Backend) == config.NSS {
+	if rec.IFB == "" || !rec.IFBCreated || config.Backend(rec.Backend) == config.NSS && !o.Uninstall {
 		return false
 	}
 	l := o.Kernel.Link(rec.IFB)
-	return l.Exists && l.Kind == "ifb" && l.Index == rec.IFBIndex
+	// index 0: a write-ahead record made before the IFB existed
+	return l.Exists && l.Kind == "ifb" && (l.Index == rec.IFBIndex || rec.IFBIndex == 0) && l.Alias == plan.IFBAlias
+}
+
+// intend writes, before the kernel changes, the record of everything
+// this start may leave on the queue's device (write-ahead): a start that
+// dies on the way is still stopped by its record, and a start that cannot
+// record (a full /var/run) changes nothing (TestStartWriteAhead).
+func (o *Options) intend(q config.Queue, r *Result, prev applied.Record, hadPrev bool) error {
+	if o.DryRun != nil {
+		return nil
+	}
+	p := r.Plan
+	rec := applied.Record{Section: q.Section, Device: p.Device, Backend: string(p.Backend), Script: q.Script, At: time.Now().UTC(), Pending: true}
+	for _, d := range p.Dirs {
+		if d.Direction == config.Upload {
+			rec.Egress = true
+		} else {
+			rec.Ingress = true
+		}
+	}
+	if hadPrev {
+		rec.Egress, rec.Ingress = rec.Egress || prev.Egress, rec.Ingress || prev.Ingress
+	}
+	if p.IFB != "" {
+		rec.IFB = p.IFB
+		switch l := o.Kernel.Link(p.IFB); {
+		case !l.Exists: // this start makes it
+			rec.IFBCreated = true
+		case hadPrev && prev.IFB == p.IFB && prev.IFBCreated:
+			rec.IFBCreated, rec.IFBIndex = true, prev.IFBIndex
+		}
+	}
+	return o.Records.Put(rec)
 }
 
 // madeIFB: wan's last start created its IFB, which is still that one.

@@ -64,6 +64,12 @@ func Start(ts []Target, o Options) []Result {
 			o.log("%s: %v", rs[i].Device, err)
 		}
 		o.retire(ts[i].Queue, rs[i].Plan)
+		if err := o.intend(ts[i].Queue, &rs[i], prev, hadPrev); err != nil {
+			rs[i].State, rs[i].Err = Failed, fmt.Errorf("cannot record what this start would apply, so it applies nothing (%v); free space in %s", err, o.Records.Dir)
+			o.log("%s: not started: %v", rs[i].Device, rs[i].Err)
+			release()
+			continue
+		}
 		o.start(ts[i], &rs[i])
 		o.keep(ts[i].Queue, &rs[i], prev, hadPrev)
 		if !o.Hotplug {

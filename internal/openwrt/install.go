@@ -75,14 +75,43 @@ func Install(root string, o Options) error {
 			return err
 		}
 	}
-	written := []string{"/" + Binary}
-	if err := installSelf(root, o.Self); err != nil {
-		return err
-	}
 	files := Files
 	luci := hasLuCI(root)
 	if luci {
 		files = append(slices.Clone(files), LuCIFiles...)
+	}
+	written := []string{"/" + Binary}
+	for _, f := range files {
+		written = append(written, "/"+f.Dst)
+	}
+	// The manifest first, naming all it will write (and what an earlier
+	// install wrote): an install stopped halfway (a full flash) is still
+	// one uninstall removes. What this one created is taken back on a
+	// failure (TestInstallFullFlash).
+	existed := map[string]bool{}
+	for _, p := range written {
+		if _, err := os.Lstat(filepath.Join(root, p)); err == nil {
+			existed[p] = true
+		}
+	}
+	old, _ := os.ReadFile(filepath.Join(root, Manifest))
+	hadManifest := len(old) > 0
+	if err := writeFile(filepath.Join(root, Manifest), []byte(manifest(old, written)), 0o644); err != nil {
+		return fmt.Errorf("install: writing %s: %w; nothing was installed", "/"+Manifest, err)
+	}
+	rollback := func(err error) error {
+		for _, p := range written {
+			if !existed[p] {
+				os.Remove(filepath.Join(root, p))
+			}
+		}
+		if !hadManifest {
+			os.Remove(filepath.Join(root, Manifest))
+		}
+		return fmt.Errorf("%w; what this install wrote was taken back", err)
+	}
+	if err := installSelf(root, o.Self); err != nil {
+		return rollback(fmt.Errorf("install %s: %w", "/"+Binary, err))
 	}
 	for _, f := range files {
 		b, err := Read(f)
@@ -90,12 +119,8 @@ func Install(root string, o Options) error {
 			err = writeFile(filepath.Join(root, f.Dst), b, f.Mode)
 		}
 		if err != nil {
-			return fmt.Errorf("install %s: %w", f.Dst, err)
+			return rollback(fmt.Errorf("install %s: %w", f.Dst, err))
 		}
-		written = append(written, "/"+f.Dst)
-	}
-	if err := writeFile(filepath.Join(root, Manifest), []byte(strings.Join(written, "\n")+"\n"), 0o644); err != nil {
-		return err
 	}
 	fmt.Fprintf(o.Out, "installed %d files and %s\n", len(written)-1, "/"+Binary)
 	// as opkg's postinst: the first-boot defaults run now, and go once done
@@ -129,6 +154,23 @@ func Install(root string, o Options) error {
 		}
 	}
 	return o.run(nil, "/etc/init.d/sqmkit", "start")
+}
+
+// manifest is the manifest's text: the paths of an earlier one and these,
+// each once.
+func manifest(old []byte, paths []string) string {
+	var all []string
+	for _, l := range strings.Split(string(old), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, "/") && !slices.Contains(all, l) {
+			all = append(all, l)
+		}
+	}
+	for _, p := range paths {
+		if !slices.Contains(all, p) {
+			all = append(all, p)
+		}
+	}
+	return strings.Join(all, "\n") + "\n"
 }
 
 // hasLuCI says whether LuCI's client-side views are installed (luci-base).
@@ -212,7 +254,9 @@ func Uninstall(root string, o Options) error {
 		if pm := detect(root); pm != nil && pm.has(root, "sqmkit") {
 			return fmt.Errorf("sqmkit is installed as a package here; remove it with %s", pm.name)
 		}
-		return fmt.Errorf("sqmkit install did not install sqmkit here (no %s): nothing to remove", "/"+Manifest)
+		// removed already (a second uninstall), or never installed: done
+		fmt.Fprintf(o.Out, "sqmkit is not installed here (no %s): nothing to remove\n", "/"+Manifest)
+		return nil
 	}
 	if err != nil {
 		return err

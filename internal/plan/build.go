@@ -244,7 +244,9 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 	if s.queues > 1 {
 		add = []string{"link", "add", "name", ifb, "numtxqueues", strconv.Itoa(s.queues), "type", "ifb"}
 	}
-	d.Setup = [][]string{add, {"link", "set", "dev", ifb, "up"}}
+	// the alias marks the IFB as sqmkit's: only a device with it is ever
+	// deleted, whatever a record says (apply's ownsIFB)
+	d.Setup = [][]string{add, {"link", "set", "dev", ifb, "alias", IFBAlias, "up"}}
 	// The redirect comes last: the IFB is shaped before traffic arrives.
 	action := []string{"action", "mirred", "egress", "redirect", "dev", ifb}
 	if q.Backend == config.NSS {
@@ -268,6 +270,9 @@ func buildDir(q config.Queue, l link, s side, ifb string) (*Dir, error) {
 func Teardown(wan, ifb string) [][]string {
 	return append(teardown(config.Download, wan, ifb), teardown(config.Upload, wan, ifb)...)
 }
+
+// IFBAlias is the alias (ifalias) sqmkit gives the IFBs it creates.
+const IFBAlias = "sqmkit"
 
 // RemoveIFB is the ip batch that deletes an IFB a stop no longer needs.
 func RemoveIFB(ifb string) [][]string { return [][]string{{"link", "del", "dev", ifb}} }

@@ -97,7 +97,7 @@ func TestTreeShape(t *testing.T) {
 		if len(eg.TC) != tc.tcLines || eg.Setup != nil || !slices.EqualFunc(eg.Teardown, [][]string{{"qdisc", "del", "dev", "wan", "root"}}, slices.Equal) {
 			t.Errorf("%s egress: tc %q setup %q teardown %q", b, eg.TC, eg.Setup, eg.Teardown)
 		}
-		wantSetup := [][]string{{"link", "add", "name", ifb, "type", "ifb"}, {"link", "set", "dev", ifb, "up"}}
+		wantSetup := [][]string{{"link", "add", "name", ifb, "type", "ifb"}, {"link", "set", "dev", ifb, "alias", IFBAlias, "up"}}
 		wantDown := [][]string{{"qdisc", "del", "dev", "wan", "ingress"}, {"qdisc", "del", "dev", ifb, "root"}}
 		if !slices.EqualFunc(in.Setup, wantSetup, slices.Equal) || !slices.EqualFunc(in.Teardown, wantDown, slices.Equal) {
 			t.Errorf("%s ingress: setup %q teardown %q", b, in.Setup, in.Teardown)

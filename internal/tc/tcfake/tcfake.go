@@ -71,6 +71,7 @@ type Dev struct {
 	Kind     string // "ifb" for what `ip link add ... type ifb` made; "" otherwise
 	Index    int
 	TXQueues int // 1 unless set, or created with numtxqueues
+	Alias    string
 	qdiscs   []*qdisc
 	classes  []*class
 	filters  []*filter
@@ -229,12 +230,16 @@ func (k *Kernel) ip(argv []string) error {
 			}
 		}
 		k.devs = append(k.devs, &Dev{Name: argv[3], Kind: "ifb", Index: k.nextIndex(), TXQueues: n})
-	case len(argv) == 5 && argv[0] == "link" && argv[1] == "set" && argv[4] == "up":
+	case len(argv) == 5 && argv[0] == "link" && argv[1] == "set" && argv[4] == "up",
+		len(argv) == 7 && argv[0] == "link" && argv[1] == "set" && argv[4] == "alias" && argv[6] == "up":
 		d := k.dev(argv[3])
 		if d == nil {
 			return fmt.Errorf("Cannot find device %q", argv[3])
 		}
 		d.Up = true
+		if len(argv) == 7 {
+			d.Alias = argv[5]
+		}
 	case len(argv) == 4 && argv[0] == "link" && argv[1] == "del":
 		if k.dev(argv[3]) == nil {
 			return fmt.Errorf("Cannot find device %q", argv[3])
@@ -465,6 +470,7 @@ type LinkState struct {
 	Exists, Up, Routable bool
 	Kind                 string
 	Index, TXQueues      int
+	Alias                string
 }
 
 // Link reports a device's state.
@@ -472,7 +478,7 @@ func (k *Kernel) Link(name string) LinkState {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if d := k.dev(name); d != nil {
-		return LinkState{Exists: true, Up: d.Up, Routable: d.Routable, Kind: d.Kind, Index: d.Index, TXQueues: max(d.TXQueues, 1)}
+		return LinkState{Exists: true, Up: d.Up, Routable: d.Routable, Kind: d.Kind, Alias: d.Alias, Index: d.Index, TXQueues: max(d.TXQueues, 1)}
 	}
 	return LinkState{}
 }
