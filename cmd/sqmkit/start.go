@@ -16,6 +16,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/applied"
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
@@ -102,6 +103,10 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "sqmkit %s: %v\n", name, err)
 		}
 		return 1
+	}
+	// a tune that died left its trial rates: put back, and said
+	for _, said := range apply.RecoverTrials(*root, qs, l.opts) {
+		fmt.Fprintf(stderr, "sqmkit %s: %s\n", name, said)
 	}
 	// Rates set by sqmkit rate (tune, autorate) hold until a full start:
 	// status and the hotplug and reload paths plan with them.
@@ -223,6 +228,9 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit reload: %v\n", err) // the readable ones are still acted on
 		code = 1
 	}
+	for _, said := range apply.RecoverTrials(l.root, qs, l.opts) {
+		fmt.Fprintf(stderr, "sqmkit reload: %s\n", said)
+	}
 	// a refused section's record stays: what it applied is left as it is
 	stale := slices.DeleteFunc(recs, func(r applied.Record) bool {
 		return slices.ContainsFunc(qs, func(q config.Queue) bool { return q.Interface == r.Device && q.Section == r.Section }) ||
@@ -274,7 +282,7 @@ func systemOptions(root, cache string, lockWait time.Duration, verbose bool, std
 	}
 	return apply.Options{Kernel: apply.System{Runner: r}, Prober: &tc.Prober{Runner: r, CacheDir: cache, Log: logf}, Log: logf,
 		Locks: &apply.Locks{Dir: apply.DefaultLockDir, Wait: lockWait}, RateDir: filepath.Join(root, ratestate.DefaultDir),
-		Records: applied.Store{Dir: applied.Dir(root)}}
+		Records: applied.Store{Dir: applied.Dir(root)}, Jobs: joblock.QueueDir(root)}
 }
 
 // newLog sends decisions to syslog on OpenWrt (what `logger -t sqmkit`

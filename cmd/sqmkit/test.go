@@ -1,16 +1,18 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/report"
 )
 
@@ -40,10 +42,10 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	rpmInsecure := fs.Bool("rpm-insecure", false, "accept the RPM server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
 	quiet := fs.Bool("quiet", false, "no progress display")
-	pos, code, ok := parseInterspersed(fs, args)
-	if !ok {
+	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
+	pos := fs.Args()
 	if *compare {
 		return runCompare(pos, stdout, stderr)
 	}
@@ -88,6 +90,14 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	// on a router, the test holds its queues: a tune is not moving their
+	// rates meanwhile, and autorate pauses until it ends
+	release, err := holdQueues("/", "test", cfg.Server)
+	if err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
+		return 1
+	}
+	defer release()
 	ctx, stop := stopSignals()
 	defer stop()
 	res, err := bbclient.Run(ctx, cfg)
@@ -200,19 +210,18 @@ func runCompare(files []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// parseInterspersed parses flags that may follow positional arguments
-// ("sqmkit test host --json x"), which the flag package alone stops at.
-func parseInterspersed(fs *flag.FlagSet, args []string) (pos []string, code int, ok bool) {
-	for {
-		if ok, code := parseFlags(fs, args); !ok {
-			return nil, code, false
-		}
-		if fs.NArg() == 0 {
-			return pos, 0, true
-		}
-		pos = append(pos, fs.Arg(0))
-		args = fs.Args()[1:]
+// holdQueues takes the job locks of root's enabled queues, if it has any,
+// for a job of kind (TestTestHoldsQueues).
+func holdQueues(root, kind, what string) (func(), error) {
+	qs, err := config.Resolve(root, "", nil, "")
+	if err != nil || len(qs) == 0 {
+		return func() {}, nil // no router config: nothing to hold
 	}
+	var devs []string
+	for _, q := range qs {
+		devs = append(devs, q.Interface)
+	}
+	return joblock.HoldQueues(joblock.QueueDir(root), devs, joblock.Holder{Kind: kind, PID: os.Getpid(), Started: time.Now(), What: what})
 }
 
 // isTerminal says whether w is a terminal, for the live progress line.

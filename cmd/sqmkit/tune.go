@@ -44,10 +44,10 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `length` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	o := config.RegisterFlags(fs)
-	pos, code, ok := parseInterspersed(fs, args)
-	if !ok {
+	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
+	pos := fs.Args()
 	t, known := search.Targets[*target]
 	want := 2
 	if *undo {

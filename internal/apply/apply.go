@@ -44,8 +44,15 @@ type Options struct {
 	// Uninstall: a stop that leaves nothing of sqmkit's, the IFBs it made
 	// for nss included (which a stop otherwise keeps).
 	Uninstall bool
-	Log     func(string)
-	Locks   *Locks // nil: no locking (a test that owns its kernel)
+	// Jobs is the directory of the per-queue job locks (joblock.QueueDir;
+	// "": none): a follower's change takes its queue's for the change and
+	// pauses while a test or a tune holds it.
+	Jobs string
+	// Trial, set by a tune, marks the rates it changes as its trial's:
+	// kept with what to go back to when the tune is gone.
+	Trial *ratestate.Trial
+	Log   func(string)
+	Locks *Locks // nil: no locking (a test that owns its kernel)
 	// RateDir keeps the rates a Rate call set (ratestate.DefaultDir on a
 	// router); a full start and a stop forget them. "": nothing is kept.
 	RateDir string

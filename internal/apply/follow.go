@@ -1,9 +1,14 @@
 package apply
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
@@ -80,10 +85,35 @@ func (f *Follower) Resync() (config.Rates, error) {
 	return f.Rates(), nil
 }
 
+// Paused is a follower's change not made because another job (a test, a
+// tune) holds the queue: the caller waits for it to end.
+type Paused struct {
+	Device string
+	Holder joblock.Holder
+}
+
+func (p *Paused) Error() string {
+	h := p.Holder
+	what := cmp.Or(h.Kind, "another job")
+	return fmt.Sprintf("%s on %s (pid %d, since %s) moves its rates meanwhile", what, p.Device, h.PID, h.Started.Local().Format("15:04:05"))
+}
+
 // Set moves the queue to new rates (0 keeps a direction's). An error
 // leaves the queue at its previous rates (Rate's rollback) or says that
 // it is not: then Resync, or a start, is needed.
 func (f *Follower) Set(to config.Rates) error {
+	if f.o.Jobs != "" {
+		dev := f.t.Queue.Interface
+		l, err := joblock.Take(f.o.Jobs, joblock.QueueName(dev), joblock.Holder{Kind: joblock.AutorateChange, PID: os.Getpid(), Started: time.Now()})
+		var busy *joblock.Busy
+		if errors.As(err, &busy) {
+			return &Paused{Device: dev, Holder: busy.Holder}
+		}
+		if err != nil {
+			return err
+		}
+		defer l.Release()
+	}
 	release, err := f.o.Locks.acquire(f.t.Queue.Interface, false)
 	if err != nil {
 		return err

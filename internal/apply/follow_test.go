@@ -1,11 +1,13 @@
 package apply
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
@@ -111,4 +113,36 @@ func TestFollowOnHostKernel(t *testing.T) {
 			t.Errorf("kernel differs from a start at 24000/8100: %v", d)
 		}
 	})
+}
+
+// TestFollowPausesForJobs: while a test or a tune holds the queue, a
+// follower's change is not made (Paused, naming the holder); once the
+// job ends it is.
+func TestFollowPausesForJobs(t *testing.T) {
+	k := newFake()
+	o := fakeOptions(t, k)
+	o.Jobs = t.TempDir()
+	tg := target(config.Cake)
+	if r := Start([]Target{tg}, o)[0]; r.Failed() {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	f, err := Follow(tg, "autorate", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lock, err := joblock.Take(o.Jobs, joblock.QueueName("wan"), joblock.Holder{Kind: "tune", PID: 77})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paused *Paused
+	if err := f.Set(config.Rates{Download: 15000}); !errors.As(err, &paused) || !strings.Contains(err.Error(), "tune on wan (pid 77") {
+		t.Fatalf("a change while a tune holds the queue: %v", err)
+	}
+	if f.Rates().Download != 20000 {
+		t.Errorf("the rates moved while paused: %+v", f.Rates())
+	}
+	lock.Release()
+	if err := f.Set(config.Rates{Download: 15000}); err != nil || f.Rates().Download != 15000 {
+		t.Errorf("after the tune: %v %+v", err, f.Rates())
+	}
 }

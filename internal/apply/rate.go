@@ -7,6 +7,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 )
@@ -75,7 +76,7 @@ func (o *Options) keepRates(p *plan.Plan, by string) {
 	if o.RateDir == "" {
 		return
 	}
-	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: p.Rates(), By: by, At: time.Now().UTC()}); err != nil {
+	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: p.Rates(), By: by, At: time.Now().UTC(), Trial: o.Trial}); err != nil {
 		o.log("%s: rates changed, but not remembered (%v); status will report a drift", p.Device, err)
 	}
 }
@@ -192,4 +193,44 @@ func (o *Options) forgetRates(iface string) {
 	if err := ratestate.Clear(o.RateDir, iface); err != nil {
 		o.log("%s: cannot forget the rates set by sqmkit rate: %v", iface, err)
 	}
+}
+
+// RecoverTrials puts back the rates a tune found running on each queue
+// whose tune died (killed, out of memory) with its trial rates in force,
+// the shaper open at several times its rates: a trial whose tune no longer
+// holds the queue's job lock is over. Start, status, reload, hotplug,
+// LuCI's plugin and the next tune call it first; it returns what it
+// restored, one line each, for them to say (TestRecoverDeadTune).
+func RecoverTrials(root string, qs []config.Queue, o Options) []string {
+	if o.RateDir == "" || o.Jobs == "" {
+		return nil
+	}
+	var said []string
+	for _, q := range qs {
+		st, ok, err := ratestate.Load(o.RateDir, q.Interface)
+		if err != nil || !ok || st.Trial == nil {
+			continue
+		}
+		if _, held := joblock.Held(o.Jobs, joblock.QueueName(q.Interface)); held {
+			continue // the tune runs
+		}
+		ts, err := Targets(root, []config.Queue{q}, "")
+		if err != nil {
+			continue
+		}
+		tr := st.Trial
+		back := o
+		back.Trial = nil
+		msg := fmt.Sprintf("%s: the tune started %s (pid %d) ended without putting its rates back (%d/%d kbit/s, a trial)", q.Interface,
+			tr.Started.Local().Format("2006-01-02 15:04:05"), tr.PID, st.Download, st.Upload)
+		if r := Rate(ts[0], tr.Kept, "sqmkit (after a tune that died)", back); r.State == Failed {
+			said = append(said, fmt.Sprintf("%s; putting back %d/%d kbit/s failed: %v (run sqmkit start)", msg, tr.Kept.Download, tr.Kept.Upload, r.Err))
+			continue
+		}
+		if tr.Kept == (config.Rates{Download: q.Download, Upload: q.Upload}) {
+			ratestate.Clear(o.RateDir, q.Interface) // the configured rates: nothing to keep
+		}
+		said = append(said, fmt.Sprintf("%s; put back to %d/%d kbit/s", msg, tr.Kept.Download, tr.Kept.Upload))
+	}
+	return said
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
 	"github.com/sqmkit/sqmkit/internal/tc"
@@ -239,4 +240,41 @@ func startedOnHost(t *testing.T, name string, tg Target, fn func(*tc.Runner, Opt
 		mustStart(t, []Target{tg}, o)
 		fn(r, o)
 	})
+}
+
+// TestRecoverDeadTune: a tune's rate changes are kept as its trial, never
+// as rates to keep; while it holds the queue's job lock the trial stands,
+// and once it is gone without putting them back (killed, out of memory)
+// the next caller puts back the rates it found and says so.
+func TestRecoverDeadTune(t *testing.T) {
+	k := newFake()
+	o := fakeOptions(t, k)
+	o.Jobs, o.RateDir = t.TempDir(), t.TempDir()
+	tg := target(config.Cake)
+	if r := Start([]Target{tg}, o)[0]; r.Failed() {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	lock, err := joblock.Take(o.Jobs, joblock.QueueName("wan"), joblock.Holder{Kind: "tune"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tuning := o
+	tuning.Trial = &ratestate.Trial{Kept: config.Rates{Download: 20000, Upload: 10000}, PID: 4242}
+	if r := Rate(tg, config.Rates{Download: 80000, Upload: 40000}, "sqmkit tune", tuning); r.State != Changed {
+		t.Fatalf("the tune's trial rates: %s %v", r.State, r.Err)
+	}
+	if said := RecoverTrials("", []config.Queue{tg.Queue}, o); len(said) != 0 {
+		t.Errorf("a running tune's trial was put back: %q", said)
+	}
+	lock.Release() // the tune dies
+	said := RecoverTrials("", []config.Queue{tg.Queue}, o)
+	if len(said) != 1 || !strings.Contains(said[0], "put back to 20000/10000") || !strings.Contains(said[0], "pid 4242") {
+		t.Fatalf("recovered %q", said)
+	}
+	if _, ok, _ := ratestate.Load(o.RateDir, "wan"); ok {
+		t.Error("the dead tune's rates are still kept")
+	}
+	if st := Inspect([]Target{tg}, o)[0]; !st.Matches() {
+		t.Errorf("after the recovery the queue is not as planned at its configured rates: %v %v", st.Err, st.Diffs)
+	}
 }

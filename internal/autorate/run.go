@@ -2,6 +2,7 @@ package autorate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
 )
 
@@ -44,6 +46,8 @@ type Daemon struct {
 	// StatusFile, when set, gets the Status every StatusEvery (0: 5 s).
 	StatusFile  string
 	StatusEvery time.Duration
+
+	paused bool // a test or a tune held the queue at the last change
 }
 
 func (d *Daemon) log(format string, a ...any) {
@@ -322,6 +326,21 @@ func (f *follower) pace(now time.Time) {
 // set applies the controller's rates and logs each change with its reason.
 func (d *Daemon) set(c *Controller, ch []Change, resync *bool) {
 	err := d.Shaper.Set(config.Rates{Download: c.Rate(config.Download), Upload: c.Rate(config.Upload)})
+	var paused *apply.Paused
+	if errors.As(err, &paused) {
+		// a test or a tune holds the queue: no change until it ends, said
+		// once; the rates it leaves are read again then
+		if !d.paused {
+			d.log("paused: %v", err)
+			d.paused = true
+		}
+		*resync = true
+		return
+	}
+	if d.paused {
+		d.log("resumed: the queue is free again")
+		d.paused = false
+	}
 	if err != nil {
 		d.log("rate change failed: %v; reading the tree again", err)
 		*resync = true

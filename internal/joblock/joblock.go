@@ -152,3 +152,52 @@ func read(p string) (Holder, error) {
 	}
 	return h, json.Unmarshal(b, &h)
 }
+
+// QueueDir is where root's per-queue job locks live: one job that moves a
+// queue's rates at a time (a test, a tune; autorate takes it for each of
+// its changes and pauses while another holds it).
+func QueueDir(root string) string {
+	if root == "" {
+		root = "/"
+	}
+	return filepath.Join(root, "var/run/sqmkit/jobs")
+}
+
+// QueueName is the lock of the jobs on the queue shaping dev.
+func QueueName(dev string) string { return "queue-" + dev }
+
+// AutorateChange is the Kind autorate's changes hold a queue's lock as,
+// each for a moment: HoldQueues waits for one instead of refusing.
+const AutorateChange = "autorate change"
+
+// HoldQueues takes the job locks of the queues on devs in dir for a job
+// (a test, a tune), all or none; a test or a tune holding one refuses it
+// with a *Busy naming the holder, an autorate change is waited for.
+func HoldQueues(dir string, devs []string, h Holder) (release func(), err error) {
+	var held []*Lock
+	release = func() {
+		for _, l := range held {
+			l.Release()
+		}
+	}
+	if dir == "" {
+		return release, nil
+	}
+	for _, dev := range devs {
+		for try := 0; ; try++ {
+			l, err := Take(dir, QueueName(dev), h)
+			var busy *Busy
+			if errors.As(err, &busy) && busy.Holder.Kind == AutorateChange && try < 40 {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				release()
+				return nil, err
+			}
+			held = append(held, l)
+			break
+		}
+	}
+	return release, nil
+}

@@ -33,6 +33,17 @@ type Rates struct {
 	config.Rates
 	By string    `json:"by"` // "sqmkit rate", "sqmkit tune", "sqmkit autorate"
 	At time.Time `json:"at"`
+	// Trial: the rates are a tune's trial (it opens the shaper to 4× to
+	// measure the line), never rates to keep; Kept are the rates to go
+	// back to when the tune is gone (apply.RecoverTrials).
+	Trial *Trial `json:"trial,omitempty"`
+}
+
+// Trial is a tune in progress: what it found running, who it is.
+type Trial struct {
+	Kept    config.Rates `json:"kept"`
+	PID     int          `json:"pid"`
+	Started time.Time    `json:"started"`
 }
 
 func path(dir, iface string) string { return filepath.Join(dir, iface+".json") }

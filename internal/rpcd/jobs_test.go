@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -178,5 +179,44 @@ func TestTuneFailedOutcome(t *testing.T) {
 		if got := call(t, e, "tune_write", `{}`); got["error"] == nil {
 			t.Errorf("%s: write allowed: %v", c.name, got)
 		}
+	}
+}
+
+// TestJobStartsOnce: of ten test_start (or tune_start) calls at once,
+// exactly one starts a job; the others are refused, none deletes the
+// running job's lock (it is taken with its owner in one step).
+func TestJobStartsOnce(t *testing.T) {
+	for _, kind := range []string{"test", "tune"} {
+		t.Run(kind, func(t *testing.T) {
+			e, _ := router(t)
+			exe, release := fakeSqmkit(t, map[string]any{})
+			e.Exe = exe
+			defer func() { os.WriteFile(release, nil, 0o644); waitDone(t, e.job(kind)) }()
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			started := 0
+			for range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					args := map[string]string{"test": `{"server": "vps.example"}`, "tune": `{"server": "vps.example", "budget": 140}`}[kind]
+					got := call(t, e, kind+"_start", args)
+					mu.Lock()
+					defer mu.Unlock()
+					if got["started"] == true {
+						started++
+					} else if !strings.Contains(fmt.Sprint(got["error"]), "is running since") {
+						t.Errorf("a refused start says %v", got)
+					}
+				}()
+			}
+			wg.Wait()
+			if started != 1 {
+				t.Errorf("%d %ss started, want 1", started, kind)
+			}
+			if !e.job(kind).running() {
+				t.Error("the job does not run")
+			}
+		})
 	}
 }

@@ -158,6 +158,16 @@ func num(args map[string]any, name string) (int, error) {
 	return int(f), nil
 }
 
+// recover puts back the rates of a tune that died with its trial rates in
+// force (apply.RecoverTrials) and says what it did, for the pages.
+func (e *Env) recover() []string {
+	qs, err := config.Resolve(e.Root, e.File, nil, "")
+	if err != nil && len(qs) == 0 {
+		return []string{}
+	}
+	return append([]string{}, apply.RecoverTrials(e.Root, qs, e.Opts)...)
+}
+
 // queues are the enabled queues with their device facts and kept rates;
 // none enabled is no error (a fresh install: the pages say so). Sections
 // refused for their own mistakes come back in bad, beside the others.

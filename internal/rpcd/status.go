@@ -39,6 +39,7 @@ type dirStatus struct {
 
 // status is `sqmkit status` for every enabled queue.
 func (e *Env) status(map[string]any) (any, error) {
+	recovered := e.recover()
 	ts, bad, err := e.queues()
 	if err != nil {
 		return nil, err
@@ -75,7 +76,7 @@ func (e *Env) status(map[string]any) (any, error) {
 		}
 		out = append(out, qs)
 	}
-	return map[string]any{"queues": out, "jobs": e.running()}, nil
+	return map[string]any{"queues": out, "jobs": e.running(), "recovered": recovered}, nil
 }
 
 // devCounters are one shaped device's root counters, totals since the

@@ -131,11 +131,12 @@ type tuneOutcome struct {
 // tuneState is the running or last tune: what was asked, its progress
 // lines, and its outcome beside the configured rates.
 func (e *Env) tuneState(map[string]any) (any, error) {
+	recovered := e.recover()
 	j := e.job("tune")
 	var m meta
 	j.read("meta.json", &m)
 	st := map[string]any{"running": j.running(), "started": m.Started, "server": m.Server, "section": m.Section, "target": m.Target,
-		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root), "limits": budgetLimits()}
+		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root), "limits": budgetLimits(), "recovered": recovered}
 	if o, ok := e.outcome(j, m); ok {
 		st["outcome"] = o
 	}

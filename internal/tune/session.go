@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/statefile"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -232,6 +233,21 @@ func (s *Session) begin() (restore func(keep bool, err error) error, err error) 
 		return nil, &config.FieldError{Section: q.Section, Option: "download", Value: fmt.Sprintf("%d/%d", q.Download, q.Upload),
 			Why: "tune searches both directions and needs both shaped", Fix: "set download and upload (any rate near the line's) and run sqmkit start"}
 	}
+	// a tune that died before leaves its trial rates in force: put them
+	// back first, then hold the queue (a test, another tune and autorate's
+	// changes wait) for the whole search and its restore
+	for _, said := range apply.RecoverTrials(s.Root, []config.Queue{q}, l.Opts) {
+		s.log("%s", said)
+	}
+	unlock, err := joblock.HoldQueues(l.Opts.Jobs, []string{q.Interface}, joblock.Holder{Kind: "tune", PID: os.Getpid(), Started: time.Now(), What: q.Section})
+	if err != nil {
+		return nil, fmt.Errorf("queue %s: %w", q.Section, err)
+	}
+	defer func() {
+		if err != nil {
+			unlock()
+		}
+	}()
 	if st := apply.Inspect([]apply.Target{l.Target}, l.Opts)[0]; !st.Matches() {
 		why := st.Err
 		if why == nil {
@@ -240,7 +256,12 @@ func (s *Session) begin() (restore func(keep bool, err error) error, err error) 
 		return nil, fmt.Errorf("%s is not shaped as planned (%v); run sqmkit start first", q.Interface, why)
 	}
 	orig := config.Rates{Download: q.Download, Upload: q.Upload}
+	// the rates this tune changes are its trial's: never kept, and put
+	// back by whoever finds it gone (apply.RecoverTrials)
+	l.Opts.Trial = &ratestate.Trial{Kept: orig, PID: os.Getpid(), Started: time.Now().UTC()}
 	return func(keep bool, err error) error {
+		defer unlock()
+		l.Opts.Trial = nil
 		if keep {
 			return err
 		}

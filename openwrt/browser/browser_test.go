@@ -138,6 +138,22 @@ func tunePage(t *testing.T, ctx context.Context, r *router) {
 	if got := r.rates(t); got != (config.Rates{Download: 20000, Upload: 10000}) {
 		t.Errorf("after the stopped tune the config holds %+v", got)
 	}
+	// a tune killed outright (kill -9, the OOM killer) with the shaper
+	// open: the next page load puts the rates back and says so
+	run(t, ctx, "start a tune to kill", r.page("tune"), chromedp.SetValue("#sqmkit-server", r.server, chromedp.ByQuery),
+		chromedp.SetValue("#sqmkit-budget", "140", chromedp.ByQuery), chromedp.Click("#sqmkit-tune-start", chromedp.ByQuery),
+		waitText("#sqmkit-tune-running", "Tuning wan"))
+	for end := time.Now().Add(30 * time.Second); r.liveRate(t, "ifb@wan") == "20Mbit" && time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+	}
+	if live := r.liveRate(t, "ifb@wan"); live == "20Mbit" {
+		r.stopJob(t, "tune")
+		t.Fatalf("the tune did not open the shaper (download at %s)", live)
+	}
+	r.stopJobWith(t, "tune", "-KILL")
+	run(t, ctx, "the status page after the kill", r.page("status"), waitText(".alert-message", "ended without putting its rates back"))
+	if live := r.liveRate(t, "ifb@wan"); live != "20Mbit" {
+		t.Errorf("after the killed tune the download shaper runs at %s, want 20Mbit", live)
+	}
 }
 
 func autoratePage(t *testing.T, ctx context.Context, r *router) {
@@ -378,7 +394,11 @@ func (r *router) liveRate(t *testing.T, dev string) string {
 
 // stopJob ends a page's background job as a kill would, and waits until
 // it is gone.
-func (r *router) stopJob(t *testing.T, name string) {
+func (r *router) stopJob(t *testing.T, name string) { t.Helper(); r.stopJobWith(t, name, "-TERM") }
+
+// stopJobWith ends a page's background job with signal sig and waits
+// until it is gone.
+func (r *router) stopJobWith(t *testing.T, name, sig string) {
 	t.Helper()
 	dir := r.Path("/var/run/sqmkit/luci/" + name)
 	h, ok := joblock.Held(dir, "job")
@@ -386,7 +406,7 @@ func (r *router) stopJob(t *testing.T, name string) {
 		t.Fatalf("no %s runs", name)
 	}
 	// the holder's pid is the router's: signal it from inside
-	r.Exec("kill", "-TERM", strconv.Itoa(h.PID))
+	r.Exec("kill", sig, strconv.Itoa(h.PID))
 	for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if _, ok := joblock.Held(dir, "job"); !ok {
 			return

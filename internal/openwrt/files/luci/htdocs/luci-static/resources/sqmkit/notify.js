@@ -14,12 +14,12 @@
 
 var shown = {};
 
-/* show(msg) adds msg as a notification unless it is already on screen */
-function show(msg) {
+/* show(msg, cls) adds msg as a notification unless it is already on screen */
+function show(msg, cls) {
 	var n = shown[msg];
 	if (n && document.body.contains(n))
 		return;
-	shown[msg] = ui.addNotification(null, E('p', {}, [ msg ]), 'danger');
+	shown[msg] = ui.addNotification(null, E('p', {}, [ msg ]), cls || 'danger');
 }
 
 return baseclass.extend({
@@ -35,6 +35,12 @@ return baseclass.extend({
 			return true;
 		}
 		return false;
+	},
+
+	/* warn(msgs): what the router did on its own and says (a dead tune's
+	 * rates put back), once each */
+	warn: function(msgs) {
+		(msgs || []).forEach(function(m) { show(String(m), 'warning'); });
 	},
 
 	/* refused(err): a rejected call, as a message; resolves to null */

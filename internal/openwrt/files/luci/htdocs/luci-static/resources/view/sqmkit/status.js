@@ -89,6 +89,8 @@ return view.extend({
 	render: function(data) {
 		var status = data[0], counters = data[1], doctor = data[2];
 		var body;
+		if (status && !status.error)
+			notify.warn(status.recovered);
 		if (status == null || notify.failed(status))
 			body = E('p', { 'class': 'sqmkit-unknown' }, [ _('The queues could not be read; see the message above.') ]);
 		else if (!status.queues.length)

@@ -54,6 +54,7 @@ return view.extend({
 	fill: function(st) {
 		var el = this.el, ro = !notify.writable();
 		this.state = st;
+		notify.warn(st.recovered);
 		el.progress.textContent = st.progress.join('\n');
 		el.running.textContent = st.running ? _('Tuning %s against %s since %s…').format(st.section, st.server, new Date(st.started).toLocaleTimeString()) : '';
 		el.start.disabled = !!st.running || ro;
