@@ -119,7 +119,11 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 			res.Notes = append(res.Notes, "rpm: "+err.Error())
 		}
 	}
-	return writeOutputs(res, *jsonFile, *plotFile, *flentFile, stdout, stderr)
+	rc := writeOutputs(res, *jsonFile, *plotFile, *flentFile, stdout, stderr)
+	if res.Incomplete != "" {
+		return 1 // measured, not graded: no exit status of a pass
+	}
+	return rc
 }
 
 // runRPMOnly runs just the responsiveness test, for servers that speak

@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/report"
@@ -106,4 +112,38 @@ func TestTestHoldsQueues(t *testing.T) {
 		t.Errorf("the test does not hold the queue: %+v %v", h, ok)
 	}
 	release()
+}
+
+// TestIncompleteNotGraded: a test the server cuts short (here its byte
+// budget) prints no grade, says INCOMPLETE, exits 1, is marked in its
+// JSON with no grade, and --compare marks it and gives no change.
+func TestIncompleteNotGraded(t *testing.T) {
+	bin := buildSqmkit(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	srv := exec.Command(bin, "serve", "--listen", addr, "--max-bytes", "50M")
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Process.Kill(); srv.Wait() })
+	time.Sleep(500 * time.Millisecond)
+	dir := t.TempDir()
+	cut := filepath.Join(dir, "cut.json")
+	out, err := exec.Command(bin, "test", addr, "--quiet", "--idle", "300ms", "--download", "3s", "--upload", "3s", "--bidir", "3s", "--json", cut).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), "INCOMPLETE: not graded") || strings.Contains(string(out), "Grade A") {
+		t.Fatalf("a cut-short test: %v\n%s", err, out)
+	}
+	b, _ := os.ReadFile(cut)
+	var res bbresult.Result
+	if err := json.Unmarshal(b, &res); err != nil || res.Incomplete == "" || res.Grades.DSLReports != "" {
+		t.Errorf("its JSON: %v, incomplete %q, grade %q", err, res.Incomplete, res.Grades.DSLReports)
+	}
+	whole := res
+	whole.Incomplete = ""
+	wb, _ := json.Marshal(whole)
+	os.WriteFile(filepath.Join(dir, "whole.json"), wb, 0o644)
+	out, _ = exec.Command(bin, "test", "--compare", filepath.Join(dir, "whole.json"), cut).CombinedOutput()
+	if !strings.Contains(string(out), "INCOMPLETE") || regexp.MustCompile(`[+-][0-9.]+ ?%`).MatchString(string(out)) {
+		t.Errorf("--compare with a cut-short run:\n%s", out)
+	}
 }

@@ -321,6 +321,9 @@ func (t *tester) result(report bbproto.Report, maxBytes int64, phases, spans []s
 		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	analyze(rw, res)
+	if res.Incomplete != "" {
+		res.Ungrade()
+	}
 	return res
 }
 

@@ -45,6 +45,16 @@ type Result struct {
 	RPM        *RPM   `json:"rpm,omitempty"`
 }
 
+// Ungrade takes every grade off a result that is not whole (Incomplete):
+// what it measured stands, graded it is not, so nothing reads a cut-short
+// run as a pass (TestIncompleteNotGraded).
+func (r *Result) Ungrade() {
+	r.Grades = Grades{}
+	for i := range r.Phases {
+		r.Phases[i].Grade = ""
+	}
+}
+
 // Phase summarises one phase of the test.
 type Phase struct {
 	Name  string  `json:"name"`

@@ -19,6 +19,18 @@ func Compare(w io.Writer, a, b *bbresult.Result) error {
 	tw := tabwriter.NewWriter(ew, 0, 0, 2, ' ', 0)
 	row := func(label, va, vb, change string) { fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", label, va, vb, change) }
 	row("", "A (before)", "B (after)", "change")
+	// a run cut short is marked and its figures compared with nothing: a
+	// change against half a measurement is no change (+369 % once)
+	whole := a.Incomplete == "" && b.Incomplete == ""
+	if !whole {
+		row("INCOMPLETE", cutShort(a), cutShort(b), "")
+	}
+	delta := func(va, vb float64, rel bool) string {
+		if !whole {
+			return ""
+		}
+		return delta(va, vb, rel)
+	}
 	row("started (UTC)", a.Started.UTC().Format("2006-01-02 15:04"), b.Started.UTC().Format("2006-01-02 15:04"), "")
 	row("family", a.Family, b.Family, "")
 	row("streams", fmt.Sprint(a.Streams), fmt.Sprint(b.Streams), "")
@@ -77,6 +89,14 @@ func gradeMs(g string, ms float64) string {
 
 // delta prints b−a; rates also get the relative change, which is what
 // matters when SQM trades a few percent of goodput for latency.
+// cutShort marks a run that is not whole.
+func cutShort(r *bbresult.Result) string {
+	if r.Incomplete != "" {
+		return "yes, not graded"
+	}
+	return "no"
+}
+
 func delta(a, b float64, rel bool) string {
 	if math.IsNaN(a) || math.IsNaN(b) {
 		return ""

@@ -62,6 +62,15 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 	fmt.Fprintln(ew, "queues drain). up/down: one-way queueing delay client→server / server→client.")
 	fmt.Fprintln(ew)
 
+	if r.Incomplete != "" {
+		fmt.Fprintf(ew, "INCOMPLETE: not graded (%s); the figures above are what was measured until then\n", r.Incomplete)
+		for _, n := range r.Notes {
+			if n != r.Incomplete {
+				writeNote(ew, n)
+			}
+		}
+		return ew.err
+	}
 	g := r.Grades
 	rpm := ""
 	if r.RPM != nil {
