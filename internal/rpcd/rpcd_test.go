@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/autorate"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
 )
@@ -161,4 +163,31 @@ func configRates(t *testing.T, e *Env) config.Rates {
 		t.Fatal(err)
 	}
 	return config.Rates{Download: qs[0].Download, Upload: qs[0].Upload}
+}
+
+// TestPlantedFIFO: a FIFO planted at autorate's status file, or at a job's
+// state files, never hangs a call: it is not a regular file, so it is
+// not read.
+func TestPlantedFIFO(t *testing.T) {
+	e, _ := router(t)
+	for _, p := range []string{autorate.StatusPath(e.Root, "wan"), filepath.Join(e.job("tune").dir, "meta.json"), filepath.Join(e.job("test").dir, "log")} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := syscall.Mkfifo(p, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, m := range []string{"autorate", "tune_state", "test_state"} {
+			if got := call(t, e, m, ""); got["error"] != nil {
+				t.Errorf("%s: %v", m, got)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call hung on a planted FIFO")
+	}
 }
