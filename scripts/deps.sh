@@ -9,7 +9,7 @@ set -eu
 # luci-app-sqmkit's pages (openwrt/browser); cmake, libjson-c-dev,
 # libbsd-dev, file and git: OpenWrt's userland built from its pinned sources
 # (scripts/openwrt-stack.sh).
-pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring chromium cmake libjson-c-dev libbsd-dev file git"
+pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring chromium cmake libjson-c-dev libbsd-dev file git qemu-user"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -36,10 +36,10 @@ func runDoctor(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&o.File, "config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	watch := fs.Float64("watch", 0, "sample the counters twice, `SECONDS` apart, and judge rates and bypass over that window")
-	fs.StringVar(&o.Stats, "tc-stats", "", "judge pasted `tc -s qdisc show` output from `FILE` (text or tc -j JSON) instead of the live system")
-	fs.StringVar(&o.Classes, "tc-class", "", "with --tc-stats: pasted `tc -s class show dev IFACE` output `FILE`")
+	fs.StringVar(&o.Stats, "tc-stats", "", "judge pasted 'tc -s qdisc show' output from `FILE` (text or tc -j JSON) instead of the live system")
+	fs.StringVar(&o.Classes, "tc-class", "", "with --tc-stats: pasted 'tc -s class show dev IFACE' output `FILE`")
 	o.Overrides = config.RegisterFlags(fs)
-	fs.StringVar(&o.Filters, "tc-filter", "", "with --tc-stats: pasted `tc -s filter show dev IFACE parent ffff:` output `FILE`")
+	fs.StringVar(&o.Filters, "tc-filter", "", "with --tc-stats: pasted 'tc -s filter show dev IFACE parent ffff:' output `FILE`")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}

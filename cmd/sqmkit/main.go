@@ -74,7 +74,17 @@ func newFlagSet(name, argsUsage string) *flag.FlagSet {
 	fs := flag.NewFlagSet("sqmkit "+name, flag.ContinueOnError)
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "Usage: sqmkit %s [flags] %s\n\n%s\n\nFlags:\n", name, argsUsage, commands[name].summary)
-		fs.PrintDefaults()
+		// a flag without a usage text is accepted but not shown (stop's
+		// rate flags: config.RegisterFlags)
+		shown := flag.NewFlagSet(fs.Name(), flag.ContinueOnError)
+		shown.SetOutput(fs.Output())
+		fs.VisitAll(func(f *flag.Flag) {
+			if f.Usage != "" {
+				shown.Var(f.Value, f.Name, f.Usage)
+				shown.Lookup(f.Name).DefValue = f.DefValue
+			}
+		})
+		shown.PrintDefaults()
 	}
 	return fs
 }

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"flag"
 	"os/exec"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 func TestParseFlagsErrorsAreShort(t *testing.T) {
@@ -59,7 +62,49 @@ func TestEveryCommandHelp(t *testing.T) {
 			if code := c.run([]string{"-h"}, &out, &errb); code != 0 || !strings.Contains(out.String()+errb.String(), "Usage: sqmkit "+name) {
 				t.Errorf("sqmkit %s -h: exit %d\n%s%s", name, code, out.String(), errb.String())
 			}
+			// each flag's line shows one placeholder that says what to
+			// give: a backtick in a flag's text made the words between
+			// them the placeholder ("-by-interface start --by-interface
+			// -- IFACE"), and a Func flag without one shows "value"
+			for _, l := range strings.Split(out.String()+errb.String(), "\n") {
+				if !strings.HasPrefix(l, "  -") {
+					continue
+				}
+				head, _, _ := strings.Cut(strings.TrimSpace(l), "\t")
+				if f := strings.Fields(head); len(f) > 2 || len(f) == 2 && (f[1] == "value" || !placeholder.MatchString(f[1])) {
+					t.Errorf("sqmkit %s -h: %q shows no meaningful placeholder", name, head)
+				}
+			}
 		})
+	}
+}
+
+// placeholder: an upper-case name (KBIT, DOWN:UP, HOST[:PORT], 1|0,
+// FILE.flent.gz) or
+// the flag package's type words for a typed flag.
+var placeholder = regexp.MustCompile(`^([A-Z0-9][A-Za-z0-9_:|\[\].]*|duration|int|uint|float|string|secret|bytes)$`)
+
+// TestStopTakesWhereFlags: stop's -h shows the flags that say where a tree
+// is, not the rates or qdisc options, which change nothing it does; a
+// start's command line with "stop" in its place is still accepted.
+func TestStopTakesWhereFlags(t *testing.T) {
+	var out bytes.Buffer
+	run([]string{"stop", "-h"}, &out, &out)
+	for _, f := range []string{"-interface", "-ifb", "-backend", "-script", "-all", "-by-interface"} {
+		if !regexp.MustCompile(`(?m)^  ` + f + `\b`).MatchString(out.String()) {
+			t.Errorf("stop -h lacks %s:\n%s", f, out.String())
+		}
+	}
+	for _, f := range []string{"-download", "-upload", "-overhead", "-iqdisc-opts"} {
+		if regexp.MustCompile(`(?m)^  ` + f + `\b`).MatchString(out.String()) {
+			t.Errorf("stop -h shows %s, which a stop does not use", f)
+		}
+	}
+	fs := newFlagSet("stop", "")
+	fs.SetOutput(&out)
+	config.RegisterFlags(fs, config.WhereFlags...)
+	if ok, _ := parseFlags(fs, []string{"--interface", "eth0", "--download", "95000"}); !ok {
+		t.Errorf("stop refused a start's rate flag: %s", out.String())
 	}
 }
 

@@ -44,6 +44,8 @@ func TestPlanCommand(t *testing.T) {
 				"tc qdisc del dev eth0 ingress", // an earlier start's download redirect goes
 			}, []string{"ip link add", "filter add"}, ""},
 		{"plan error names the flag", []string{"--root", "testdata/router", "--eqdisc-opts", "quantum", "wan"}, 1, nil, nil, "--eqdisc-opts: sqm.wan.eqdisc_opts: \"quantum\" needs a value"},
+		{"a rate that looks like a unit slip is planned with a warning", []string{"--root", "testdata/linux", "--interface", "eth0", "--download", "95", "--upload", "0", "--backend", "cake"}, 0,
+			[]string{"# warning: download 95 kbit/s is under 1 Mbit/s: right for a slow DSL upload, but rates are in kbit/s, so 95 Mbit/s would be 95000"}, nil, ""},
 		{"plan refuses a bad rate", []string{"--root", "testdata/router", "--upload", "10"}, 1, nil, nil, "upload: 10 kbit/s is below the 64 kbit/s minimum"},
 		{"unknown section", []string{"--root", "testdata/router", "dsl"}, 1, nil, nil, "dsl"},
 		{"two arguments", []string{"--root", "testdata/router", "wan", "lan"}, 2, nil, nil, "one SECTION or IFACE"},
@@ -71,6 +73,22 @@ func TestPlanCommand(t *testing.T) {
 		}
 		if !strings.Contains(stderr.String(), tc.stderr) {
 			t.Errorf("%s: stderr %q lacks %q", tc.name, stderr.String(), tc.stderr)
+		}
+	}
+}
+
+// TestRateWarningOnStart: a start (here a dry run) applies a rate that
+// looks like a unit slip, and says so first.
+func TestRateWarningOnStart(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"start", "--dry-run", "--root", "testdata/linux", "--probe-cache", "", "--interface", "eth0",
+		"--download", "95", "--upload", "20000000", "--backend", "cake"}, &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "bandwidth 95kbit") {
+		t.Fatalf("exit %d, want 0 and the 95 kbit/s tree:\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, w := range []string{"sqmkit start: eth0: warning: download 95 kbit/s is under 1 Mbit/s", "sqmkit start: eth0: warning: upload 20000000 kbit/s is over 10 Gbit/s"} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
 		}
 	}
 }

@@ -65,9 +65,14 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 		all = fs.Bool("all", false, "everything sqmkit applied, whatever the config says now (the service's stop; also what stop without an argument does)")
 	}
 	if name != "status" && name != "reload" {
-		byIface = fs.Bool("by-interface", false, "the argument is the queue's interface, never a section name (sqm-scripts' convention: its .qos scripts run `start --by-interface -- IFACE`)")
+		byIface = fs.Bool("by-interface", false, "the argument is the queue's interface, never a section name (sqm-scripts' convention: its .qos scripts run \"start --by-interface -- IFACE\")")
 	}
-	o := config.RegisterFlags(fs)
+	var o *config.Overrides
+	if name == "stop" {
+		o = config.RegisterFlags(fs, config.WhereFlags...) // rates and qdisc options change no stop: not shown
+	} else {
+		o = config.RegisterFlags(fs)
+	}
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
@@ -107,6 +112,9 @@ func runLifecycle(name string, args []string, stdout, stderr io.Writer) int {
 	// a tune that died left its trial rates: put back, and said
 	for _, said := range apply.RecoverTrials(*root, qs, l.opts) {
 		fmt.Fprintf(stderr, "sqmkit %s: %s\n", name, said)
+	}
+	if name != "status" && !l.opts.Hotplug {
+		warnRates(name, qs, stderr)
 	}
 	// Rates set by sqmkit rate (tune, autorate) hold until a full start:
 	// status and the hotplug and reload paths plan with them.
@@ -231,6 +239,7 @@ func (l *lifecycle) reload(stdout, stderr io.Writer) int {
 	for _, said := range apply.RecoverTrials(l.root, qs, l.opts) {
 		fmt.Fprintf(stderr, "sqmkit reload: %s\n", said)
 	}
+	warnRates("reload", qs, stderr)
 	// a refused section's record stays: what it applied is left as it is
 	stale := slices.DeleteFunc(recs, func(r applied.Record) bool {
 		return slices.ContainsFunc(qs, func(q config.Queue) bool { return q.Interface == r.Device && q.Section == r.Section }) ||
@@ -383,4 +392,14 @@ func actions(r *tcstats.Record) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, ", ")
+}
+
+// warnRates says which queues' rates look like a unit slip (a start still
+// applies them: a 950 kbit/s ADSL upload is real). TestRateWarningOnStart.
+func warnRates(cmd string, qs []config.Queue, stderr io.Writer) {
+	for _, q := range qs {
+		for _, w := range q.RateWarnings() {
+			fmt.Fprintf(stderr, "sqmkit %s: %s: warning: %s\n", cmd, cmp.Or(q.Section, q.Interface), w)
+		}
+	}
 }

@@ -41,7 +41,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweep := fs.String("sweep", "", "measure every rate from `FROM:TO` percent of the line in 1 % steps per direction instead of searching (e.g. 80:100); changes nothing")
 	line := fs.String("line", "", "with --sweep: the line's `DOWN:UP` shaper rates in kbit/s that are 100 % (e.g. the modem's sync rates; default: measured)")
 	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
-	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `length` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
+	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `DURATION` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {

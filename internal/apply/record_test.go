@@ -49,6 +49,17 @@ func TestRecordsWhatItApplied(t *testing.T) {
 	if _, ok, _ := o.Records.Get("wan"); ok {
 		t.Error("a stop left the record")
 	}
+	// and one that is down is raised, not marked, and kept too
+	if _, err := k.Batch("ip", false, [][]string{{"link", "set", "dev", "ifb4wan", "down"}}); err != nil {
+		t.Fatal(err)
+	}
+	Start([]Target{tg}, o)
+	if rec, _, _ = o.Records.Get("wan"); rec.IFBCreated || k.Link("ifb4wan").Alias != "" || !k.Link("ifb4wan").Up {
+		t.Errorf("a found IFB that was down: record %+v, link %+v", rec, k.Link("ifb4wan"))
+	}
+	if r := Stop([]Target{tg}, o)[0]; r.State != Stopped || !k.Exists("ifb4wan") {
+		t.Errorf("stop of a found IFB that was down: %s %v, IFB there %v", r.State, r.Err, k.Exists("ifb4wan"))
+	}
 }
 
 // A queue moved to another device: the start removes what the same

@@ -297,12 +297,9 @@ func (o *Options) raiseIFB(wan, ifb string, d *plan.Dir) (created int, err error
 	}
 	setup := d.Setup
 	if before.Exists {
-		setup = nil
-		for _, l := range d.Setup {
-			if !(len(l) > 1 && l[0] == "link" && l[1] == "add") {
-				setup = append(setup, l)
-			}
-		}
+		// someone's IFB, down: raised, never given sqmkit's mark, which
+		// would make it one a stop deletes (TestRecordsWhatItApplied)
+		setup = [][]string{{"link", "set", "dev", ifb, "up"}}
 	}
 	if _, err := o.Kernel.Batch("ip", false, setup); err != nil {
 		if !before.Exists && o.Kernel.Link(ifb).Exists {

@@ -505,3 +505,30 @@ func TestLoadUCICLIFile(t *testing.T) {
 		t.Errorf("@queue[2]: %+v %v", sel, err)
 	}
 }
+
+// TestRateWarnings: a rate under 1 Mbit/s or over 10 Gbit/s is named with
+// its unit spelled out; plausible rates and 0 say nothing.
+func TestRateWarnings(t *testing.T) {
+	for _, c := range []struct {
+		down, up int
+		want     []string
+	}{
+		{95000, 9500, nil},
+		{0, 1000, nil},
+		{10_000_000, 0, nil},
+		{95, 9500, []string{"download 95 kbit/s is under 1 Mbit/s", "95 Mbit/s would be 95000"}},
+		{95000, 950, []string{"upload 950 kbit/s is under 1 Mbit/s"}},
+		{25_000_000, 9500, []string{"download 25000000 kbit/s is over 10 Gbit/s", "this is 25 Gbit/s"}},
+	} {
+		q := Queue{Download: c.down, Upload: c.up}
+		got := strings.Join(q.RateWarnings(), "\n")
+		if len(c.want) == 0 && got != "" {
+			t.Errorf("%d/%d: warned %q", c.down, c.up, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%d/%d: %q lacks %q", c.down, c.up, got, w)
+			}
+		}
+	}
+}

@@ -3,6 +3,7 @@ package config
 import (
 	"flag"
 	"fmt"
+	"slices"
 )
 
 // Overrides holds the command-line flags that override /etc/config/sqm.
@@ -11,11 +12,17 @@ type Overrides struct {
 	vals map[string]string // flag name -> value, checked when parsed
 }
 
+// WhereFlags are the flags that say where a queue's trees are (the device,
+// the IFB, the backend that names it): all a stop uses.
+var WhereFlags = []string{"interface", "ifb", "backend", "script"}
+
 // RegisterFlags registers --download, --upload, --backend, --interface,
 // --overhead, ... on fs (one per UCI option that has a flag, unless fs
 // already has a flag of that name) and returns the Overrides they fill in
-// when fs is parsed.
-func RegisterFlags(fs *flag.FlagSet) *Overrides {
+// when fs is parsed. When shown names any, the others are registered
+// without a usage text, which the commands' -h leaves out: a start's
+// command line with "stop" in its place still works.
+func RegisterFlags(fs *flag.FlagSet, shown ...string) *Overrides {
 	o := &Overrides{vals: map[string]string{}}
 	for i := range fields {
 		f := &fields[i]
@@ -26,6 +33,9 @@ func RegisterFlags(fs *flag.FlagSet) *Overrides {
 			continue
 		}
 		usage := fmt.Sprintf("%s (UCI option %s, e.g. %s)", f.usage, f.opt, f.example)
+		if len(shown) > 0 && !slices.Contains(shown, f.flag) {
+			usage = ""
+		}
 		fs.Func(f.flag, usage, func(v string) error {
 			// Parse into a scratch queue so a bad value fails at flag
 			// parsing, naming the flag; Apply then cannot fail.

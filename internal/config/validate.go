@@ -42,6 +42,32 @@ const (
 	MaxRateKbit = 100_000_000
 )
 
+// Plausible rates: what a broadband line carries. Outside them a rate is
+// more often a unit slip (95 typed for 95 Mbit/s) than a line, so it is
+// applied as given with a warning (TestRateWarnings).
+const (
+	PlausibleMinKbit = 1000
+	PlausibleMaxKbit = 10_000_000
+)
+
+// RateWarnings says which of q's rates are implausible, in words that
+// spell the unit out; nil when both are plausible or 0.
+func (q Queue) RateWarnings() []string {
+	var out []string
+	for _, r := range []struct {
+		opt string
+		v   int
+	}{{"download", q.Download}, {"upload", q.Upload}} {
+		switch {
+		case r.v > 0 && r.v < PlausibleMinKbit:
+			out = append(out, fmt.Sprintf("%s %d kbit/s is under 1 Mbit/s: right for a slow DSL upload, but rates are in kbit/s, so %d Mbit/s would be %d", r.opt, r.v, r.v, r.v*1000))
+		case r.v > PlausibleMaxKbit:
+			out = append(out, fmt.Sprintf("%s %d kbit/s is over 10 Gbit/s: rates are in kbit/s, so this is %g Gbit/s (95 Mbit/s is 95000)", r.opt, r.v, float64(r.v)/1e6))
+		}
+	}
+	return out
+}
+
 // Validate checks q as a start would use it: the one validation of a queue,
 // whatever set its values. The error is a *FieldError naming the UCI option,
 // the flag and the file line that set it, and how to fix it. What only the

@@ -86,6 +86,9 @@ func build(q config.Queue, f linkinfo.Facts) (*Plan, error) {
 	p := &Plan{Section: q.Section, Backend: q.Backend, Device: q.Interface}
 	p.note("section %s: interface %s, backend %s", cmp.Or(q.Section, "-"), q.Interface, q.Backend)
 	p.Notes = append(p.Notes, q.Notes...) // how config chose the backend and applied flags
+	for _, w := range q.RateWarnings() {
+		p.note("warning: %s", w)
+	}
 
 	oh, ohNote := overhead(q, f)
 	devMTU := f.MTU

@@ -148,6 +148,16 @@ func TestStatusCounters(t *testing.T) {
 	if d["direction"] != "download" || d["device"] != "ifb4wan" || d["root"] != "cake" || d["rate_kbit"] != float64(20000) {
 		t.Errorf("download direction %v", d)
 	}
+	if w := q["warnings"].([]any); len(w) != 0 {
+		t.Errorf("warnings %v for plausible rates", w)
+	}
+	// a rate that looks like a unit slip (950 typed for 950 Mbit/s) is named
+	os.WriteFile(filepath.Join(e.Root, "etc/config/sqm"), []byte(strings.Replace(sqmFile, "'10000'", "'950'", 1)), 0o644)
+	q = call(t, e, "status", "")["queues"].([]any)[0].(map[string]any)
+	if w := fmt.Sprint(q["warnings"]); !strings.Contains(w, "upload 950 kbit/s is under 1 Mbit/s") {
+		t.Errorf("warnings %s, want the upload's", w)
+	}
+	os.WriteFile(filepath.Join(e.Root, "etc/config/sqm"), []byte(sqmFile), 0o644)
 	c := call(t, e, "counters", "{}")
 	devs := c["devices"].(map[string]any)
 	if c["at_ms"] != float64(e.Now().UnixMilli()) || devs["wan"] == nil || devs["ifb4wan"] == nil {

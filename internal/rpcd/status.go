@@ -25,6 +25,7 @@ type queueStatus struct {
 	Error     string      `json:"error,omitempty"`
 	Diffs     []string    `json:"diffs"`
 	Dirs      []dirStatus `json:"directions"`
+	Warnings  []string    `json:"warnings"` // rates that look like a unit slip
 }
 
 // dirStatus is one planned direction: where it is shaped, and the root
@@ -47,13 +48,13 @@ func (e *Env) status(map[string]any) (any, error) {
 	out := []queueStatus{}
 	if bad != nil {
 		for i, s := range bad.Sections {
-			out = append(out, queueStatus{Section: s, Error: bad.Errs[i].Error(), Diffs: []string{}, Dirs: []dirStatus{}})
+			out = append(out, queueStatus{Section: s, Error: bad.Errs[i].Error(), Diffs: []string{}, Dirs: []dirStatus{}, Warnings: []string{}})
 		}
 	}
 	for i, st := range apply.Inspect(ts, e.Opts) {
 		q := ts[i].Queue
 		qs := queueStatus{Section: q.Section, Interface: q.Interface, Backend: string(q.Backend), Download: q.Download, Upload: q.Upload,
-			UseMQ: q.UseMQ, Autorate: q.Autorate, Shaped: st.Matches(), Diffs: []string{}, Dirs: []dirStatus{}}
+			UseMQ: q.UseMQ, Autorate: q.Autorate, Shaped: st.Matches(), Diffs: []string{}, Dirs: []dirStatus{}, Warnings: append([]string{}, q.RateWarnings()...)}
 		if st.Err != nil {
 			qs.Error = st.Err.Error()
 		}

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"strings"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -414,4 +414,3 @@ func (r *router) stopJobWith(t *testing.T, name, sig string) {
 	}
 	t.Fatalf("the %s did not end", name)
 }
-

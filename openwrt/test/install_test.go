@@ -2,6 +2,7 @@ package openwrttest
 
 import (
 	"io/fs"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,8 +226,11 @@ func diff(a, b []string) []string {
 	return out
 }
 
-// The README's install commands fetch, for each router architecture, a
-// file that `make router` builds (scripts/size.sh), and are at most three.
+// The README's install commands fetch, for every DISTRIB_ARCH OpenWrt
+// 24.10 and 25.12 name (testdata/distrib-arch.txt), the file that `make
+// router` builds for it (scripts/size.sh), and are at most three; the
+// README names the architectures Go has no port for (arm_fa526, ARMv4,
+// fetches the ARMv5 build, which dies there on an illegal instruction).
 func TestReadmeInstallCommands(t *testing.T) {
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
@@ -249,15 +253,19 @@ func TestReadmeInstallCommands(t *testing.T) {
 	if url == nil {
 		t.Fatalf("no release URL in %q", cmds[0])
 	}
-	size, err := os.ReadFile("../../scripts/size.sh")
+	built := releaseTargets(t)
+	arches, err := os.ReadFile("testdata/distrib-arch.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
-	var built []string
-	for _, m := range regexp.MustCompile(`(\w+):\w+:\w*`).FindAllStringSubmatch(regexp.MustCompile(`(?m)^for target in (.*); do`).FindStringSubmatch(string(size))[1], -1) {
-		built = append(built, "sqmkit-"+m[1])
-	}
-	for _, arch := range []string{"aarch64_cortex-a53", "arm_cortex-a7_neon-vfpv4", "mipsel_24kc", "mips_24kc", "x86_64"} {
+	n := 0
+	for _, l := range strings.Split(string(arches), "\n") {
+		f := strings.Fields(l)
+		if len(f) != 2 || strings.HasPrefix(l, "#") {
+			continue
+		}
+		n++
+		arch, want := f[0], f[1]
 		release := filepath.Join(t.TempDir(), "openwrt_release")
 		os.WriteFile(release, []byte("DISTRIB_ARCH='"+arch+"'\n"), 0o644)
 		expr := strings.ReplaceAll(url[1], "/etc/openwrt_release", release)
@@ -266,8 +274,88 @@ func TestReadmeInstallCommands(t *testing.T) {
 			t.Fatalf("%s: %v", expr, err)
 		}
 		name := filepath.Base(strings.TrimSpace(string(out)))
-		if !slices.Contains(built, name) {
-			t.Errorf("DISTRIB_ARCH %s fetches %s; make router builds %q", arch, name, built)
+		_, ok := built[name]
+		switch {
+		case want == "unsupported" && !strings.Contains(sec, arch):
+			t.Errorf("DISTRIB_ARCH %s has no release; the README's Install does not say so", arch)
+		case want != "unsupported" && (name != want || !ok):
+			t.Errorf("DISTRIB_ARCH %s fetches %s, want %s (make router builds %v)", arch, name, want, slices.Sorted(maps.Keys(built)))
 		}
+	}
+	if n < 30 {
+		t.Errorf("only %d architectures in testdata/distrib-arch.txt", n)
+	}
+}
+
+// releaseTargets reads scripts/size.sh's list: release file name -> the
+// GOARCH and variant it is built with.
+func releaseTargets(t *testing.T) map[string][2]string {
+	t.Helper()
+	size, err := os.ReadFile("../../scripts/size.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := regexp.MustCompile(`(?m)^for target in (.*); do`).FindStringSubmatch(string(size))
+	if list == nil {
+		t.Fatal("scripts/size.sh has no target list")
+	}
+	out := map[string][2]string{}
+	for _, m := range regexp.MustCompile(`(\w+):(\w+):(\w*)`).FindAllStringSubmatch(list[1], -1) {
+		out["sqmkit-"+m[1]] = [2]string{m[2], m[3]}
+	}
+	return out
+}
+
+// TestReleasesRun builds every release as `make router` does (within its
+// size budget) and runs each on the oldest CPU of its family under
+// qemu-user (ARMv5 arm926 for arm, 24Kc, MIPS64R2): each plans the worked
+// example's router exactly as the host's build does. i386 runs on the
+// host's kernel itself: qemu-user's i386 cannot run Go's 386 threads (a
+// hello world crashes there too), so the no-SSE2 CPU is not emulated.
+func TestReleasesRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds every release (minutes)")
+	}
+	bin := t.TempDir()
+	c := exec.Command("sh", "../../scripts/size.sh")
+	c.Env = append(os.Environ(), "BIN="+bin, "VERSION=test")
+	out, err := c.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/size.sh: %v\n%s", err, out)
+	}
+	t.Logf("%s", out)
+	want, err := exec.Command("go", "run", "../../cmd/sqmkit", "plan", "--root", "../../cmd/sqmkit/testdata/router").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// each GOARCH's CPUs: the oldest its OpenWrt targets have (ARMv5
+	// arm926 and XScale, ARMv6 arm1176) and a common one
+	cpus := map[string][][]string{
+		"arm":      {{"qemu-arm", "-cpu", "arm926"}, {"qemu-arm", "-cpu", "pxa270"}, {"qemu-arm", "-cpu", "arm1176"}, {"qemu-arm", "-cpu", "cortex-a7"}},
+		"arm64":    {{"qemu-aarch64", "-cpu", "cortex-a53"}},
+		"mips":     {{"qemu-mips", "-cpu", "24Kc"}},
+		"mipsle":   {{"qemu-mipsel", "-cpu", "24Kc"}},
+		"mips64":   {{"qemu-mips64", "-cpu", "MIPS64R2-generic"}},
+		"mips64le": {{"qemu-mips64el", "-cpu", "MIPS64R2-generic"}},
+		"riscv64":  {{"qemu-riscv64"}}, "loong64": {{"qemu-loongarch64"}}, "amd64": {{}}, "386": {{}}}
+	for name, target := range releaseTargets(t) {
+		t.Run(name, func(t *testing.T) {
+			runs, ok := cpus[target[0]]
+			if !ok {
+				t.Fatalf("no CPU to run GOARCH %s on: add one here", target[0])
+			}
+			for _, run := range runs {
+				if len(run) > 0 {
+					if _, err := exec.LookPath(run[0]); err != nil {
+						tctest.Missing(t, "needs "+run[0]+" (qemu-user, installed by scripts/deps.sh)")
+					}
+				}
+				cmd := append(slices.Clone(run), filepath.Join(bin, "release", name), "plan", "--root", "../../cmd/sqmkit/testdata/router")
+				got, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+				if err != nil || string(got) != string(want) {
+					t.Errorf("%q: %v\n%s", cmd, err, got)
+				}
+			}
+		})
 	}
 }

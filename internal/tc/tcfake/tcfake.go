@@ -240,6 +240,12 @@ func (k *Kernel) ip(argv []string) error {
 		if len(argv) == 7 {
 			d.Alias = argv[5]
 		}
+	case len(argv) == 5 && argv[0] == "link" && argv[1] == "set" && argv[4] == "down":
+		d := k.dev(argv[3])
+		if d == nil {
+			return fmt.Errorf("Cannot find device %q", argv[3])
+		}
+		d.Up = false
 	case len(argv) == 4 && argv[0] == "link" && argv[1] == "del":
 		if k.dev(argv[3]) == nil {
 			return fmt.Errorf("Cannot find device %q", argv[3])

@@ -44,6 +44,7 @@ return view.extend({
 			E('h3', {}, [ t(_('Queue %s').format(q.section)) ]),
 			head,
 			diffs.length ? E('ul', { 'class': 'sqmkit-diffs' }, diffs.map(function(d) { return E('li', {}, [ t(d) ]); })) : '',
+			(q.warnings || []).length ? E('ul', { 'class': 'sqmkit-warnings' }, q.warnings.map(function(w) { return E('li', {}, [ t(w) ]); })) : '',
 			E('table', { 'class': 'table' }, [ notify.head(cols) ].concat(rows))
 		]);
 	},
