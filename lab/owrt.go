@@ -371,3 +371,39 @@ func (g *guest) owrtPPPoEOne(p *profile.Profile, way string, r *result) error {
 func checkOf(name string, ok bool, want string) accept.Check {
 	return accept.Check{Name: name, Got: one(ok), Want: want, OK: ok}
 }
+
+// prepareOpenWrt boots OpenWrt for a .qos scenario: its UCI files as LuCI
+// writes them, its network service disabled (netifd would take the lab's
+// devices down at its start; the lab keeps the addresses), the NSS tc
+// stand-in in front of its tc for sqmkit-nss.qos, sqmkit installed on the
+// running router; sqm-scripts' service is enabled (so sqmkit's own
+// defers to it) but its queue only once the router is up, so the
+// scenario's start is the first; the scenario's --root is the router's
+// root as its processes see it.
+func (g *guest) prepareOpenWrt(t *topo, q qosBackend, sc *scenario) (*scenario, error) {
+	sqm, network := routerUCI(t.p, sc.dev, q.backend, q.script, sc.down, sc.up)
+	off := strings.Replace(sqm, "option enabled '1'", "option enabled '0'", 1)
+	// without netifd, ubus has no network object to wait for
+	o, err := g.bootOpenWrt(t, strings.TrimSuffix(q.script, ".qos"), network, off, []string{"session", "uci", "service"}, func(root string) error {
+		for _, l := range []string{"S20network", "K90network"} {
+			os.Remove(filepath.Join(root, "etc/rc.d", l))
+		}
+		if q.backend == "nss" {
+			return g.tcShim(root)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := o.installSqmkit(g, t.sh.log); err != nil {
+		o.halt()
+		return nil, err
+	}
+	if err := os.WriteFile(o.Path("/etc/config/sqm"), []byte(sqm), 0o644); err != nil {
+		o.halt()
+		return nil, err
+	}
+	sc.owrt, sc.root, sc.close = o, o.Path("/"), o.halt
+	return sc, nil
+}

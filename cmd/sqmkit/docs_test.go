@@ -1,0 +1,136 @@
+package main
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestDocReferences: every file the repository's docs and code name
+// exists, every section they cite by title is a heading of that file,
+// and every relative Markdown link resolves; nothing cites a spec that
+// is not in the repository. Generated paths (bin/, lab/.cache, lab/results)
+// are not checked.
+func TestDocReferences(t *testing.T) {
+	root := "../.."
+	var files []string
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if rel == ".git" || rel == "bin" || rel == "lab/.cache" || rel == "lab/results" || strings.HasSuffix(rel, "testdata") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".md", ".go", ".sh", ".js":
+			files = append(files, rel)
+		}
+		if d.Name() == "Makefile" {
+			files = append(files, rel)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) < 100 {
+		t.Fatalf("only %d files found", len(files))
+	}
+	path := regexp.MustCompile("(?:^|[\\s`(\"'])((?:docs|internal|cmd|lab|openwrt|scripts|linux/systemd)/[A-Za-z0-9_./@-]*[A-Za-z0-9_@-])")
+	section := regexp.MustCompile(`((?:docs/[a-z-]+|lab/README)\.md),? "([^"]+)"`)
+	link := regexp.MustCompile(`\]\(([^)#\s]+)(?:#[^)]*)?\)`)
+	generated := regexp.MustCompile(`^(lab/\.cache|lab/results|bin)(/|$)`)
+	placeholder := regexp.MustCompile(`(^|/)[A-Z][A-Z_]+(\.|/|$)`) // lab/profiles/NAME.conf
+	comment := regexp.MustCompile(`\s*\n\s*(//|#)?\s*`)            // a title broken over comment lines
+	headings := map[string]string{}
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := string(b)
+		if strings.Contains(text, "spec §") && f != "cmd/sqmkit/docs_test.go" {
+			t.Errorf("%s cites a spec section that is not in the repository", f)
+		}
+		for _, m := range path.FindAllStringSubmatch(text, -1) {
+			p := strings.TrimSuffix(m[1], ".")
+			if generated.MatchString(p) || placeholder.MatchString(p) || strings.Contains(p, "...") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, p)); err != nil {
+				t.Errorf("%s names %s, which does not exist", f, p)
+			}
+		}
+		for _, m := range section.FindAllStringSubmatch(text, -1) {
+			h, ok := headings[m[1]]
+			if !ok {
+				b, err := os.ReadFile(filepath.Join(root, m[1]))
+				if err != nil {
+					continue // reported above
+				}
+				for _, l := range strings.Split(string(b), "\n") {
+					if strings.HasPrefix(l, "#") {
+						h += l + "\n"
+					}
+				}
+				headings[m[1]] = h
+			}
+			if title := comment.ReplaceAllString(m[2], " "); !strings.Contains(h, title) {
+				t.Errorf("%s cites %s, %q: no such heading", f, m[1], title)
+			}
+		}
+		if filepath.Ext(f) != ".md" {
+			continue
+		}
+		for _, m := range link.FindAllStringSubmatch(text, -1) {
+			if strings.Contains(m[1], "://") || strings.HasPrefix(m[1], "mailto:") {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(root, filepath.Dir(f), m[1])); err != nil {
+				t.Errorf("%s links %s, which does not resolve from %s", f, m[1], filepath.Dir(f))
+			}
+		}
+	}
+}
+
+// TestFileLength: no source file over 600 lines; a longer one holds more
+// than one job and is split by job (lab/trace.go's plot, lab/result.go).
+func TestFileLength(t *testing.T) {
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", ".cache", "results":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		switch filepath.Ext(p) {
+		case ".go", ".sh", ".js":
+		default:
+			if d.Name() != "Makefile" {
+				return nil
+			}
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if n := strings.Count(string(b), "\n"); n > 600 {
+			t.Errorf("%s: %d lines, more than 600", p, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
