@@ -13,6 +13,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/joblock"
+	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/report"
 )
 
@@ -41,6 +42,8 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	rpmURL := fs.String("rpm", "", "also measure responsiveness (RPM) against this `URL` or host[:port] (an RPM server, e.g. 'sqmkit serve --rpm'); alone, without SERVER, only RPM")
 	rpmInsecure := fs.Bool("rpm-insecure", false, "accept the RPM server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
+	root := fs.String("root", "/", "on a router: read its queues (/etc/config/sqm) and devices under `DIR`")
+	anyRoute := fs.Bool("any-route", false, "on a router: test even when the route to SERVER leaves by a device no queue shapes (and skip the counter check)")
 	quiet := fs.Bool("quiet", false, "no progress display")
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
@@ -90,23 +93,42 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 
+	ctx, stop := stopSignals()
+	defer stop()
+	// on a router, the test's route must leave through a queue (else it
+	// grades another link), and that queue's counters are read beside it
+	var qs []config.Queue
+	if !*anyRoute {
+		qs = routerQueues(*root)
+	}
+	on, err := routeCheck(ctx, *root, qs, cfg.Server, cfg.Network, "")
+	if err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
+		return 1
+	}
+	cfg.Network = on.network
 	// on a router, the test holds its queues: a tune is not moving their
 	// rates meanwhile, and autorate pauses until it ends
-	release, err := holdQueues("/", "test", cfg.Server)
+	release, err := holdQueues(*root, "test", cfg.Server)
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 1
 	}
 	defer release()
-	ctx, stop := stopSignals()
-	defer stop()
+	sampling := make(chan struct{})
+	samples := on.counters(sampling)
 	res, err := bbclient.Run(ctx, cfg)
+	close(sampling)
 	if pr != nil {
 		pr.Done() // the summary must not share a line with the display
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 1
+	}
+	if on.queue != nil {
+		res.Queue = on.queue.Section
+		res.PathChecks = onpath.Check(res, on.queue.Section, <-samples)
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
@@ -214,11 +236,17 @@ func runCompare(files []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// routerQueues are root's enabled queues; none off a router.
+func routerQueues(root string) []config.Queue {
+	qs, _ := config.Resolve(root, "", nil, "") // a bad section is start's to report
+	return qs
+}
+
 // holdQueues takes the job locks of root's enabled queues, if it has any,
 // for a job of kind (TestTestHoldsQueues).
 func holdQueues(root, kind, what string) (func(), error) {
-	qs, err := config.Resolve(root, "", nil, "")
-	if err != nil || len(qs) == 0 {
+	qs := routerQueues(root)
+	if len(qs) == 0 {
 		return func() {}, nil // no router config: nothing to hold
 	}
 	var devs []string

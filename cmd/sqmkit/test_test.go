@@ -20,6 +20,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/report"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 func TestTestUsageErrors(t *testing.T) {
@@ -145,5 +146,70 @@ func TestIncompleteNotGraded(t *testing.T) {
 	out, _ = exec.Command(bin, "test", "--compare", filepath.Join(dir, "whole.json"), cut).CombinedOutput()
 	if !strings.Contains(string(out), "INCOMPLETE") || regexp.MustCompile(`[+-][0-9.]+ ?%`).MatchString(string(out)) {
 		t.Errorf("--compare with a cut-short run:\n%s", out)
+	}
+}
+
+// TestTestOnRouter: on a router, a test whose route leaves through the
+// queue's device runs and compares each loaded phase with the shaper's
+// counters (here they agree: the test is the only traffic); a test or a
+// tune whose route leaves by a device no queue shapes is refused before
+// it starts, naming that device and the fix.
+func TestTestOnRouter(t *testing.T) {
+	router, server := tctest.NewPair(t, "rt", 79)
+	for _, args := range [][]string{
+		{"-n", router.Name, "link", "add", "eth3", "type", "veth", "peer", "name", "eth3p"},
+		{"-n", router.Name, "addr", "add", "10.80.0.1/24", "dev", "eth3"},
+		{"-n", router.Name, "link", "set", "eth3", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	bin := buildSqmkit(t)
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface '"+router.Dev+"'\n\toption download '20000'\n\toption upload '10000'\n\toption script 'nss-zk.qos'\n"), 0o644)
+	if _, code, out := sqmkitIn(t, router, bin, true, "start", "--root", root, "--probe-cache", ""); code != 0 {
+		t.Fatalf("start: exit %d\n%s", code, out)
+	}
+	port := strconv.Itoa(freePort(t))
+	srv := exec.Command("ip", "netns", "exec", server.Name, bin, "serve", "--listen", net.JoinHostPort(server.Addr, port))
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Process.Kill(); srv.Wait() }()
+	time.Sleep(300 * time.Millisecond)
+
+	js := filepath.Join(t.TempDir(), "run.json")
+	_, code, out := sqmkitIn(t, router, bin, true, "test", server.Addr, "--port", port, "--root", root, "--quiet",
+		"--idle", "500ms", "--download", "3s", "--upload", "3s", "--bidir", "0", "--json", js)
+	if code != 0 {
+		t.Fatalf("test through the queue: exit %d\n%s", code, out)
+	}
+	res, err := report.ReadJSON(reporttest.Open(t, js))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Queue != "wan" || len(res.PathChecks) != 2 {
+		t.Fatalf("queue %q, checks %+v\n%s", res.Queue, res.PathChecks, out)
+	}
+	t.Logf("path checks: %+v", res.PathChecks)
+	for _, c := range res.PathChecks {
+		if c.Verdict != "agrees" {
+			t.Errorf("%+v: the test was the only traffic\n%s", c, out)
+		}
+	}
+	if !strings.Contains(out, "Route: through queue wan; its shaper counted what the test moved") {
+		t.Errorf("summary:\n%s", out)
+	}
+
+	_, code, out = sqmkitIn(t, router, bin, true, "test", "10.80.0.2", "--root", root, "--quiet")
+	if code != 1 || !strings.Contains(out, "the route to 10.80.0.2 leaves by eth3, which no queue shapes (queues: wan on "+router.Dev+")") || !strings.Contains(out, "fix:") {
+		t.Errorf("test off the queue's path: exit %d\n%s", code, out)
+	}
+	// a tune too: its steps would load another link than the shaper's
+	_, code, out = sqmkitIn(t, router, bin, true, "tune", "10.80.0.2", "--root", root)
+	if code != 1 || !strings.Contains(out, "leaves by eth3, which no queue shapes") {
+		t.Errorf("tune off the queue's path: exit %d\n%s", code, out)
 	}
 }

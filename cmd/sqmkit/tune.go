@@ -43,6 +43,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
 	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `DURATION` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
+	anyRoute := fs.Bool("any-route", false, "tune even when the route to SERVER leaves by another device than the queue's (its tests would not load the shaper)")
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
@@ -90,13 +91,23 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	} else if *v6 {
 		test.Network = "tcp6"
 	}
+	ctx, stop := stopSignals()
+	defer stop()
+	// the tests must load this queue's shaper: a server routed out by
+	// another device would tune on another link's behaviour
+	if !*anyRoute {
+		on, err := routeCheck(ctx, *root, qs, test.Server, test.Network, qs[0].Section)
+		if err != nil {
+			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+			return 1
+		}
+		test.Network = on.network
+	}
 	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
 	s := &tune.Session{
 		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp},
 		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
 	}
-	ctx, stop := stopSignals()
-	defer stop()
 	if *sweep != "" {
 		c, err := sweepConfig(*sweep, *line, *sweepStop, *sweepPhase)
 		if err != nil {

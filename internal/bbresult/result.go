@@ -43,6 +43,23 @@ type Result struct {
 	// caller that compares runs (tune) must not trust them.
 	Incomplete string `json:"incomplete,omitempty"`
 	RPM        *RPM   `json:"rpm,omitempty"`
+	// Queue is the router's queue the test's route leaves through, when it
+	// ran on the router; PathChecks its shaper's counters beside each
+	// loaded phase's goodput (package onpath).
+	Queue      string      `json:"queue,omitempty"`
+	PathChecks []PathCheck `json:"path_checks,omitempty"`
+}
+
+// PathCheck is one loaded phase's goodput in one direction beside what
+// the queue's shaper counted meanwhile.
+type PathCheck struct {
+	Phase       string  `json:"phase"`
+	Direction   string  `json:"direction"` // "download" or "upload"
+	GoodputMbps float64 `json:"goodput_mbps"`
+	CountedMbps float64 `json:"counted_mbps"`
+	// Verdict: "agrees"; "bypassed" (the shaper counted much less: the
+	// traffic did not pass it); "shared" (much more: other traffic).
+	Verdict string `json:"verdict"`
 }
 
 // Ungrade takes every grade off a result that is not whole (Incomplete):

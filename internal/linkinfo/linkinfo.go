@@ -18,6 +18,9 @@ type Facts struct {
 	// Kind is the kernel's view: "ether", "vlan", "ppp", "ip6tnl", "ipip",
 	// "wireguard", "ifb", ... ("" when /sys says nothing).
 	Kind string
+	// Lower are the devices the kernel puts this one on: a VLAN's
+	// (/proc/net/vlan) and /sys/class/net/<dev>/lower_* links.
+	Lower []string
 
 	// From /etc/config/network when a section matches the device.
 	NetworkSection string // e.g. "wan"

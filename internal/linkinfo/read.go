@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -171,8 +172,15 @@ func (r reader) sys(f *Facts) error {
 		note := fmt.Sprintf("/proc/net/vlan/%s: 802.1Q VLAN", f.Device)
 		if lower := vlanLower(vlan); lower != "" {
 			note += " on " + lower
+			f.Lower = append(f.Lower, lower)
 		}
 		f.Notes = append(f.Notes, note)
+	}
+	entries, _ := os.ReadDir(r.path(dir))
+	for _, e := range entries {
+		if l, ok := strings.CutPrefix(e.Name(), "lower_"); ok && !slices.Contains(f.Lower, l) {
+			f.Lower = append(f.Lower, l)
+		}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -67,7 +68,7 @@ var readCases = []struct {
 	},
 	{
 		name: "plain linux vlan eth0.7", root: "linux-vlan", dev: "eth0.7",
-		want:  Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", LowerDevice: "eth0.7"},
+		want:  Facts{Exists: true, OperUp: true, MTU: 1500, Kind: "vlan", Lower: []string{"eth0"}, LowerDevice: "eth0.7"},
 		notes: []string{"/proc/net/vlan/eth0.7: 802.1Q VLAN on eth0", "counts the 802.1Q tag"},
 	},
 	{
@@ -151,6 +152,24 @@ func TestReadErrors(t *testing.T) {
 		_, err := Read(tt.root, tt.dev)
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("Read(%s, %q) error = %v, want it to contain %q", tt.root, tt.dev, err, tt.want)
+		}
+	}
+}
+
+// TestStack: the devices a packet sent out of a device passes, top first.
+func TestStack(t *testing.T) {
+	for _, c := range []struct {
+		root, dev string
+		want      []string
+	}{
+		{"testdata/pppoe-vlan", "pppoe-wan", []string{"pppoe-wan", "wan.7", "wan"}},
+		{"testdata/pppoe-vlan", "wan", []string{"wan"}},
+		{"testdata/linux-vlan", "eth0.7", []string{"eth0.7", "eth0"}},
+		{"testdata/ethernet", "eth1", []string{"eth1"}},
+		{"testdata/missing", "nope", []string{"nope"}},
+	} {
+		if got := Stack(c.root, c.dev); !slices.Equal(got, c.want) {
+			t.Errorf("Stack(%s, %s) = %q, want %q", c.root, c.dev, got, c.want)
 		}
 	}
 }

@@ -82,6 +82,7 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 	if r.RPM != nil {
 		fmt.Fprintf(ew, "RPM %.0f: responsiveness against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
 	}
+	pathLine(ew, r)
 	for _, n := range r.Notes {
 		writeNote(ew, n)
 	}
@@ -188,4 +189,27 @@ func (e *errWriter) Write(p []byte) (int, error) {
 	n, err := e.w.Write(p)
 	e.err = err
 	return n, err
+}
+
+// pathLine says, for a test run on the router, which queue its route took
+// and whether the shaper counted what the test moved (the disagreements
+// are notes).
+func pathLine(w io.Writer, r *bbresult.Result) {
+	if r.Queue == "" {
+		return
+	}
+	agree := 0
+	for _, c := range r.PathChecks {
+		if c.Verdict == "agrees" {
+			agree++
+		}
+	}
+	switch {
+	case len(r.PathChecks) == 0:
+		fmt.Fprintf(w, "Route: through queue %s.\n", r.Queue)
+	case agree == len(r.PathChecks):
+		fmt.Fprintf(w, "Route: through queue %s; its shaper counted what the test moved in every loaded phase.\n", r.Queue)
+	default:
+		fmt.Fprintf(w, "Route: through queue %s; its shaper's counters disagree with the goodput in %d of %d loaded directions (notes).\n", r.Queue, len(r.PathChecks)-agree, len(r.PathChecks))
+	}
 }

@@ -90,6 +90,31 @@ func TestWriteSummary(t *testing.T) {
 	}
 }
 
+// TestSummaryRoute: a test run on the router names the queue its route
+// took and whether its shaper counted what the test moved.
+func TestSummaryRoute(t *testing.T) {
+	for _, c := range []struct {
+		checks []bbresult.PathCheck
+		want   string
+	}{
+		{nil, "Route: through queue wan.\n"},
+		{[]bbresult.PathCheck{{Verdict: "agrees"}, {Verdict: "agrees"}}, "Route: through queue wan; its shaper counted what the test moved in every loaded phase.\n"},
+		{[]bbresult.PathCheck{{Verdict: "agrees"}, {Verdict: "bypassed"}}, "disagree with the goodput in 1 of 2 loaded directions"},
+	} {
+		r := reporttest.Result(reporttest.Shaped())
+		r.Queue, r.PathChecks = "wan", c.checks
+		var buf bytes.Buffer
+		if err := WriteSummary(&buf, r); err != nil || !strings.Contains(buf.String(), c.want) {
+			t.Errorf("%v: %v, summary lacks %q:\n%s", c.checks, err, c.want, buf.String())
+		}
+	}
+	var buf bytes.Buffer
+	WriteSummary(&buf, reporttest.Result(reporttest.Shaped()))
+	if strings.Contains(buf.String(), "Route:") {
+		t.Errorf("a test off a router names a route:\n%s", buf.String())
+	}
+}
+
 // tableRow returns the whitespace-separated cells of the row for phase.
 func tableRow(t *testing.T, out, phase string) []string {
 	t.Helper()

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/onpath"
+	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/tcstats"
+)
+
+// onQueue is what a test or tune run on a router knows of the queue its
+// traffic takes (package onpath); queue is nil off a router.
+type onQueue struct {
+	network string
+	queue   *config.Queue
+	root    string
+}
+
+// routeCheck refuses a server whose route leaves the router by a device
+// none of qs shapes (only want's, when want is a tune's section): the
+// test would grade another link. network comes back narrowed to the
+// family on the path. qs empty: not a router, nothing to check.
+func routeCheck(ctx context.Context, root string, qs []config.Queue, server, network, want string) (onQueue, error) {
+	if len(qs) == 0 {
+		return onQueue{network: network}, nil
+	}
+	host, _ := bbproto.SplitHostPort(server)
+	var addrs []netip.Addr
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = []netip.Addr{a}
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if addrs, err = net.DefaultResolver.LookupNetIP(lctx, "ip", host); err != nil {
+			return onQueue{}, fmt.Errorf("server %s: %w", host, err)
+		}
+	}
+	n, q, err := onpath.Choose(onpath.Paths(root, qs, addrs, onpath.Route), qs, want, network)
+	if err != nil {
+		return onQueue{}, err
+	}
+	return onQueue{network: n, queue: &q, root: root}, nil
+}
+
+// counters samples the queue's shaper counters (its planned roots: the
+// device for the upload, the IFB for the download) until stop closes.
+func (o onQueue) counters(stop <-chan struct{}) <-chan []onpath.Sample {
+	done := make(chan []onpath.Sample, 1)
+	if o.queue == nil {
+		close(done)
+		return done
+	}
+	var up, down string
+	if ts, err := apply.Targets(o.root, []config.Queue{*o.queue}, ""); err == nil {
+		if p, err := plan.Build(ts[0].Queue, ts[0].Facts); err == nil {
+			for _, d := range p.Dirs {
+				if d.Direction == config.Upload {
+					up = d.Device
+				} else {
+					down = d.Device
+				}
+			}
+		}
+	}
+	r := &tc.Runner{}
+	read := func() (uint64, uint64, error) {
+		// one tc process a sample: the roots' counters are all it needs
+		out, err := r.Output("-s", "qdisc", "show")
+		if err != nil {
+			return 0, 0, err
+		}
+		recs, err := tcstats.Parse(out)
+		if err != nil {
+			return 0, 0, err
+		}
+		s := tcstats.Snapshot{Records: recs}
+		var n [2]uint64
+		for i, dev := range []string{up, down} {
+			if dev == "" {
+				continue
+			}
+			rec := s.Root(dev)
+			if rec == nil || rec.IsDefault() {
+				return 0, 0, fmt.Errorf("%s has no shaper", dev) // not started: nothing to compare
+			}
+			n[i] = rec.Stats.Bytes
+		}
+		return n[0], n[1], nil
+	}
+	go func() { done <- onpath.Record(stop, 500*time.Millisecond, read) }()
+	return done
+}
