@@ -64,13 +64,16 @@ func runGuest(planPath string) int {
 			return 1
 		}
 	}
-	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, kernel: readTrim("/proc/sys/kernel/osrelease"), out: lp.Out, stack: lp.Stack, say: say, setUp: map[string]bool{}}
+	g := &guest{tools: probeTools(lp.Bin), commit: lp.Commit, kernel: readTrim("/proc/sys/kernel/osrelease"), out: lp.Out, stack: lp.Stack, say: say, setUp: map[string]bool{}, gate: strict}
 	say("clocksource %s, %s", readTrim("/sys/devices/system/clocksource/clocksource0/current_clocksource"), hres())
 	g.events = listenProcesses(say)
 	if r, err := openNoise(lp.Out); err != nil {
 		say("no host noise figures: %v; phases are graded without them", err)
 	} else {
 		g.noise, g.settler = r, newSettler(r)
+		if lp.Demo {
+			g.demoGate()
+		}
 	}
 	say("sqmkit: start/stop %v, test %v, serve %v, doctor %v", g.tools.start, g.tools.test, g.tools.serve, g.tools.doc)
 	var rs []result

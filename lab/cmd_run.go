@@ -180,7 +180,7 @@ func execute(repo, cmd, name, out, kernel string, plan []planRun, kernelTests bo
 	if err != nil {
 		fatal(err)
 	}
-	rs, err := runHost(repo, out, k, plan, kernelTests)
+	rs, err := runHost(repo, out, k, plan, kernelTests, cmd == "demo")
 	if err != nil {
 		printTable(os.Stdout, rs) // what the guest finished before it stopped
 		fatal(err)

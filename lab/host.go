@@ -20,7 +20,7 @@ import (
 )
 
 // runHost boots the guest once for the whole plan and collects the results.
-func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) ([]result, error) {
+func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo bool) ([]result, error) {
 	initrd, err := initramfs.Build(filepath.Join(repo, "lab/.cache"), "/bin/busybox", k.Modules)
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests bool) 
 			return nil, err
 		}
 	}
-	out, planPath, err := stage(repo, out, plan, kernelTests, port)
+	out, planPath, err := stage(repo, out, plan, kernelTests, demo, port)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +128,7 @@ func incomplete(rs []result, n int, console string) error {
 // backends (other builds and edits may change them while the guest runs;
 // the guest sees the host's root read-only, but not what sits under the
 // host's /tmp), and writes the plan. It returns out, absolute.
-func stage(repo, out string, plan []planRun, kernelTests bool, journeyPort int) (abs, planPath string, err error) {
+func stage(repo, out string, plan []planRun, kernelTests, demo bool, journeyPort int) (abs, planPath string, err error) {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return "", "", err
 	}
@@ -196,7 +196,7 @@ func stage(repo, out string, plan []planRun, kernelTests bool, journeyPort int) 
 		}
 	}
 	commit, _ := exec.Command("git", "-C", repo, "describe", "--always", "--dirty").Output()
-	lp := labPlan{Bin: bin, Stack: stackRoot, JourneyPort: journeyPort, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests}
+	lp := labPlan{Bin: bin, Stack: stackRoot, JourneyPort: journeyPort, Out: out, Commit: strings.TrimSpace(string(commit)), Runs: plan, KernelTests: kernelTests, Demo: demo}
 	planPath = filepath.Join(out, "plan.json")
 	if err := writeJSON(planPath, lp); err != nil {
 		return "", "", err

@@ -30,7 +30,7 @@ func TestNoisy(t *testing.T) {
 		{&noise.Stats{Foreign: 0.01, Busy: 0.5, Missing: maxMissing}, false},
 		{&noise.Stats{Missing: 1}, true}, // a window with a missing sample is not quiet
 	} {
-		if got := noisy(tc.st); (got != "") != tc.want {
+		if got := strict.noisy(tc.st); (got != "") != tc.want {
 			t.Errorf("noisy(%+v) = %q, want noisy %v", tc.st, got, tc.want)
 		}
 	}
@@ -63,7 +63,7 @@ func TestKeepClean(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs []string
-			m, disc, err := keepClean(tc.first, 7600, func(run, ph, _ string) (accept.Measurement, error) {
+			m, disc, err := strict.keepClean(tc.first, 7600, func(run, ph, _ string) (accept.Measurement, error) {
 				if ph != accept.Upload {
 					t.Fatalf("re-ran %s, which was quiet", ph)
 				}
@@ -94,7 +94,7 @@ func TestKeepClean(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := keepClean(first(loud), 7600, func(string, string, string) (accept.Measurement, error) {
+	if _, _, err := strict.keepClean(first(loud), 7600, func(string, string, string) (accept.Measurement, error) {
 		return accept.Measurement{}, errors.New("server gone")
 	}); err == nil || !strings.Contains(err.Error(), "server gone") {
 		t.Errorf("a failed re-run: err %v", err)
@@ -131,7 +131,7 @@ func TestKeepCleanBorderline(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accept.Measurement{Phases: []accept.Phase{ph(accept.Download, 1, 4, quiet), ph(accept.Upload, 1, 3, quiet), tc.bidir}}
 			runs := 0
-			m, disc, err := keepClean(m, tc.downKbit, func(run, name, why string) (accept.Measurement, error) {
+			m, disc, err := strict.keepClean(m, tc.downKbit, func(run, name, why string) (accept.Measurement, error) {
 				runs++
 				if tc.again == nil || name != accept.Bidir || run != "again-bidirectional" || why != borderline {
 					t.Fatalf("measured %s again as %s (%q)", name, run, why)
@@ -179,7 +179,7 @@ func TestKeepCleanCollision(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accept.Measurement{Phases: []accept.Phase{tc.down, ph(accept.Upload, 1, ""), ph(accept.Bidir, 3, "")}}
 			runs := 0
-			m, disc, err := keepClean(m, 7600, func(run, name, why string) (accept.Measurement, error) {
+			m, disc, err := strict.keepClean(m, 7600, func(run, name, why string) (accept.Measurement, error) {
 				if name != accept.Download || why == "" {
 					t.Fatalf("re-ran %s (%q)", name, why)
 				}
@@ -239,7 +239,7 @@ func TestKeepCleanStarved(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accept.Measurement{Phases: []accept.Phase{tc.first, calm(accept.Upload), calm(accept.Bidir)}}
 			runs := 0
-			m, disc, err := keepClean(m, tc.downKbit, func(run, name, why string) (accept.Measurement, error) {
+			m, disc, err := strict.keepClean(m, tc.downKbit, func(run, name, why string) (accept.Measurement, error) {
 				if name != accept.Download || !strings.Contains(why, "no headroom") {
 					t.Fatalf("re-ran %s (%q)", name, why)
 				}
@@ -308,7 +308,7 @@ func TestKeepCleanStarvedVerdict(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := accept.Measurement{Phases: []accept.Phase{slow, tc.up[0]}}
 			n := map[string]int{}
-			_, _, err := keepClean(m, 28500, func(run, name, why string) (accept.Measurement, error) {
+			_, _, err := strict.keepClean(m, 28500, func(run, name, why string) (accept.Measurement, error) {
 				n[name]++
 				if name == accept.Upload {
 					return accept.Measurement{Phases: []accept.Phase{tc.up[n[name]]}}, nil
@@ -338,7 +338,7 @@ func TestJudgeStretch(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r result
-			err := judgeStretch("tune", tc.st, &r)
+			err := strict.judgeStretch("tune", tc.st, &r)
 			var inc *inconclusive
 			if errors.As(err, &inc) != tc.noisy || (err != nil) != tc.noisy || (len(r.Discarded) == 1) != tc.noisy {
 				t.Fatalf("err %v, discarded %+v; want noisy %v", err, r.Discarded, tc.noisy)
@@ -374,6 +374,7 @@ func TestSettle(t *testing.T) {
 			clock := time.Unix(1e9, 0)
 			polls := 0
 			s := &settler{
+				gate: strict,
 				window: func(from, to time.Time) (noise.Stats, error) {
 					if to.Sub(from) != quietFor || !to.Before(clock) {
 						t.Errorf("window %v..%v at %v: want the last %v before the sampler's lag", from, to, clock, quietFor)
@@ -416,7 +417,7 @@ func TestCleanRun(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			measured, dropped := 0, 0
-			err := cleanRun("trace", func() (*noise.Stats, error) {
+			err := strict.cleanRun("trace", func() (*noise.Stats, error) {
 				measured++
 				if tc.fail {
 					return nil, errors.New("sqmkit test failed")
@@ -581,5 +582,41 @@ func TestSecondPassKeepsSweep(t *testing.T) {
 	}
 	if w := "adsl-atm/cake: the second pass keeps the first pass's sweep (best 6960/790, its files in cake.busy)"; !slices.Contains(said, w) {
 		t.Errorf("said %q; want %q", said, w)
+	}
+}
+
+// TestDemoGate: on a host whose own steady load (a VM's steal) is above
+// the strict gate's limit, the demo judges against that baseline plus the
+// strict margin: a phase at the baseline is graded, one well above it is
+// measured once more and then left inconclusive; a quiet host keeps the
+// strict limit, and no baseline lifts the limit past maxBaseline's.
+func TestDemoGate(t *testing.T) {
+	steady := &noise.Stats{Foreign: 0.18, Busy: 0.5}
+	spike := &noise.Stats{Foreign: 0.45, Busy: 0.5}
+	if strict.noisy(steady) == "" {
+		t.Fatal("the strict gate takes an 18 % steal for a quiet host")
+	}
+	g := demoGate(0.16)
+	if why := g.noisy(steady); why != "" {
+		t.Errorf("the demo gate on a 16 %% baseline discards an 18 %% phase: %s", why)
+	}
+	if why := g.noisy(spike); !strings.Contains(why, "limit 26%") {
+		t.Errorf("a 45 %% phase on a 16 %% baseline: %q", why)
+	}
+	if got := demoGate(0.01).foreign; got != maxForeign+0.01 {
+		t.Errorf("a quiet host's demo limit %.2f", got)
+	}
+	if got := demoGate(0.9).foreign; got != maxForeign+maxBaseline {
+		t.Errorf("a saturated host's demo limit %.2f, want at most %.2f", got, maxForeign+maxBaseline)
+	}
+	m := accept.Measurement{Phases: []accept.Phase{{Name: accept.Download, AddedMean: 2, Noise: steady}, {Name: accept.Upload, AddedMean: 2, Noise: spike}}}
+	tries := 0
+	_, _, err := g.keepClean(m, 7600, func(run, ph, _ string) (accept.Measurement, error) {
+		tries++
+		return accept.Measurement{Phases: []accept.Phase{{Name: ph, AddedMean: 2, Noise: spike}}}, nil
+	})
+	var inc *inconclusive
+	if !errors.As(err, &inc) || tries != demoReruns || !strings.Contains(err.Error(), "no clean upload phase in 2 tries") {
+		t.Errorf("a phase noisy on every try: %v after %d measurements again", err, tries)
 	}
 }

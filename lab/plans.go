@@ -76,6 +76,8 @@ type labPlan struct {
 	Runs        []planRun `json:"runs"`
 	// KernelTests runs bin/labtests/*.test (TestLab*) before the scenarios.
 	KernelTests bool `json:"kernel_tests"`
+	// Demo judges host noise as `make demo` does (demoGate).
+	Demo bool `json:"demo,omitempty"`
 }
 
 type planRun struct {

@@ -57,6 +57,7 @@ type guest struct {
 	events  *procevents.Watcher // nil: no process counts
 	noise   *noise.Reader       // nil: phases are graded without the noise gate
 	settler *settler            // nil with noise
+	gate    gate                // strict, or the demo's
 	setUp   map[string]bool     // external backends whose setup ran in this boot
 }
 

@@ -114,7 +114,7 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 		// (keepClean): its figures would be the host's, not the
 		// controller's
 		var run traceRun
-		err := cleanRun("trace", func() (*noise.Stats, error) {
+		err := g.gate.cleanRun("trace", func() (*noise.Stats, error) {
 			if err := g.settle(p.Name + "/" + ctl); err != nil {
 				return nil, err
 			}

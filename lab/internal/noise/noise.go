@@ -374,6 +374,9 @@ type Stats struct {
 	Missing float64 `json:"missing,omitempty"`
 }
 
+// Start is when the sampler's first sample was taken, on the reader's clock.
+func (r *Reader) Start() time.Time { return r.start }
+
 // Window returns the stats of the samples between from and to.
 func (r *Reader) Window(from, to time.Time) (Stats, error) {
 	per, err := r.read(from, to)
