@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -33,6 +35,9 @@ func routeCheck(ctx context.Context, root string, qs []config.Queue, server, net
 		return onQueue{network: network}, nil
 	}
 	host, _ := bbproto.SplitHostPort(server)
+	if u, err := url.Parse(server); err == nil && strings.Contains(server, "://") {
+		host = u.Hostname()
+	}
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}

@@ -7,11 +7,15 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/report"
+	"github.com/sqmkit/sqmkit/internal/report/reporttest"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
@@ -65,5 +69,69 @@ func TestRPMThroughBottleneck(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "rpm through 150 Mbit/s, 2.5 MB tbf: %d/%d runs completed\n", ok, runs)
 	if ok != runs {
 		t.Errorf("%d of %d runs completed", ok, runs)
+	}
+}
+
+// TestTestAgainstResponsivenessServer: `sqmkit test URL` runs the same
+// phases against a responsiveness server (here sqmkit serve --rpm) as
+// against sqmkit serve, through a bloated 20 Mbit/s tbf holding 100 ms
+// each way, and grades the path with the same letter; its result has
+// round trips only, says so, and carries the RPM.
+func TestTestAgainstResponsivenessServer(t *testing.T) {
+	srv, cli := tctest.NewPair(t, "rph", 81)
+	for _, n := range []*tctest.Netns{srv, cli} {
+		n.Exec(t, "tc", "qdisc", "add", "dev", n.Dev, "root", "tbf", "rate", "20mbit", "burst", "16k", "limit", "250000")
+	}
+	bin := buildSqmkit(t)
+	addr := srv.Addr + ":4443"
+	serve := exec.Command("ip", "netns", "exec", srv.Name, bin, "serve", "--listen", srv.Addr+":8693", "--rpm", addr)
+	out, _ := serve.StderrPipe()
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { serve.Process.Kill(); serve.Wait() }()
+	ready := make(chan bool)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "rpm: config https://") {
+				ready <- true
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("sqmkit serve --rpm did not start")
+	}
+	dir := t.TempDir()
+	phases := []string{"--quiet", "--idle", "2s", "--download", "6s", "--upload", "6s", "--bidir", "0"}
+	grade := map[string]*bbresult.Result{}
+	for name, target := range map[string][]string{"sqmkit": {srv.Addr}, "responsiveness": {"https://" + addr + "/config", "--rpm-insecure"}} {
+		js := filepath.Join(dir, name+".json")
+		args := append(append(append([]string{"netns", "exec", cli.Name, bin, "test"}, target...), phases...), "--json", js)
+		b, err := exec.Command("ip", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, b)
+		}
+		t.Logf("%s:\n%s", name, b)
+		res, err := report.ReadJSON(reporttest.Open(t, js))
+		if err != nil {
+			t.Fatal(err)
+		}
+		grade[name] = res
+	}
+	h, s := grade["responsiveness"], grade["sqmkit"]
+	if !h.RTTOnly || h.RPM == nil || h.RPM.RPM <= 0 || !strings.Contains(strings.Join(h.Notes, " "), "no one-way split") {
+		t.Errorf("responsiveness result: rtt_only %v, rpm %+v, notes %q", h.RTTOnly, h.RPM, h.Notes)
+	}
+	if h.Grades.DSLReports == "" || h.Grades.DSLReports != s.Grades.DSLReports {
+		t.Errorf("grades: responsiveness %s (+%.1f ms), sqmkit %s (+%.1f ms); want the same letter on one path",
+			h.Grades.DSLReports, h.Grades.DSLReportsAddedMs, s.Grades.DSLReports, s.Grades.DSLReportsAddedMs)
+	}
+	for _, p := range h.Phases {
+		if p.Name == bbresult.PhaseDownload && (p.DownloadMbps < 14 || p.DownloadMbps > 20.5) {
+			t.Errorf("download goodput %.1f Mbit/s through a 20 Mbit/s tbf", p.DownloadMbps)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbclient"
@@ -18,11 +19,11 @@ import (
 )
 
 func init() {
-	register(command{name: "test", summary: "measure bufferbloat against an 'sqmkit serve' server (or --compare two runs)", run: runTest})
+	register(command{name: "test", summary: "measure bufferbloat against an 'sqmkit serve' server or a responsiveness server's URL, by default a public one (or --compare two runs)", run: runTest})
 }
 
 func runTest(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("test", "SERVER[:PORT] | --compare A.json B.json")
+	fs := newFlagSet("test", "[SERVER[:PORT] | https://RESPONSIVENESS-SERVER/config] | --compare A.json B.json")
 	fs.SetOutput(stderr)
 	cfg := bbclient.Config{Tool: "sqmkit " + version}
 	fs.DurationVar(&cfg.Idle, "idle", bbclient.DefaultIdle, "length of each idle phase, before and after the load (0 skips)")
@@ -40,7 +41,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	plotFile := fs.String("plot", "", "write a time-series plot to `FILE` (.png or .svg)")
 	flentFile := fs.String("flent", "", "write a flent rrul data file to `FILE.flent.gz` (open with flent -i)")
 	rpmURL := fs.String("rpm", "", "also measure responsiveness (RPM) against this `URL` or host[:port] (an RPM server, e.g. 'sqmkit serve --rpm'); alone, without SERVER, only RPM")
-	rpmInsecure := fs.Bool("rpm-insecure", false, "accept the RPM server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
+	rpmInsecure := fs.Bool("rpm-insecure", false, "accept a responsiveness server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
 	root := fs.String("root", "/", "on a router: read its queues (/etc/config/sqm) and devices under `DIR`")
 	anyRoute := fs.Bool("any-route", false, "on a router: test even when the route to SERVER leaves by a device no queue shapes (and skip the counter check)")
@@ -55,15 +56,21 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if len(pos) == 0 && *rpmURL != "" {
 		return runRPMOnly(*rpmURL, *rpmInsecure, stdout, stderr)
 	}
-	if len(pos) != 1 {
-		fmt.Fprintln(stderr, "sqmkit test: want exactly one SERVER argument (see -h)")
+	if len(pos) > 1 {
+		fmt.Fprintln(stderr, "sqmkit test: want one SERVER at most (see -h)")
 		return 2
 	}
-	cfg.Server = pos[0]
-	if err := bbproto.CheckServer(cfg.Server); err != nil {
-		fmt.Fprintln(stderr, "sqmkit test: SERVER", err)
+	// nothing to own: without a SERVER, a public responsiveness server
+	sv, err := resolveServer(strings.Join(pos, ""))
+	if err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2
 	}
+	if sv.URL && (*port != 0 || *rpmURL != "") {
+		fmt.Fprintln(stderr, "sqmkit test: a responsiveness server (a URL) takes neither --port nor --rpm: its test measures the RPM itself")
+		return 2
+	}
+	cfg.Server = sv.Addr
 	switch {
 	case *v4 && *v6:
 		fmt.Fprintln(stderr, "sqmkit test: -4 and -6 exclude each other")
@@ -117,7 +124,12 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	defer release()
 	sampling := make(chan struct{})
 	samples := on.counters(sampling)
-	res, err := bbclient.Run(ctx, cfg)
+	var res *bbresult.Result
+	if sv.URL {
+		res, err = runPhases(ctx, cfg, *rpmInsecure)
+	} else {
+		res, err = bbclient.Run(ctx, cfg)
+	}
 	close(sampling)
 	if pr != nil {
 		pr.Done() // the summary must not share a line with the display
@@ -129,6 +141,9 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if on.queue != nil {
 		res.Queue = on.queue.Section
 		res.PathChecks = onpath.Check(res, on.queue.Section, <-samples)
+	}
+	if n := sv.note(); n != "" {
+		res.Notes = append(res.Notes, n)
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.

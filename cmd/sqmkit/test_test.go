@@ -24,8 +24,12 @@ import (
 )
 
 func TestTestUsageErrors(t *testing.T) {
+	// without a SERVER, a test measures against SQMKIT_SERVER
+	t.Setenv("SQMKIT_SERVER", "https://192.0.2.1/config")
 	for _, args := range [][]string{
-		{},
+		{"--port", "5000"},
+		{"ftp://host.example/config"},
+		{"https://host.example/config", "--rpm", "host"},
 		{"a", "b"},
 		{"-4", "-6", "host"},
 		{"--streams", "0", "host"},

@@ -21,11 +21,11 @@ import (
 )
 
 func init() {
-	register(command{name: "tune", summary: "find the highest rates that keep the grade, against an 'sqmkit serve' past the bottleneck (--write stores them)", run: runTune})
+	register(command{name: "tune", summary: "find the highest rates that keep the grade, against an 'sqmkit serve' past the bottleneck or a responsiveness server (--write stores them)", run: runTune})
 }
 
 func runTune(args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("tune", "SERVER[:PORT] [SECTION|IFACE] | --undo [SECTION|IFACE]")
+	fs := newFlagSet("tune", "[SERVER[:PORT]] [SECTION|IFACE] | --server SERVER|URL [SECTION|IFACE] | --undo [SECTION|IFACE]")
 	fs.SetOutput(stderr)
 	root := fs.String("root", "/", "read /etc and /sys under `DIR`")
 	file := fs.String("config", "", "SQM config `FILE` (default DIR/etc/config/sqm)")
@@ -43,6 +43,8 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
 	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `DURATION` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
+	serverFlag := fs.String("server", "", "the `SERVER` to measure against: a 'sqmkit serve' as HOST[:PORT] or a responsiveness server's config URL (default: the first argument, or with none a public responsiveness server)")
+	insecure := fs.Bool("rpm-insecure", false, "accept a responsiveness server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	anyRoute := fs.Bool("any-route", false, "tune even when the route to SERVER leaves by another device than the queue's (its tests would not load the shaper)")
 	o := config.RegisterFlags(fs)
 	if ok, code := parseFlags(fs, args); !ok {
@@ -50,12 +52,22 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	pos := fs.Args()
 	t, known := search.Targets[*target]
+	// SERVER first, then SECTION; with --server (or --undo) only SECTION
 	want := 2
-	if *undo {
+	if *undo || *serverFlag != "" {
 		want = 1
 	}
-	if msg := tuneUsage(fs, known, *target, *v4 && *v6, *sweep != "", *write || *undo, len(pos) > want || !*undo && len(pos) == 0); msg != "" {
+	if msg := tuneUsage(fs, known, *target, *v4 && *v6, *sweep != "", *write || *undo, len(pos) > want); msg != "" {
 		fmt.Fprintln(stderr, "sqmkit tune:", msg)
+		return 2
+	}
+	addr := *serverFlag
+	if addr == "" && len(pos) > 0 && !*undo {
+		addr = pos[0]
+	}
+	sv, err := resolveServer(addr)
+	if err != nil && !*undo {
+		fmt.Fprintln(stderr, "sqmkit tune:", err)
 		return 2
 	}
 	sel := ""
@@ -76,6 +88,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		return 1
 	}
+	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
 	if *undo {
 		old, err := tune.Undo(*root, *file, targetsOf[0], opts)
 		if err != nil {
@@ -85,7 +98,10 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%s: download %d, upload %d kbit/s restored\n", qs[0].Section, old.Download, old.Upload)
 		return 0
 	}
-	test := bbclient.Config{Server: pos[0], Token: *token, Streams: bbclient.DefaultStreams, ProbeInterval: bbclient.DefaultProbeInterval, Tool: "sqmkit " + version}
+	if sv.Public {
+		logf(sv.note())
+	}
+	test := bbclient.Config{Server: sv.Addr, Token: *token, Streams: bbclient.DefaultStreams, ProbeInterval: bbclient.DefaultProbeInterval, Tool: "sqmkit " + version}
 	if *v4 {
 		test.Network = "tcp4"
 	} else if *v6 {
@@ -103,10 +119,14 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		}
 		test.Network = on.network
 	}
-	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
 	s := &tune.Session{
 		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp},
 		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
+	}
+	if sv.URL {
+		s.Live.Run = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
+			return runPhases(ctx, c, *insecure)
+		}
 	}
 	if *sweep != "" {
 		c, err := sweepConfig(*sweep, *line, *sweepStop, *sweepPhase)
@@ -152,7 +172,7 @@ func tuneUsage(fs *flag.FlagSet, known bool, target string, both46, sweep, write
 	case !sweep && sweepOnly(fs) != "":
 		return sweepOnly(fs) + " goes with --sweep FROM:TO (a search measures the line and sets its own phases)"
 	case badArgs:
-		return "want SERVER[:PORT] and at most one SECTION or IFACE (see -h)"
+		return "want at most a SERVER and a SECTION or IFACE, and with --server or --undo at most the SECTION or IFACE (see -h)"
 	}
 	return ""
 }

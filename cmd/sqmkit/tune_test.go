@@ -32,6 +32,28 @@ func TestTuneSweepFlagsAlone(t *testing.T) {
 	}
 }
 
+// A server, by argument or --server, is checked before anything is
+// touched: never a flag, a path or markup; a URL is a responsiveness
+// server's.
+func TestTuneServerUsage(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--server", "ftp://host.example/config"}, "is not a responsiveness server's config URL"},
+		{[]string{"--server", "https://host.example/<b>"}, "is not a responsiveness server's config URL"},
+		{[]string{"a/b"}, "neither an IP address nor a host name"},
+		{[]string{"--server", "10.0.0.1", "wan", "lan"}, "with --server or --undo at most the SECTION"},
+		{[]string{"10.0.0.1", "wan", "lan"}, "want at most a SERVER and a SECTION"},
+	} {
+		var out, errb bytes.Buffer
+		root := t.TempDir()
+		if code := runTune(append([]string{"--root", root}, c.args...), &out, &errb); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("tune %q: exit %d, %q; want 2 and %q", c.args, code, errb.String(), c.want)
+		}
+	}
+}
+
 func TestSweepConfig(t *testing.T) {
 	for _, c := range []struct {
 		sweep, line string

@@ -64,6 +64,7 @@ type span struct {
 
 // raw is everything a run collected, before analysis.
 type raw struct {
+	rttOnly    bool  // the probes have no server stamps (AnalyzeRTT)
 	wall0      int64 // client wall clock (ns) at the start
 	probes     []record
 	serverSaw  func(seq uint32) bool
@@ -162,7 +163,9 @@ func isIdle(name string) bool {
 
 // analyze turns raw data into the result's phases, grades, samples and notes.
 func analyze(rw *raw, res *bbresult.Result) {
-	markReordered(rw.probes)
+	if !rw.rttOnly { // concurrent handshakes have no order to keep
+		markReordered(rw.probes)
+	}
 	byPhase := map[string][]record{}
 	for _, r := range rw.probes {
 		t := float64(r.sent) / 1e9
@@ -172,7 +175,10 @@ func analyze(rw *raw, res *bbresult.Result) {
 			}
 		}
 	}
-	model := fitOffset(rw.wall0, byPhase[bbresult.PhaseIdleBefore], byPhase[bbresult.PhaseIdleAfter], rw.probes)
+	var model offsetModel
+	if !rw.rttOnly {
+		model = fitOffset(rw.wall0, byPhase[bbresult.PhaseIdleBefore], byPhase[bbresult.PhaseIdleAfter], rw.probes)
+	}
 
 	res.Samples.Probes = make([]bbresult.Probe, len(rw.probes))
 	for i, r := range rw.probes {
@@ -180,7 +186,11 @@ func analyze(rw *raw, res *bbresult.Result) {
 		switch {
 		case r.replied():
 			p.RTT = r.rtt()
-			p.Up, p.Down = model.oneWay(rw.wall0, r)
+			if !rw.rttOnly {
+				p.Up, p.Down = model.oneWay(rw.wall0, r)
+			}
+		case rw.rttOnly:
+			p.Lost = bbresult.LostEither
 		case rw.serverSaw(r.seq):
 			p.Lost = "down"
 		default:
@@ -206,6 +216,9 @@ func analyze(rw *raw, res *bbresult.Result) {
 		res.Phases = append(res.Phases, phaseOf(rw, res, s, series[s.name], byPhase[s.name], b))
 	}
 	res.Grades = grade(res.Phases)
+	if rw.rttOnly {
+		res.Grades.Basis = bbresult.BasisHandshakes
+	}
 	res.Notes = append(res.Notes, rw.notes...)
 	res.Notes = append(res.Notes, notes(res, model)...)
 }
@@ -290,7 +303,7 @@ func phaseOf(rw *raw, res *bbresult.Result, s span, pp *perPhase, sent []record,
 	for _, p := range res.Samples.Probes {
 		if s.holds(p.T) {
 			switch p.Lost {
-			case "up":
+			case "up", bbresult.LostEither:
 				ph.LostUp++
 			case "down":
 				ph.LostDown++
@@ -335,7 +348,7 @@ func repliedRTTs(ps []bbresult.Probe) []float64 {
 // p95 increase of any loaded phase, because a link that is fine on average
 // but stalls a call every few seconds is not fine.
 func grade(phases []bbresult.Phase) bbresult.Grades {
-	g := bbresult.Grades{Basis: "udp_probes"}
+	g := bbresult.Grades{Basis: bbresult.BasisProbes}
 	var dsl []float64
 	var bidir *bbresult.Phase
 	worst := math.Inf(-1)
@@ -449,7 +462,7 @@ func notes(res *bbresult.Result, m offsetModel) []string {
 			out = append(out, fmt.Sprintf("%s: latency inside the TCP streams (median %.1f ms) is far above the probes' (%.1f ms): a flow-isolating qdisc (fq_codel, CAKE) shields sparse flows while bulk flows keep their own queue", p.Name, p.InFlow.Median, p.Latency.Median))
 		}
 	}
-	if n := probeLoadNote(res); n != "" {
+	if n := probeLoadNote(res); n != "" && !res.RTTOnly {
 		out = append(out, n)
 	}
 	if ppm := m.slope * 1e6; math.Abs(ppm) > 100 {

@@ -34,6 +34,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -108,6 +109,20 @@ func CheckServer(s string) error {
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("%q: port %q is not a port from 1 to 65535 (write HOST or HOST:PORT, e.g. %s:%d)", s, port, host, DefaultPort)
+	}
+	return nil
+}
+
+// CheckServerURL says what is wrong with a responsiveness server's config
+// URL as a user wrote it: http or https, a host that CheckServer accepts,
+// nothing a shell or a browser would read otherwise (TestCheckServerURL).
+func CheckServerURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || u.Scheme != "https" && u.Scheme != "http" || u.User != nil || strings.ContainsAny(s, " <>\"'`\\") {
+		return fmt.Errorf("%q is not a responsiveness server's config URL (write https://HOST/PATH, e.g. https://mensura.cdn-apple.com/api/v1/gm/config)", s)
+	}
+	if err := CheckServer(u.Host); err != nil {
+		return fmt.Errorf("%q: %v", s, err)
 	}
 	return nil
 }

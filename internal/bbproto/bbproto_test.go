@@ -247,3 +247,17 @@ func TestCheckServer(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckServerURL(t *testing.T) {
+	for s, ok := range map[string]bool{
+		"https://mensura.cdn-apple.com/api/v1/gm/config": true, "https://192.0.2.1:4443/config": true,
+		"http://[2001:db8::1]:8080/config": true,
+		"ftp://host.example/config":        false, "https:///config": false, "https://user@host.example/config": false,
+		"https://-x.example/config": false, "https://host.example:0/config": false, "https://host.example/<b>": false,
+		"--json=https://x": false, "https://host.example/a b": false,
+	} {
+		if err := CheckServerURL(s); (err == nil) != ok {
+			t.Errorf("CheckServerURL(%q) = %v", s, err)
+		}
+	}
+}

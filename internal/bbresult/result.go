@@ -43,6 +43,10 @@ type Result struct {
 	// caller that compares runs (tune) must not trust them.
 	Incomplete string `json:"incomplete,omitempty"`
 	RPM        *RPM   `json:"rpm,omitempty"`
+	// RTTOnly: the server gives round trips only (a responsiveness server:
+	// its probes are TCP handshakes), so there is no one-way split and a
+	// lost probe's direction is unknown (LostEither).
+	RTTOnly bool `json:"rtt_only,omitempty"`
 	// Queue is the router's queue the test's route leaves through, when it
 	// ran on the router; PathChecks its shaper's counters beside each
 	// loaded phase's goodput (package onpath).
@@ -284,3 +288,14 @@ func Signed(v float64, d int) string {
 	}
 	return s
 }
+
+// Grades.Basis: the UDP probes of sqmkit's server, or the TCP handshakes
+// to a responsiveness server (an RTTOnly result).
+const (
+	BasisProbes     = "udp_probes"
+	BasisHandshakes = "tcp_handshakes"
+)
+
+// LostEither is a lost probe of an RTTOnly result: which way it was lost
+// is unknown; a phase counts it under LostUp.
+const LostEither = "either"

@@ -81,10 +81,11 @@ type Server struct {
 	sessions map[bbproto.SessionID]*session
 	running  int
 
-	perIP     connlimit.Window   // tests started per client
-	badTokens connlimit.Window   // wrong tokens per client
-	pending   *connlimit.Limiter // connections not yet identified
-	refusals  sync.Map           // kind of refusal -> *connlimit.Throttle: a line a second each
+	perIP     connlimit.Window     // tests started per client
+	badTokens connlimit.Window     // wrong tokens per client
+	pending   *connlimit.Limiter   // connections not yet identified
+	joining   map[netip.Prefix]int // unidentified connections of clients with a test running (admit)
+	refusals  sync.Map             // kind of refusal -> *connlimit.Throttle: a line a second each
 	acceptLog connlimit.Throttle
 	// Sizing is how the caps were fitted to the file descriptor limit, for
 	// the start-up log.
@@ -123,6 +124,7 @@ func New(cfg Config) *Server {
 	s := &Server{
 		cfg:       cfg,
 		sessions:  map[bbproto.SessionID]*session{},
+		joining:   map[netip.Prefix]int{},
 		perIP:     connlimit.Window{Span: time.Minute},
 		badTokens: connlimit.Window{Span: time.Minute},
 		acceptLog: connlimit.Throttle{Every: 10 * time.Second},
@@ -157,7 +159,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, pc *net.UDPConn) er
 		c, err := ln.Accept()
 		if err == nil {
 			backoff = 0
-			go s.handle(ctx, c)
+			// admitted here, not in its goroutine: a flood's refused
+			// sockets are closed at once instead of holding descriptors
+			// while thousands of goroutines wait to run
+			if release, ok := s.admit(c); ok {
+				go s.handle(ctx, c, release)
+			}
 			continue
 		}
 		if ctx.Err() != nil {
@@ -257,18 +264,52 @@ func (ss *session) closeAll() {
 
 func isClosed(err error) bool { return errors.Is(err, net.ErrClosed) }
 
-// handle reads the first bytes of a connection to tell a control connection
-// (a control message) from a data stream (a StreamHeader), and dispatches.
-func (s *Server) handle(ctx context.Context, c net.Conn) {
-	defer c.Close()
+// admit reserves what an accepted connection holds until it says what it
+// is, or closes it. A client with a test running takes it from that test's
+// streams (fit counts their descriptors in the test's), anyone else from
+// the pending pool: idle sockets from other addresses then never cost a
+// running test a stream (TestServeSoak, TestAdmitRunningClient). release
+// may be called more than once.
+func (s *Server) admit(c net.Conn) (release func(), ok bool) {
+	k := connlimit.Key(connlimit.AddrOf(c))
+	s.mu.Lock()
+	room := 0
+	for _, ss := range s.sessions {
+		if connlimit.Key(ss.peer) == k {
+			room += 2 * 2 * ss.maxStreams
+		}
+	}
+	if s.joining[k] < room {
+		s.joining[k]++
+		s.mu.Unlock()
+		var once sync.Once
+		return func() {
+			once.Do(func() {
+				s.mu.Lock()
+				if s.joining[k]--; s.joining[k] <= 0 {
+					delete(s.joining, k)
+				}
+				s.mu.Unlock()
+			})
+		}, true
+	}
+	s.mu.Unlock()
 	release, evicted, err := s.pending.Take(connlimit.AddrOf(c), "unidentified connections", func() { c.Close() })
 	if err != nil {
 		s.refused("pending", "closed a connection from %s: %v", c.RemoteAddr(), err)
-		return
+		c.Close()
+		return nil, false
 	}
 	if evicted.IsValid() {
 		s.refused("evict", "unidentified connections at their limit: closed the oldest of %s, the client holding the most, for %s", evicted, c.RemoteAddr())
 	}
+	return release, true
+}
+
+// handle reads the first bytes of a connection to tell a control connection
+// (a control message) from a data stream (a StreamHeader), and dispatches.
+func (s *Server) handle(ctx context.Context, c net.Conn, release func()) {
+	defer c.Close()
 	defer release()
 	c.SetDeadline(time.Now().Add(helloTimeout))
 	var first [bbproto.StreamHeaderSize]byte
@@ -279,7 +320,7 @@ func (s *Server) handle(ctx context.Context, c net.Conn) {
 		s.control(ctx, c, first[0], release)
 		return
 	}
-	_, err = io.ReadFull(c, first[1:])
+	_, err := io.ReadFull(c, first[1:])
 	release()
 	if err != nil {
 		return

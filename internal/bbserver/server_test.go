@@ -266,6 +266,8 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 
 // TestSilentFlood: connections that never say anything are capped, so a
 // flood of them cannot pile up goroutines; extra ones are closed at once.
+// TestSilentFlood: connections that never say anything are capped, so a
+// flood of them cannot pile up goroutines; extra ones are closed at once.
 func TestSilentFlood(t *testing.T) {
 	_, addr, _ := start(t, Config{})
 	for i := range maxPending {
@@ -448,4 +450,34 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// TestAdmitRunningClient: with the pending pool full of idle sockets from
+// as many addresses as it has slots (none can be displaced), a client
+// whose test runs still gets its streams: they come from its test's
+// descriptors, not the pool; a client with no test is closed at once.
+func TestAdmitRunningClient(t *testing.T) {
+	s, addr, _ := start(t, Config{FDLimit: 100})
+	_, acc, r := open(t, addr, hello(time.Minute, 2))
+	if r != "" {
+		t.Fatal(r)
+	}
+	for i := range s.pending.Total {
+		dialFrom(t, fmt.Sprintf("127.0.0.%d", 10+i), addr)
+	}
+	waitFor(t, 2*time.Second, "the pending pool full", func() bool { return s.pending.Held() == s.pending.Total })
+	stranger := dialFrom(t, "127.0.0.2", addr)
+	stranger.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if _, err := stranger.Read(make([]byte, 1)); err != io.EOF {
+		t.Errorf("a client without a test, pool full: read %v, want EOF (closed at once)", err)
+	}
+	for i := range 2 {
+		c := dialFrom(t, "127.0.0.1", addr)
+		h := bbproto.StreamHeader{Kind: bbproto.Download, Session: acc.Session}.Marshal()
+		c.Write(h[:])
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if n, err := io.ReadFull(c, make([]byte, 64<<10)); err != nil {
+			t.Errorf("stream %d of the running test, pool full: %d bytes, %v", i, n, err)
+		}
+	}
 }

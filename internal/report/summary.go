@@ -38,15 +38,25 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 	fmt.Fprintf(tw, "%-*s\tdown\tup\tRTT\tRTT\tRTT\tin-flow\tloss\tloss\treord\t\n", width, "phase")
 	fmt.Fprintf(tw, "%-*s\tMbit/s\tMbit/s\tmed\tp95\tp99\tmed\tup %%\tdown %%\t\t\n", width, "")
 	for _, p := range r.Phases {
+		lostDown := pct(p.LostDown, p.ProbesSent)
+		if r.RTTOnly {
+			lostDown = "-"
+		}
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n",
 			width, p.Name, num(p.DownloadMbps), num(p.UploadMbps),
 			stat(p.Latency, p.Latency.Median), stat(p.Latency, p.Latency.P95), stat(p.Latency, p.Latency.P99),
-			stat(p.InFlow, p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
+			stat(p.InFlow, p.InFlow.Median), pct(p.LostUp, p.ProbesSent), lostDown,
 			p.Reordered)
 	}
 	tw.Flush()
-	fmt.Fprintln(ew, "Latencies in ms. RTT: UDP probe round trip. in-flow: request/response time")
-	fmt.Fprintln(ew, "inside the loaded TCP streams. loss: share of probes sent.")
+	if r.RTTOnly {
+		fmt.Fprintln(ew, "Latencies in ms. RTT: TCP handshake to the server. in-flow: request/response")
+		fmt.Fprintln(ew, "time inside the loaded streams. loss: share of handshakes that failed, either")
+		fmt.Fprintln(ew, "way (this server gives round trips only), under up %.")
+	} else {
+		fmt.Fprintln(ew, "Latencies in ms. RTT: UDP probe round trip. in-flow: request/response time")
+		fmt.Fprintln(ew, "inside the loaded TCP streams. loss: share of probes sent.")
+	}
 	fmt.Fprintln(ew)
 	fmt.Fprintf(tw, "%-*s\tadded\tadded\tadded\tadded\tadded\tgrade\t\n", width, "loaded phase")
 	fmt.Fprintf(tw, "%-*s\tmean\tmed\tp95\tup\tdown\t\t\n", width, "")
@@ -54,12 +64,20 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 		if isIdle(p.Name) {
 			continue
 		}
+		up, down := num(p.AddedUp), num(p.AddedDown)
+		if r.RTTOnly {
+			up, down = "-", "-"
+		}
 		fmt.Fprintf(tw, "%-*s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", width, p.Name,
-			num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95), num(p.AddedUp), num(p.AddedDown), orDash(p.Grade))
+			num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95), up, down, orDash(p.Grade))
 	}
 	tw.Flush()
 	fmt.Fprintln(ew, "added: ms over the idle_before phase (the baseline; idle_after starts while")
-	fmt.Fprintln(ew, "queues drain). up/down: one-way queueing delay client→server / server→client.")
+	if r.RTTOnly {
+		fmt.Fprintln(ew, "queues drain). up/down: not measured: this server gives round trips only.")
+	} else {
+		fmt.Fprintln(ew, "queues drain). up/down: one-way queueing delay client→server / server→client.")
+	}
 	fmt.Fprintln(ew)
 
 	if r.Incomplete != "" {
@@ -126,8 +144,10 @@ func IdleRTT(ms float64) string {
 
 func basis(b string) string {
 	switch b {
-	case "udp_probes":
+	case bbresult.BasisProbes:
 		return "the UDP probes: sparse flows, which fq_codel and CAKE\nprioritise; the in-flow column shows what the bulk flows see"
+	case bbresult.BasisHandshakes:
+		return "the TCP handshakes: sparse flows, which fq_codel and CAKE\nprioritise; the in-flow column shows what the bulk flows see"
 	case "":
 		return "an unrecorded latency series"
 	}

@@ -20,9 +20,14 @@ func TestWriteSummary(t *testing.T) {
 		"server ended the test early: byte budget of 25 GB reached during download; download is incomplete and upload, bidirectional, idle_after did not run"}
 	withExtras.RPM = &bbresult.RPM{URL: "https://192.0.2.7/config", RPM: 2150, DownloadMbps: 88, UploadMbps: 17}
 
+	// A responsiveness server's run: round trips only, no one-way split.
+	rttOnly := reporttest.Result(reporttest.Bloated())
+	rttOnly.RTTOnly, rttOnly.Grades.Basis = true, bbresult.BasisHandshakes
+
 	for name, r := range map[string]*bbresult.Result{
-		"bloated": reporttest.Result(reporttest.Bloated()),
-		"extras":  withExtras,
+		"bloated":  reporttest.Result(reporttest.Bloated()),
+		"extras":   withExtras,
+		"rtt-only": rttOnly,
 	} {
 		t.Run(name, func(t *testing.T) {
 			var buf bytes.Buffer
@@ -44,6 +49,9 @@ func TestWriteSummary(t *testing.T) {
 				if !strings.Contains(strings.Join(strings.Fields(out), " "), "Note: "+n) {
 					t.Errorf("note %q missing", n)
 				}
+			}
+			if r.RTTOnly != strings.Contains(out, "TCP handshake to the server") || r.RTTOnly != strings.Contains(out, "Both grades use the TCP handshakes") {
+				t.Errorf("rtt_only %v, but the legend says otherwise:\n%s", r.RTTOnly, out)
 			}
 			if r.RPM != nil && !strings.Contains(out, fmt.Sprintf("RPM %.0f: responsiveness against %s", r.RPM.RPM, r.RPM.URL)) {
 				t.Errorf("RPM missing:\n%s", out)
@@ -69,6 +77,9 @@ func TestWriteSummary(t *testing.T) {
 				if isIdle(p.Name) {
 					want[6] = "-" // no in-flow samples without load
 				}
+				if r.RTTOnly {
+					want[8] = "-" // a lost handshake's direction is unknown
+				}
 				if strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Errorf("row %s:\n got %q\nwant %q", p.Name, got, want)
 				}
@@ -82,6 +93,9 @@ func TestWriteSummary(t *testing.T) {
 				got = tableRow(t, out[added:], p.Name)
 				want = []string{p.Name, num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95),
 					num(p.AddedUp), num(p.AddedDown), p.Grade}
+				if r.RTTOnly {
+					want[4], want[5] = "-", "-"
+				}
 				if strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Errorf("added row %s:\n got %q\nwant %q", p.Name, got, want)
 				}

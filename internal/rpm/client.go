@@ -435,9 +435,7 @@ func (r *run) fail(err error) {
 }
 
 func (r *run) addLoader() {
-	l := &loader{}
-	l.tr = r.m.transport(func(c net.Conn) { l.conn.Store(&c) })
-	l.client = &http.Client{Transport: l.tr}
+	l := r.m.newLoader()
 	r.mu.Lock()
 	r.loaders = append(r.loaders, l)
 	r.mu.Unlock()
@@ -445,7 +443,7 @@ func (r *run) addLoader() {
 	go func() {
 		defer r.wg.Done()
 		for r.ctx.Err() == nil {
-			if err := r.load(l); err != nil {
+			if err := r.m.load(r.ctx, l, r.up); err != nil {
 				r.fail(err)
 				return
 			}
@@ -453,19 +451,27 @@ func (r *run) addLoader() {
 	}()
 }
 
-// load runs one large GET or one endless POST on l until it ends.
-func (r *run) load(l *loader) error {
+// newLoader is a load-generating connection, not yet connected.
+func (m *measurer) newLoader() *loader {
+	l := &loader{}
+	l.tr = m.transport(func(c net.Conn) { l.conn.Store(&c) })
+	l.client = &http.Client{Transport: l.tr}
+	return l
+}
+
+// load runs one large GET or one endless POST (up) on l until it ends.
+func (m *measurer) load(ctx context.Context, l *loader, up bool) error {
 	trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) { l.ready.Store(true) }}
-	ctx := httptrace.WithClientTrace(r.ctx, trace)
+	ctx = httptrace.WithClientTrace(ctx, trace)
 	var req *http.Request
 	var err error
-	if r.up {
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, r.m.eps.Upload.String(), &zeroReader{n: &l.bytes})
+	if up {
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, m.eps.Upload.String(), &zeroReader{n: &l.bytes})
 		if err == nil {
 			req.Header.Set("Content-Type", "application/octet-stream")
 		}
 	} else {
-		req, err = http.NewRequestWithContext(ctx, http.MethodGet, r.m.eps.Large.String(), nil)
+		req, err = http.NewRequestWithContext(ctx, http.MethodGet, m.eps.Large.String(), nil)
 		if err == nil {
 			req.Header.Set("Accept-Encoding", "identity")
 		}
@@ -484,7 +490,7 @@ func (r *run) load(l *loader) error {
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := resp.Body.Read(buf)
-		if !r.up {
+		if !up {
 			l.bytes.Add(int64(n))
 		}
 		if err == io.EOF {

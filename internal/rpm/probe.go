@@ -4,6 +4,7 @@ package rpm
 // self probes on the load's own (the draft's two kinds).
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
@@ -46,35 +47,54 @@ func (r *run) probeLoop() {
 // foreignProbe times a new connection: TCP handshake, TLS handshake per
 // round trip, and a 1-byte GET on it.
 func (r *run) foreignProbe() {
-	tr := r.m.transport(nil)
+	f, err := r.m.foreign(r.ctx)
+	if err != nil {
+		r.probeFailed(fmt.Errorf("foreign probe: %w", err))
+		return
+	}
+	r.record(func(l *latencies) {
+		l.TCP = append(l.TCP, ms(f.TCP))
+		l.TLS = append(l.TLS, ms(f.TLS))
+		l.HTTPForeign = append(l.HTTPForeign, ms(f.HTTP))
+	})
+}
+
+// foreignTimes are one foreign probe's: when its TCP handshake began,
+// that handshake (one round trip), the TLS handshake per round trip, and
+// the GET; Addr is the server's address it reached.
+type foreignTimes struct {
+	Start          time.Time
+	TCP, TLS, HTTP time.Duration
+	Addr           string
+}
+
+// foreign runs one foreign probe.
+func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
+	tr := m.transport(nil)
 	defer tr.CloseIdleConnections()
-	var connStart, connDone, tlsStart, tlsDone, gotConn time.Time
+	var f foreignTimes
+	var connDone, tlsStart, tlsDone, gotConn time.Time
 	var version uint16
 	trace := &httptrace.ClientTrace{
-		ConnectStart:      func(string, string) { connStart = time.Now() },
-		ConnectDone:       func(string, string, error) { connDone = time.Now() },
+		ConnectStart:      func(string, string) { f.Start = time.Now() },
+		ConnectDone:       func(_, addr string, _ error) { connDone, f.Addr = time.Now(), addr },
 		TLSHandshakeStart: func() { tlsStart = time.Now() },
 		TLSHandshakeDone: func(cs tls.ConnectionState, _ error) {
 			tlsDone, version = time.Now(), cs.Version
 		},
 		GotConn: func(httptrace.GotConnInfo) { gotConn = time.Now() },
 	}
-	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), &http.Client{Transport: tr}, r.m.eps.Small.String(), 1<<10)
+	_, _, err := get(httptrace.WithClientTrace(ctx, trace), &http.Client{Transport: tr}, m.eps.Small.String(), 1<<10)
 	if err != nil {
-		r.probeFailed(fmt.Errorf("foreign probe: %w", err))
-		return
+		return f, err
 	}
-	end := time.Now()
 	// TLS 1.2 needs two round trips before data can flow, 1.3 one.
-	rtts := 1.0
+	rtts := time.Duration(1)
 	if version < tls.VersionTLS13 {
 		rtts = 2
 	}
-	r.record(func(l *latencies) {
-		l.TCP = append(l.TCP, ms(connDone.Sub(connStart)))
-		l.TLS = append(l.TLS, ms(tlsDone.Sub(tlsStart))/rtts)
-		l.HTTPForeign = append(l.HTTPForeign, ms(end.Sub(gotConn)))
-	})
+	f.TCP, f.TLS, f.HTTP = connDone.Sub(f.Start), tlsDone.Sub(tlsStart)/rtts, time.Since(gotConn)
+	return f, nil
 }
 
 // selfProbe times a 1-byte GET multiplexed onto a random load connection.
@@ -90,20 +110,25 @@ func (r *run) selfProbe() {
 	if len(ready) == 0 {
 		return
 	}
-	l := ready[rand.IntN(len(ready))]
-	reused := false
-	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
-	start := time.Now()
-	_, _, err := get(httptrace.WithClientTrace(r.ctx, trace), l.client, r.m.eps.Small.String(), 1<<10)
+	d, reused, err := r.m.self(r.ctx, ready[rand.IntN(len(ready))])
 	if err != nil {
 		r.probeFailed(fmt.Errorf("self probe: %w", err))
 		return
 	}
-	d := time.Since(start)
-	if !reused {
-		return // the load connection was gone; this timed a new one, not a loaded one
+	if reused {
+		r.record(func(l *latencies) { l.HTTPSelf = append(l.HTTPSelf, ms(d)) })
 	}
-	r.record(func(l *latencies) { l.HTTPSelf = append(l.HTTPSelf, ms(d)) })
+}
+
+// self times a 1-byte GET on load connection l; reused is false when the
+// connection was gone and the GET timed a new one, not a loaded one.
+func (m *measurer) self(ctx context.Context, l *loader) (d time.Duration, reused bool, err error) {
+	trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { reused = i.Reused }}
+	start := time.Now()
+	if _, _, err = get(httptrace.WithClientTrace(ctx, trace), l.client, m.eps.Small.String(), 1<<10); err != nil {
+		return 0, false, err
+	}
+	return time.Since(start), reused, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

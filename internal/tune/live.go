@@ -9,6 +9,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/search"
@@ -21,6 +22,10 @@ type Live struct {
 	Target apply.Target
 	Opts   apply.Options
 	Test   bbclient.Config // server, family, token, streams, probe interval
+	// Run runs one test; nil is bbclient.Run (a sqmkit serve). A
+	// responsiveness server's runs (rpm.RunPhases) have round trips only,
+	// which the search reads as no one-way split.
+	Run func(context.Context, bbclient.Config) (*bbresult.Result, error)
 	// Phase lengths: Idle before (the baseline) and after each phase, Step
 	// for a search step, Line and LineUp for the line measurements of the
 	// download (long enough for a cable boost to be spent) and the upload.
@@ -150,6 +155,13 @@ func (l *Live) one(k search.Kind, n time.Duration) bbclient.Config {
 	return cfg
 }
 
+func (l *Live) run(ctx context.Context, cfg bbclient.Config) (*bbresult.Result, error) {
+	if l.Run != nil {
+		return l.Run(ctx, cfg)
+	}
+	return bbclient.Run(ctx, cfg)
+}
+
 // Load runs one loaded phase of kind k.
 func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (search.Phase, error) {
 	n := l.length(k, length)
@@ -157,7 +169,7 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return search.Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
-	res, err := bbclient.Run(ctx, cfg)
+	res, err := l.run(ctx, cfg)
 	for try := 0; err != nil && strings.Contains(err.Error(), rateLimited) && try < 3; try++ {
 		// a server with a stricter --per-ip than the default: wait
 		// for its minute to pass rather than give up the search
@@ -166,7 +178,7 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 			return search.Phase{}, ctx.Err()
 		case <-time.After(20 * time.Second):
 		}
-		res, err = bbclient.Run(ctx, cfg)
+		res, err = l.run(ctx, cfg)
 	}
 	l.Spent += l.phase(n)
 	if err != nil {

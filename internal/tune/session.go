@@ -337,7 +337,7 @@ func (s *Session) confirm(ctx context.Context, c bbclient.Config) (*bbresult.Res
 	if s.confirmTest != nil {
 		return s.confirmTest(ctx, c)
 	}
-	return bbclient.Run(ctx, c)
+	return s.Live.run(ctx, c)
 }
 
 // measureAgain measures the confirming test's missed phase k (figures p)

@@ -3,6 +3,7 @@ package tune
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,6 +20,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/drift"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc/tcfake"
 )
@@ -486,5 +488,43 @@ func TestUndoRefusesBadRecords(t *testing.T) {
 				t.Errorf("the config changed:\n%s", b)
 			}
 		})
+	}
+}
+
+// TestSessionOverResponsiveness: with Live.Run set to a responsiveness
+// server's phases (tune --server URL), the search and the confirming test
+// run over that protocol, round trips only, and end with rates and the
+// shaper restored as over a sqmkit serve.
+func TestSessionOverResponsiveness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs about 20 s of loopback tests")
+	}
+	s, k, _ := session(t, false)
+	srv, err := rpm.NewServer(rpm.ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Serve(ctx, ln)
+	s.Live.Test.Server = "https://" + ln.Addr().String() + "/config"
+	var runs int
+	s.Live.Run = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
+		runs++
+		return rpm.RunPhases(ctx, rpm.PhaseConfig{Test: c, Insecure: true})
+	}
+	o, err := s.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Confirm == nil || !o.Confirm.RTTOnly || runs < search.MinSteps || o.Search.Download.RateKbit == 0 || o.Search.Upload.RateKbit == 0 {
+		t.Fatalf("%d runs, outcome %+v, confirm %+v", runs, o.Search, o.Confirm)
+	}
+	if !atRates(t, s, k, 20000, 10000) {
+		t.Error("the shaper was not restored to 20000/10000")
 	}
 }

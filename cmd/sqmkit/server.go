@@ -1,0 +1,49 @@
+package main
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/bbproto"
+)
+
+// DefaultPublicServer is what a test or tune without a SERVER measures
+// against: the responsiveness configuration Apple publishes for
+// networkQuality, a CDN near most users that speaks the draft's protocol.
+const DefaultPublicServer = "https://mensura.cdn-apple.com/api/v1/gm/config"
+
+// server is the server a test or tune measures against, as resolved from
+// what the user gave.
+type server struct {
+	Addr   string // host[:port] of a sqmkit serve, or a responsiveness server's config URL
+	URL    bool   // a responsiveness server: round trips only (rpm.RunPhases)
+	Public bool   // none was given: SQMKIT_SERVER or DefaultPublicServer
+}
+
+// resolveServer checks s as a user wrote it (never a flag, a path or
+// markup when it is passed on); "" is the public default.
+func resolveServer(s string) (server, error) {
+	sv := server{Addr: s}
+	if s == "" {
+		sv.Addr, sv.Public = cmp.Or(os.Getenv("SQMKIT_SERVER"), DefaultPublicServer), true
+	}
+	sv.URL = strings.Contains(sv.Addr, "://")
+	check := bbproto.CheckServer
+	if sv.URL {
+		check = bbproto.CheckServerURL
+	}
+	if err := check(sv.Addr); err != nil {
+		return sv, fmt.Errorf("SERVER %v", err)
+	}
+	return sv, nil
+}
+
+// note is what a result says about a server nobody named.
+func (sv server) note() string {
+	if !sv.Public {
+		return ""
+	}
+	return fmt.Sprintf("no SERVER given: measured against the public responsiveness server %s (SQMKIT_SERVER or a SERVER argument names another)", sv.Addr)
+}
