@@ -15,6 +15,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/autorate"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/openwrt"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
@@ -75,7 +76,7 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
-	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{}, StatusFile: autorate.StatusPath(*root, q.Section),
+	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{CPU: func() (cpuload.Record, bool) { return cpuload.Load(*root, q.Section) }}, StatusFile: autorate.StatusPath(*root, q.Section),
 		Params: autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})}
 	d.Devices = f.Devices()
 	if *verbose {

@@ -12,8 +12,10 @@ import (
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/sampler"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -100,6 +102,26 @@ func (o onQueue) counters(stop <-chan struct{}) <-chan []onpath.Sample {
 		}
 		return n[0], n[1], nil
 	}
-	go func() { done <- onpath.Record(stop, 500*time.Millisecond, read) }()
+	go func() {
+		done <- sampler.Every(stop, sampleEvery, func() (onpath.Sample, error) {
+			up, down, err := read()
+			return onpath.Sample{At: time.Now(), Up: up, Down: down}, err
+		})
+	}()
 	return done
+}
+
+// sampleEvery: two reads a second give a 10 s phase twenty, at one tc
+// process each.
+const sampleEvery = 500 * time.Millisecond
+
+// cpu samples the router's CPU counters (package cpuload) until stop
+// closes; nothing off a router.
+func (o onQueue) cpu(stop <-chan struct{}) <-chan []cpuload.Sample {
+	if o.queue == nil {
+		done := make(chan []cpuload.Sample)
+		close(done)
+		return done
+	}
+	return cpuload.Sampling(o.root, stop)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/report"
@@ -123,7 +124,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 	sampling := make(chan struct{})
-	samples := on.counters(sampling)
+	samples, cpu := on.counters(sampling), on.cpu(sampling)
 	var res *bbresult.Result
 	if sv.URL {
 		res, err = runPhases(ctx, cfg, *rpmInsecure)
@@ -141,6 +142,13 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if on.queue != nil {
 		res.Queue = on.queue.Section
 		res.PathChecks = onpath.Check(res, on.queue.Section, <-samples)
+		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: on.queue.Interface, RPS: cpuload.RPS(*root, on.queue.Interface), Qdisc: on.queue.Qdisc, Down: on.queue.Download, Up: on.queue.Upload})
+		if len(res.CPU) > 0 && res.Incomplete == "" {
+			// kept for doctor, status and LuCI: what this router can shape
+			if err := cpuload.Save(*root, cpuload.Record{Section: on.queue.Section, At: res.Started, By: "test", Qdisc: on.queue.Qdisc, Phases: res.CPU}); err != nil {
+				fmt.Fprintln(stderr, "sqmkit test: the CPU measurement was not kept:", err)
+			}
+		}
 	}
 	if n := sv.note(); n != "" {
 		res.Notes = append(res.Notes, n)

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
+	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/report"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
@@ -173,6 +176,7 @@ func TestTestOnRouter(t *testing.T) {
 	root := t.TempDir()
 	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
 	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface '"+router.Dev+"'\n\toption download '20000'\n\toption upload '10000'\n\toption script 'nss-zk.qos'\n"), 0o644)
+	os.Symlink("/proc", filepath.Join(root, "proc")) // the CPU's counters: this host's
 	if _, code, out := sqmkitIn(t, router, bin, true, "start", "--root", root, "--probe-cache", ""); code != 0 {
 		t.Fatalf("start: exit %d\n%s", code, out)
 	}
@@ -197,14 +201,30 @@ func TestTestOnRouter(t *testing.T) {
 	if res.Queue != "wan" || len(res.PathChecks) != 2 {
 		t.Fatalf("queue %q, checks %+v\n%s", res.Queue, res.PathChecks, out)
 	}
-	t.Logf("path checks: %+v", res.PathChecks)
+	t.Logf("path checks: %+v; cpu: %+v", res.PathChecks, res.CPU)
 	for _, c := range res.PathChecks {
 		if c.Verdict != "agrees" {
 			t.Errorf("%+v: the test was the only traffic\n%s", c, out)
 		}
 	}
-	if !strings.Contains(out, "Route: through queue wan; its shaper counted what the test moved") {
+	if !strings.Contains(out, "Route: through queue wan; its shaper counted what the test moved") || !strings.Contains(out, "Router CPU (") {
 		t.Errorf("summary:\n%s", out)
+	}
+	// what each loaded phase cost this host's CPU (cpuload)
+	if len(res.CPU) != 2 {
+		t.Fatalf("cpu %+v", res.CPU)
+	}
+	for _, c := range res.CPU {
+		if c.CPUs != runtime.NumCPU() || c.MsPerMbit <= 0 || c.BusiestShare <= 0 || c.BusiestShare > 1 || c.CeilingMbps < c.ShapedMbps {
+			t.Errorf("cpu of %s: %+v", c.Phase, c)
+		}
+	}
+	// and kept: the doctor judges the queue's rates against it
+	diag, _, out := sqmkitIn(t, router, bin, true, "doctor", "--root", root, "--json")
+	if !slices.ContainsFunc(diag.Findings, func(f doctor.Finding) bool {
+		return strings.HasPrefix(f.ID, "cpu-") && strings.Contains(strings.Join(f.Evidence, " "), "test of ")
+	}) {
+		t.Errorf("doctor after a test on the router: no CPU finding\n%s", out)
 	}
 
 	_, code, out = sqmkitIn(t, router, bin, true, "test", "10.80.0.2", "--root", root, "--quiet")

@@ -15,6 +15,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tune"
@@ -120,7 +121,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		test.Network = on.network
 	}
 	s := &tune.Session{
-		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp},
+		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp, CPURoot: *root},
 		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
 	}
 	if sv.URL {
@@ -137,6 +138,12 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
 	}
 	out, err := s.Run(ctx)
+	if len(s.Live.Costs) > 0 {
+		// kept for doctor, status and LuCI: what this router can shape
+		if err := cpuload.Save(*root, cpuload.Record{Section: qs[0].Section, At: time.Now().UTC(), By: "tune", Qdisc: qs[0].Qdisc, Phases: s.Live.Costs}); err != nil {
+			logf("the CPU measurement was not kept: " + err.Error())
+		}
+	}
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("stopped before it finished (a signal); the shaper is back at its rates, nothing written")
 	}
@@ -149,7 +156,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	// the steps and choices of a search that chose; the JSON always, so
 	// whoever reads it (LuCI's page) has the reason a tune ended without
 	if out.Search != nil && (err == nil || out.Search.Download.RateKbit > 0 || out.Search.Upload.RateKbit > 0) {
-		printTune(stdout, out)
+		printTune(stdout, out, qs[0].Qdisc)
 	}
 	writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	if err != nil {
@@ -218,8 +225,9 @@ func printSteps(w io.Writer, t search.Target, steps []search.Step) {
 }
 
 // printTune prints the steps per direction, the rates chosen and why, and
-// the goodput gained over the 95 % rule.
-func printTune(w io.Writer, o *tune.Outcome) {
+// the goodput gained over the 95 % rule; qdisc is the queue's, for the fix
+// a CPU-bound line names.
+func printTune(w io.Writer, o *tune.Outcome, qdisc string) {
 	r := o.Search
 	printSteps(w, r.Target, r.Steps)
 	for _, c := range []struct {
@@ -230,6 +238,10 @@ func printTune(w io.Writer, o *tune.Outcome) {
 		fmt.Fprintf(w, "%s: %d kbit/s (%.0f%% of the line's %d): %s\n", c.name, c.ch.RateKbit, 100*float64(c.ch.RateKbit)/float64(max(l.RateKbit, 1)), l.RateKbit, c.ch.Why)
 		if c.ch.OutOfReach != "" {
 			fmt.Fprintf(w, "  tuned for %s: %s\n", c.ch.Target.Name, c.ch.OutOfReach)
+		}
+		if cpu := l.CPU; cpu != nil {
+			fmt.Fprintf(w, "  CPU-bound at %d kbit/s: with the shaper open cpu%d was busy %.0f%% (%.0f%% softirq), so that is the router's ceiling, not the line's; the rate is the highest that keeps %s on this router\n  fix: %s\n",
+				l.GoodputKbit, cpu.Busiest, 100*cpu.BusiestShare, 100*cpu.BusiestSoftirq, c.ch.Target.Name, cpuload.Fix(*cpu, qdisc))
 		}
 		if l.BoostKbit > 0 {
 			fmt.Fprintf(w, "  the line gave %d kbit/s goodput in its first seconds and %d sustained: a boost, not the line rate\n", l.BoostKbit, l.GoodputKbit)

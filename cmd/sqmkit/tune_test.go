@@ -98,7 +98,7 @@ func TestPrintTuneAgain(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: confirm, Again: c.again})
+			printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: confirm, Again: c.again}, "cake")
 			got := b.String()
 			if c.want == "" && strings.Contains(got, "measured again") || c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("printed:\n%s\nwant %q", got, c.want)
@@ -126,7 +126,7 @@ func TestPrintTuneJudged(t *testing.T) {
 		res.Samples.Probes = append(res.Samples.Probes, bbresult.Probe{T: ts, RTT: rtt})
 	}
 	var b bytes.Buffer
-	printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: res, Again: res})
+	printTune(&b, &tune.Outcome{Search: &search.Result{}, Confirm: res, Again: res}, "cake")
 	got := b.String()
 	for _, want := range []string{
 		"judged after each phase's first 1.5 s: bidirectional +2.0/+2.0 ms\n",
@@ -155,11 +155,24 @@ func TestPrintTuneBidirOutOfReach(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
-			printTune(&b, &tune.Outcome{Search: &c.r})
+			printTune(&b, &tune.Outcome{Search: &c.r}, "cake")
 			got := b.String()
 			if c.want == "" && strings.Contains(got, "judged against") || c.want != "" && !strings.Contains(got, c.want) {
 				t.Errorf("printed:\n%s\nwant %q", got, c.want)
 			}
 		})
+	}
+}
+
+// A line measured CPU-bound says so, with the ceiling and the fix.
+func TestPrintTuneCPUBound(t *testing.T) {
+	cpu := &bbresult.PhaseCPU{Busiest: 1, BusiestShare: 0.97, BusiestSoftirq: 0.9, CPUs: 1}
+	r := search.Result{Target: search.APlus, Download: search.Choice{Target: search.APlus, RateKbit: 33000, Line: search.Line{GoodputKbit: 35000, RateKbit: 37000, CPU: cpu}}}
+	var b bytes.Buffer
+	printTune(&b, &tune.Outcome{Search: &r}, "cake")
+	for _, want := range []string{"CPU-bound at 35000 kbit/s: with the shaper open cpu1 was busy 97% (90% softirq)", "fix: fq_codel"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("printed:\n%s\nwant %q", b.String(), want)
+		}
 	}
 }

@@ -11,12 +11,17 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 )
 
 // Metrics are the daemon's figures in Prometheus' text format. The
 // endpoint is a few lines over a TCP listener rather than net/http,
 // which would add about 1.5 MB to the router build for one GET.
 type Metrics struct {
+	// CPU reads the queue's last CPU measurement (cpuload.Load); nil or
+	// none: no CPU figures.
+	CPU func() (cpuload.Record, bool)
+
 	mu      sync.Mutex
 	rate    [2]int
 	load    [2]int
@@ -82,10 +87,34 @@ func (m *Metrics) Write(w io.Writer) {
 	for p, v := range m.base {
 		fmt.Fprintf(&b, "sqmkit_autorate_baseline_seconds{path=%q} %.5f\n", p, v/1000)
 	}
+	if m.CPU != nil {
+		if r, ok := m.CPU(); ok {
+			writeCPU(&b, gauge, r)
+		}
+	}
 	fmt.Fprintf(&b, "# HELP sqmkit_autorate_changes_total rate changes made\n# TYPE sqmkit_autorate_changes_total counter\nsqmkit_autorate_changes_total %d\n", m.changes)
 	fmt.Fprintf(&b, "# HELP sqmkit_autorate_change_failures_total rate changes the kernel refused\n# TYPE sqmkit_autorate_change_failures_total counter\nsqmkit_autorate_change_failures_total %d\n", m.failed.Load())
 	fmt.Fprintf(&b, "# HELP sqmkit_autorate_samples_total delay samples received\n# TYPE sqmkit_autorate_samples_total counter\nsqmkit_autorate_samples_total %d\n", m.samples.Load())
 	io.WriteString(w, b.String())
+}
+
+// writeCPU renders what the last test or tune measured of the router's CPU,
+// per phase (TestMetricsBaseUnits).
+func writeCPU(b *strings.Builder, gauge func(name, help string), r cpuload.Record) {
+	gauge("sqmkit_cpu_ceiling_bits_per_second", "rate at which the router's busiest core (or all) would be saturated, from the last test or tune")
+	for _, c := range r.Phases {
+		fmt.Fprintf(b, "sqmkit_cpu_ceiling_bits_per_second{phase=%q,qdisc=%q} %.0f\n", c.Phase, r.Qdisc, c.CeilingMbps*1e6)
+	}
+	gauge("sqmkit_cpu_seconds_per_bit", "CPU time spent per shaped bit, the test's own process left out")
+	for _, c := range r.Phases {
+		fmt.Fprintf(b, "sqmkit_cpu_seconds_per_bit{phase=%q,qdisc=%q} %.3g\n", c.Phase, r.Qdisc, c.MsPerMbit*1e-9)
+	}
+	gauge("sqmkit_cpu_busiest_core_ratio", "share of the phase its busiest core ran")
+	for _, c := range r.Phases {
+		fmt.Fprintf(b, "sqmkit_cpu_busiest_core_ratio{phase=%q,cpu=\"%d\"} %.3f\n", c.Phase, c.Busiest, c.BusiestShare)
+	}
+	gauge("sqmkit_cpu_measured_timestamp_seconds", "when the CPU figures were measured")
+	fmt.Fprintf(b, "sqmkit_cpu_measured_timestamp_seconds %d\n", r.At.Unix())
 }
 
 // Serve answers every HTTP request on l with the metrics, until l closes.

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 )
 
 // fakeShaper records what the daemon sets.
@@ -211,7 +213,9 @@ func TestDaemonSourceStops(t *testing.T) {
 // (bits per second, seconds; promtool check metrics flags _kbps and _ms),
 // with the value converted to match.
 func TestMetricsBaseUnits(t *testing.T) {
-	m := &Metrics{}
+	m := &Metrics{CPU: func() (cpuload.Record, bool) {
+		return cpuload.Record{At: time.Unix(1700000000, 0), Qdisc: "cake", Phases: []bbresult.PhaseCPU{{Phase: "download", MsPerMbit: 3.5, Busiest: 1, BusiestShare: 0.625, CeilingMbps: 64}}}, true
+	}}
 	m.rate, m.load = [2]int{40000, 8000}, [2]int{1000, 0}
 	m.sample(Raw{Path: "192.0.2.1", Ms: 25}, 5)
 	var b strings.Builder
@@ -222,6 +226,10 @@ func TestMetricsBaseUnits(t *testing.T) {
 		`sqmkit_autorate_load_bits_per_second{direction="download"} 1000000`,
 		`sqmkit_autorate_added_delay_seconds{path="192.0.2.1"} 0.00500`,
 		`sqmkit_autorate_baseline_seconds{path="192.0.2.1"} 0.02000`,
+		`sqmkit_cpu_ceiling_bits_per_second{phase="download",qdisc="cake"} 64000000`,
+		`sqmkit_cpu_seconds_per_bit{phase="download",qdisc="cake"} 3.5e-09`,
+		`sqmkit_cpu_busiest_core_ratio{phase="download",cpu="1"} 0.625`,
+		`sqmkit_cpu_measured_timestamp_seconds 1700000000`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("metrics lack %q:\n%s", want, out)

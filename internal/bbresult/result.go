@@ -52,6 +52,38 @@ type Result struct {
 	// loaded phase's goodput (package onpath).
 	Queue      string      `json:"queue,omitempty"`
 	PathChecks []PathCheck `json:"path_checks,omitempty"`
+	// CPU is what each loaded phase cost the router's CPU, when the test
+	// ran on the router (package cpuload).
+	CPU []PhaseCPU `json:"cpu,omitempty"`
+}
+
+// PhaseCPU is one loaded phase's CPU cost on the router and the shaping
+// ceiling it implies.
+type PhaseCPU struct {
+	Phase      string  `json:"phase"`
+	ShapedMbps float64 `json:"shaped_mbps"` // the phase's goodput, both directions
+	CPUs       int     `json:"cpus"`
+	// BusyCores is the CPU time spent per second, in cores, without the
+	// test's own process; MsPerMbit that per shaped Mbit/s.
+	BusyCores float64 `json:"busy_cores"`
+	MsPerMbit float64 `json:"ms_per_mbit"`
+	// Busiest is the core that ran most (its share of the phase, and the
+	// share of that in softirq: packet processing).
+	Busiest        int     `json:"busiest_cpu"`
+	BusiestShare   float64 `json:"busiest_share"`
+	BusiestSoftirq float64 `json:"busiest_softirq_share"`
+	// NetRxCPU handled the largest share (NetRxShare) of the network
+	// receive softirqs; RPS is the receive steering mask of the queue's
+	// Device ("" when off or unknown).
+	NetRxCPU   int     `json:"net_rx_cpu"`
+	NetRxShare float64 `json:"net_rx_share"`
+	Device     string  `json:"device,omitempty"`
+	RPS        string  `json:"rps,omitempty"`
+	// CeilingMbps is the rate at which the busiest core (or all cores)
+	// would be saturated, if its load grows with the rate; Bound: the
+	// busiest core was already saturated.
+	CeilingMbps float64 `json:"ceiling_mbps"`
+	Bound       bool    `json:"cpu_bound"`
 }
 
 // PathCheck is one loaded phase's goodput in one direction beside what

@@ -92,6 +92,7 @@ func (c *checker) run() {
 		c.overhead(wan)
 		c.mismatch(wan, ifb)
 		c.multiqueue(wan, ifb)
+		c.cpu(wan)
 	}
 	if c.in.Offload.Hardware {
 		c.add(Warn, "flow-offload", "firewall defaults",

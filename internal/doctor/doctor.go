@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -82,6 +83,9 @@ type Sample struct {
 type Expect struct {
 	Queue config.Queue
 	Plan  *plan.Plan // nil when the plan could not be built; mismatch checks are skipped
+	// CPU is the queue's last CPU measurement (a test or tune on the
+	// router); nil: none this boot.
+	CPU *cpuload.Record
 }
 
 // Offload is the `config defaults` of an OpenWrt /etc/config/firewall.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/linkinfo"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/ratestate"
@@ -142,6 +143,9 @@ func expectations(root string, qs []config.Queue, warn func(string)) []Expect {
 	var out []Expect
 	for _, q := range qs {
 		e := Expect{Queue: q}
+		if r, ok := cpuload.Load(root, q.Section); root != "" && ok {
+			e.CPU = &r
+		}
 		f, err := linkinfo.Read(root, q.Interface)
 		if err == nil {
 			e.Plan, err = plan.Build(q, f)

@@ -14,29 +14,6 @@ type Sample struct {
 	Up, Down uint64
 }
 
-// Record reads the counters every interval until stop is closed and
-// returns what it read; a failed read is skipped.
-func Record(stop <-chan struct{}, every time.Duration, read func() (up, down uint64, err error)) []Sample {
-	var out []Sample
-	take := func() {
-		if up, down, err := read(); err == nil {
-			out = append(out, Sample{At: time.Now(), Up: up, Down: down})
-		}
-	}
-	take()
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
-			take()
-			return out
-		case <-t.C:
-			take()
-		}
-	}
-}
-
 // The bounds of agreement between a phase's goodput and what the shaper
 // counted for that direction. The shaper counts frames (payload, TCP/IP
 // headers and, on ingress and on cells, more: up to a sixth above

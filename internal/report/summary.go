@@ -101,6 +101,7 @@ func WriteSummary(w io.Writer, r *bbresult.Result) error {
 		fmt.Fprintf(ew, "RPM %.0f: responsiveness against %s (%.1f down, %.1f up Mbit/s)\n", r.RPM.RPM, r.RPM.URL, r.RPM.DownloadMbps, r.RPM.UploadMbps)
 	}
 	pathLine(ew, r)
+	cpuLines(ew, r)
 	for _, n := range r.Notes {
 		writeNote(ew, n)
 	}
@@ -231,5 +232,29 @@ func pathLine(w io.Writer, r *bbresult.Result) {
 		fmt.Fprintf(w, "Route: through queue %s; its shaper counted what the test moved in every loaded phase.\n", r.Queue)
 	default:
 		fmt.Fprintf(w, "Route: through queue %s; its shaper's counters disagree with the goodput in %d of %d loaded directions (notes).\n", r.Queue, len(r.PathChecks)-agree, len(r.PathChecks))
+	}
+}
+
+// cpuLines: what each loaded phase cost the router's CPU, and the rate its
+// busiest core implies it can shape (cpuload.Costs).
+func cpuLines(w io.Writer, r *bbresult.Result) {
+	if len(r.CPU) == 0 {
+		return
+	}
+	width := 0
+	for _, c := range r.CPU {
+		width = max(width, len(c.Phase))
+	}
+	fmt.Fprintf(w, "Router CPU (%d cores; the test's own process left out) per loaded phase, and\nthe rate at which its busiest core (or all) would be full, in Mbit/s:\n", r.CPU[0].CPUs)
+	var bound *bbresult.PhaseCPU
+	for i, c := range r.CPU {
+		fmt.Fprintf(w, "  %-*s %6.1f Mbit/s %5.1f ms/Mbit  cpu%d %3.0f%% (%.0f%% softirq)  max ~%.0f\n",
+			width, c.Phase, c.ShapedMbps, c.MsPerMbit, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, c.CeilingMbps)
+		if c.Bound && (bound == nil || c.ShapedMbps < bound.ShapedMbps) {
+			bound = &r.CPU[i]
+		}
+	}
+	if bound != nil {
+		fmt.Fprintf(w, "  CPU-bound at %.0f Mbit/s (%s): cpu%d was saturated.\n", bound.ShapedMbps, bound.Phase, bound.Busiest)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -18,6 +19,10 @@ func TestWriteSummary(t *testing.T) {
 	withExtras.ServerAddr = "192.0.2.7:7070"
 	withExtras.Notes = []string{"path looks asymmetric: upstream one-way delay 3 ms above downstream",
 		"server ended the test early: byte budget of 25 GB reached during download; download is incomplete and upload, bidirectional, idle_after did not run"}
+	withExtras.CPU = []bbresult.PhaseCPU{
+		{Phase: "download", ShapedMbps: 37.2, CPUs: 4, MsPerMbit: 3.1, Busiest: 1, BusiestShare: 0.62, BusiestSoftirq: 0.8, CeilingMbps: 60},
+		{Phase: "bidirectional", ShapedMbps: 1043.5, CPUs: 4, MsPerMbit: 12.25, Busiest: 3, BusiestShare: 0.97, BusiestSoftirq: 0.9, CeilingMbps: 1075, Bound: true},
+	}
 	withExtras.RPM = &bbresult.RPM{URL: "https://192.0.2.7/config", RPM: 2150, DownloadMbps: 88, UploadMbps: 17}
 
 	// A responsiveness server's run: round trips only, no one-way split.
@@ -52,6 +57,14 @@ func TestWriteSummary(t *testing.T) {
 			}
 			if r.RTTOnly != strings.Contains(out, "TCP handshake to the server") || r.RTTOnly != strings.Contains(out, "Both grades use the TCP handshakes") {
 				t.Errorf("rtt_only %v, but the legend says otherwise:\n%s", r.RTTOnly, out)
+			}
+			for _, c := range r.CPU {
+				if want := fmt.Sprintf("%s %.1f Mbit/s %.1f ms/Mbit cpu%d %.0f%% (%.0f%% softirq) max ~%.0f", c.Phase, c.ShapedMbps, c.MsPerMbit, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, c.CeilingMbps); !strings.Contains(strings.Join(strings.Fields(out), " "), want) {
+					t.Errorf("CPU line lacks %q:\n%s", want, out)
+				}
+			}
+			if bound := slices.ContainsFunc(r.CPU, func(c bbresult.PhaseCPU) bool { return c.Bound }); bound != strings.Contains(out, "CPU-bound at 1044 Mbit/s (bidirectional): cpu3 was saturated") {
+				t.Errorf("CPU-bound %v, summary:\n%s", bound, out)
 			}
 			if r.RPM != nil && !strings.Contains(out, fmt.Sprintf("RPM %.0f: responsiveness against %s", r.RPM.RPM, r.RPM.URL)) {
 				t.Errorf("RPM missing:\n%s", out)

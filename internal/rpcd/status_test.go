@@ -2,12 +2,16 @@ package rpcd
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/autorate"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
@@ -66,5 +70,25 @@ func TestAutorateSections(t *testing.T) {
 		if s["section"] != "wan" || s["running"] != c.running || st == nil || len(st["history"].([]any)) != 1 {
 			t.Errorf("%v old: %v", c.age, s)
 		}
+	}
+}
+
+// TestDoctorCPU: a test or tune's CPU record reaches LuCI's status page
+// through the doctor: a CPU-bound queue is a warning with the fix.
+func TestDoctorCPU(t *testing.T) {
+	e, _ := router(t)
+	rec := cpuload.Record{Section: "wan", At: e.Now(), By: "tune", Qdisc: "cake", Phases: []bbresult.PhaseCPU{
+		{Phase: "download", ShapedMbps: 15, CPUs: 1, BusiestShare: 0.96, CeilingMbps: 15.6, Bound: true}}}
+	if err := cpuload.Save(e.Root, rec); err != nil {
+		t.Fatal(err)
+	}
+	got := call(t, e, "doctor", "")
+	found := false
+	for _, f := range got["findings"].([]any) {
+		m := f.(map[string]any)
+		found = found || m["id"] == "cpu-bound" && strings.Contains(fmt.Sprint(m["fix"]), "This router shapes about 15 Mbit/s with cake")
+	}
+	if !found {
+		t.Errorf("no cpu-bound finding: %v", got)
 	}
 }

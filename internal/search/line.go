@@ -107,6 +107,12 @@ func (s *searcher) line(ctx context.Context, k Kind) (Line, error) {
 	if l.BoostKbit > 0 {
 		msg += fmt.Sprintf("; %d kbit/s in the first seconds was a boost, not the line", l.BoostKbit)
 	}
+	if c := p.CPU; c != nil && c.Bound {
+		// the search goes on below it: the highest rate that keeps the
+		// grade on this router is what the user can have (TestLineCPUBound)
+		l.CPU = c
+		msg += fmt.Sprintf("; CPU-bound: cpu%d was busy %.0f%% of it (%.0f%% softirq), so this is the router's ceiling, not the line's", c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq)
+	}
 	s.say("%s", msg)
 	return l, nil
 }

@@ -3,7 +3,10 @@ package search
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // Over IPv6 a full-size packet carries 20 bytes less payload, so the same
@@ -93,5 +96,27 @@ func TestLineBoostStallAtEnd(t *testing.T) {
 	}
 	if l.BoostKbit < 45000 {
 		t.Errorf("boost %d kbit/s, want the plateau's 45600", l.BoostKbit)
+	}
+}
+
+// TestLineCPUBound: a line measured while the router's busiest core was
+// saturated is the router's ceiling: the line says so (and the search
+// goes on below it); a core with room to spare says nothing.
+func TestLineCPUBound(t *testing.T) {
+	for _, bound := range []bool{false, true} {
+		s := newSim()
+		s.SetRates(context.Background(), 400000, 80000)
+		s.lineCPU = &bbresult.PhaseCPU{Phase: "download", Busiest: 1, BusiestShare: 0.97, BusiestSoftirq: 0.9, Bound: bound}
+		var said []string
+		r := &searcher{l: s, c: searchConfig(), r: &Result{}}
+		r.c.Progress = func(m string) { said = append(said, m) }
+		l, err := r.line(context.Background(), Download)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msg := strings.Join(said, "\n")
+		if (l.CPU != nil) != bound || strings.Contains(msg, "CPU-bound: cpu1 was busy 97%") != bound {
+			t.Errorf("bound %v: line CPU %+v, said %q", bound, l.CPU, msg)
+		}
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // sim is a simulated link: a line of Line kbit/s (shaper-rate terms) per
@@ -42,10 +44,11 @@ type sim struct {
 	// shaper does not count (the download's ACKs): in the bidirectional
 	// phase the upload's line carries that much more than its rate
 	ackUp     float64
-	failAfter int     // phases before the server vanishes; 0 never
-	series    []int   // a line phase's goodput per second, as recorded; nil: flat
-	lineRead  float64 // the line phase reads this share of the line; 0: all of it
-	v6        bool    // phases run over IPv6
+	failAfter int                // phases before the server vanishes; 0 never
+	series    []int              // a line phase's goodput per second, as recorded; nil: flat
+	lineCPU   *bbresult.PhaseCPU // what a line phase cost the router's CPU
+	lineRead  float64            // the line phase reads this share of the line; 0: all of it
+	v6        bool               // phases run over IPv6
 	// upFloor is the least added median the upload's queue shows at any
 	// rate (p95 twice it): a slow link's own packet time (1 Mbit/s ATM:
 	// 13.6 ms per full-size packet), which no shaper rate removes.
@@ -150,6 +153,9 @@ func (s *sim) Load(_ context.Context, k Kind, n Length) (Phase, error) {
 	p.IPv6 = s.v6
 	if line && s.lineRead > 0 {
 		p.DownKbit, p.UpKbit = int(float64(p.DownKbit)*s.lineRead), int(float64(p.UpKbit)*s.lineRead)
+	}
+	if line {
+		p.CPU = s.lineCPU
 	}
 	if line && s.series != nil {
 		p.PerSecond = s.series

@@ -52,6 +52,9 @@ type Phase struct {
 	// IPv6: the test ran over IPv6, whose packets carry 20 bytes more
 	// header and less payload (RatePerGoodput is IPv4's).
 	IPv6 bool
+	// CPU is what the phase cost the router's CPU (cpuload); nil when not
+	// measured (the search runs elsewhere than on the router).
+	CPU *bbresult.PhaseCPU
 }
 
 func (p Phase) goodput(k Kind) int {
@@ -127,6 +130,10 @@ type Line struct {
 	BoostKbit int
 	// PerSecond is the measurement itself, goodput per second.
 	PerSecond []int
+	// CPU: the router's busiest core was saturated while the shaper was
+	// open, so the "line" is the router's ceiling, not the line's
+	// (cpuload.BoundShare); nil when not CPU-bound or not measured.
+	CPU *bbresult.PhaseCPU `json:",omitempty"`
 }
 
 // BoostRatio: first-seconds goodput above this share of the sustained one

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -11,6 +12,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/search"
 )
@@ -26,6 +28,12 @@ type Live struct {
 	// responsiveness server's runs (rpm.RunPhases) have round trips only,
 	// which the search reads as no one-way split.
 	Run func(context.Context, bbclient.Config) (*bbresult.Result, error)
+	// CPURoot: on the router, whose CPU each phase samples under this
+	// root (cpuload); "" samples nothing.
+	CPURoot string
+	// Costs are what each phase cost the CPU, in order (CPURoot set).
+	Costs []bbresult.PhaseCPU
+	rates config.Rates // the shaper's, as SetRates last left them
 	// Phase lengths: Idle before (the baseline) and after each phase, Step
 	// for a search step, Line and LineUp for the line measurements of the
 	// download (long enough for a cable boost to be spent) and the upload.
@@ -136,6 +144,12 @@ func (l *Live) SetRates(_ context.Context, down, up int) error {
 	if r.State == apply.Failed {
 		return r.Err
 	}
+	if down > 0 {
+		l.rates.Download = down
+	}
+	if up > 0 {
+		l.rates.Upload = up
+	}
 	return nil
 }
 
@@ -169,6 +183,13 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return search.Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
+	stop := make(chan struct{})
+	stopCPU := sync.OnceFunc(func() { close(stop) })
+	defer stopCPU()
+	var cpu <-chan []cpuload.Sample
+	if l.CPURoot != "" {
+		cpu = cpuload.Sampling(l.CPURoot, stop)
+	}
 	res, err := l.run(ctx, cfg)
 	for try := 0; err != nil && strings.Contains(err.Error(), rateLimited) && try < 3; try++ {
 		// a server with a stricter --per-ip than the default: wait
@@ -181,11 +202,19 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 		res, err = l.run(ctx, cfg)
 	}
 	l.Spent += l.phase(n)
+	stopCPU()
 	if err != nil {
 		return search.Phase{}, err
 	}
 	if res.Incomplete != "" {
 		return search.Phase{}, fmt.Errorf("the test against the server was incomplete: %s", res.Incomplete)
 	}
-	return search.PhaseOf(res, k)
+	p, err := search.PhaseOf(res, k)
+	if cpu != nil {
+		if costs := cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: l.Target.Facts.Device, RPS: cpuload.RPS(l.CPURoot, l.Target.Facts.Device), Qdisc: l.Target.Queue.Qdisc, Down: l.rates.Download, Up: l.rates.Upload}); len(costs) == 1 {
+			p.CPU = &costs[0]
+			l.Costs = append(l.Costs, costs[0])
+		}
+	}
+	return p, err
 }

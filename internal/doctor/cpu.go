@@ -1,0 +1,42 @@
+package doctor
+
+import (
+	"fmt"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
+)
+
+// cpu judges the queue of wan against the last measurement of what its
+// router's CPU can shape (cpuload.Record): bound, or a ceiling under the
+// rate its shaper is set to, is a warning with the fix; room to spare is
+// said (TestCPUFindings).
+func (c *checker) cpu(wan string) {
+	e := c.expect[wan]
+	if e == nil || e.CPU == nil {
+		return
+	}
+	r, q := e.CPU, e.Queue
+	low := r.Lowest()
+	rate := func(p bbresult.PhaseCPU) float64 { // the shaper's rate(s) the phase loaded, Mbit/s
+		switch p.Phase {
+		case bbresult.PhaseDownload:
+			return float64(q.Download) / 1000
+		case bbresult.PhaseUpload:
+			return float64(q.Upload) / 1000
+		}
+		return float64(q.Download+q.Upload) / 1000
+	}
+	subject := fmt.Sprintf("%s CPU (queue %s)", wan, q.Section)
+	ev := []string{fmt.Sprintf("%s of %s: %s at %.1f Mbit/s shaped, cpu%d busy %.0f%% (%.0f%% softirq) of %d cores, %.2f ms CPU per Mbit: ceiling ~%.0f Mbit/s",
+		r.By, r.At.UTC().Format("2006-01-02 15:04 UTC"), low.Phase, low.ShapedMbps, low.Busiest, 100*low.BusiestShare, 100*low.BusiestSoftirq, low.CPUs, low.MsPerMbit, low.CeilingMbps)}
+	switch {
+	case low.Bound:
+		c.add(Warn, "cpu-bound", subject, fmt.Sprintf("This router shapes about %.0f Mbit/s with %s; %s.", low.ShapedMbps, r.Qdisc, cpuload.Fix(low, r.Qdisc)), ev...)
+	case low.CeilingMbps < rate(low):
+		ev = append(ev, fmt.Sprintf("the shaper is set to %.0f Mbit/s for %s", rate(low), low.Phase))
+		c.add(Warn, "cpu-ceiling", subject, fmt.Sprintf("Its rate is above what this router's CPU can shape; %s.", cpuload.Fix(low, r.Qdisc)), ev...)
+	default:
+		c.add(OK, "cpu-headroom", subject, "", ev...)
+	}
+}
