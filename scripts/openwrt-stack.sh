@@ -72,21 +72,13 @@ mkdir -p "$work/src" "$work/stage"
 src=$work/src
 stage=$work/stage
 
+# shellcheck source=scripts/lib/pinned.sh
+. "$repo/scripts/lib/pinned.sh"
+
 # unpack NAME: the source tree of NAME at its pin, in $src/NAME.
 unpack() {
 	line=$(echo "$pins" | grep "^$1 ")
-	url=$(echo "$line" | cut -d' ' -f2)
-	commit=$(echo "$line" | cut -d' ' -f3)
-	if [ -d "$src_dir" ]; then
-		mkdir -p "$src/$1.x"
-		tar -xJf "$src_dir/$1-$commit.tar.xz" -C "$src/$1.x"
-		mv "$src/$1.x"/* "$src/$1"
-		rmdir "$src/$1.x"
-	else
-		log "cloning $url at $commit (no $src_dir)"
-		git clone -q "$url" "$src/$1"
-		git -C "$src/$1" checkout -q "$commit"
-	fi
+	pinned_unpack "$1" "$(echo "$line" | cut -d' ' -f2)" "$(echo "$line" | cut -d' ' -f3)" "$src/$1"
 }
 
 # Missing from glibc 2.36 (rpcd, procd): strlcpy and friends, from libbsd.

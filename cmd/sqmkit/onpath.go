@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
@@ -36,10 +34,10 @@ func routeCheck(ctx context.Context, root string, qs []config.Queue, server, net
 	if len(qs) == 0 {
 		return onQueue{network: network}, nil
 	}
-	host, _ := bbproto.SplitHostPort(server)
-	if u, err := url.Parse(server); err == nil && strings.Contains(server, "://") {
-		host = u.Hostname()
+	if hp, _, ok := bbproto.SplitURL(server); ok {
+		server = hp // a responsiveness server's URL: its host
 	}
+	host, _ := bbproto.SplitHostPort(server)
 	var addrs []netip.Addr
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = []netip.Addr{a}

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log"
 	"math"
 	"net"
@@ -24,7 +25,17 @@ func measureRPM(ctx context.Context, url string, insecure bool) (*bbresult.RPM, 
 	if err != nil && (r.Download.Probes == 0 || math.IsNaN(r.RPM)) {
 		return nil, r.Notes, err
 	}
-	return r.BBResult(), r.Notes, err
+	notes := r.Notes
+	for _, st := range []struct {
+		name string
+		s    rpm.Stage
+	}{{"download", r.Download}, {"upload", r.Upload}} {
+		if st.s.Probes > 0 {
+			notes = append(notes, fmt.Sprintf("%s: %.0f RPM on %d connections (%s confidence): TCP %.1f, TLS %.1f, GET %.1f ms on new connections, %.1f ms on loaded ones",
+				st.name, st.s.RPM, st.s.Conns, st.s.Confidence, st.s.TCPms, st.s.TLSms, st.s.HTTPForeignMs, st.s.HTTPSelfMs))
+		}
+	}
+	return r.BBResult(), notes, err
 }
 
 // startRPM listens for the responsiveness test on addr and returns the

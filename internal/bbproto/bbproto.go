@@ -34,7 +34,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -114,15 +113,36 @@ func CheckServer(s string) error {
 }
 
 // CheckServerURL says what is wrong with a responsiveness server's config
-// URL as a user wrote it: http or https, a host that CheckServer accepts,
-// nothing a shell or a browser would read otherwise (TestCheckServerURL).
+// URL as a user wrote it: http or https, a host that CheckServer accepts, a
+// path of URL-safe characters, nothing a shell or a browser would read
+// otherwise (TestCheckServerURL). Parsed here, not with net/url, which
+// would add its weight to the router build that refuses URLs anyway.
 func CheckServerURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || u.Scheme != "https" && u.Scheme != "http" || u.User != nil || strings.ContainsAny(s, " <>\"'`\\") {
+	hostport, path, ok := SplitURL(s)
+	if !ok || strings.ContainsAny(hostport, "@") || !urlPath.MatchString(path) {
 		return fmt.Errorf("%q is not a responsiveness server's config URL (write https://HOST/PATH, e.g. https://mensura.cdn-apple.com/api/v1/gm/config)", s)
 	}
-	if err := CheckServer(u.Host); err != nil {
+	if err := CheckServer(hostport); err != nil {
 		return fmt.Errorf("%q: %v", s, err)
 	}
 	return nil
+}
+
+// urlPath: the characters of a config URL's path and query.
+var urlPath = regexp.MustCompile(`^(/[A-Za-z0-9._~!$&()*+,;=:@%/?-]*)?$`)
+
+// SplitURL splits an http or https URL into its host[:port] and the rest
+// (path and query); ok is false for any other scheme or no host.
+func SplitURL(s string) (hostport, path string, ok bool) {
+	rest, found := strings.CutPrefix(s, "https://")
+	if !found {
+		if rest, found = strings.CutPrefix(s, "http://"); !found {
+			return "", "", false
+		}
+	}
+	hostport, path = rest, ""
+	if i := strings.IndexByte(rest, '/'); i >= 0 {
+		hostport, path = rest[:i], rest[i:]
+	}
+	return hostport, path, hostport != ""
 }

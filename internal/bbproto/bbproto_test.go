@@ -254,7 +254,7 @@ func TestCheckServerURL(t *testing.T) {
 		"http://[2001:db8::1]:8080/config": true,
 		"ftp://host.example/config":        false, "https:///config": false, "https://user@host.example/config": false,
 		"https://-x.example/config": false, "https://host.example:0/config": false, "https://host.example/<b>": false,
-		"--json=https://x": false, "https://host.example/a b": false,
+		"--json=https://x": false, "https://host.example/a b": false, "https://host.example/a\"b": false, "https://[2001:db8::1]/c?x=1": true,
 	} {
 		if err := CheckServerURL(s); (err == nil) != ok {
 			t.Errorf("CheckServerURL(%q) = %v", s, err)
