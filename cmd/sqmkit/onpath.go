@@ -121,5 +121,5 @@ func (o onQueue) cpu(stop <-chan struct{}) <-chan []cpuload.Sample {
 		close(done)
 		return done
 	}
-	return cpuload.Sampling(o.root, stop)
+	return cpuload.Sampling(o.root, o.queue.Interface, stop)
 }

@@ -142,7 +142,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if on.queue != nil {
 		res.Queue = on.queue.Section
 		res.PathChecks = onpath.Check(res, on.queue.Section, <-samples)
-		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: on.queue.Interface, RPS: cpuload.RPS(*root, on.queue.Interface), Qdisc: on.queue.Qdisc, Down: on.queue.Download, Up: on.queue.Upload})
+		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: on.queue.Interface, RPS: cpuload.RPS(*root, on.queue.Interface), XPS: cpuload.XPS(*root, on.queue.Interface), Qdisc: on.queue.Qdisc, Down: on.queue.Download, Up: on.queue.Upload})
 		if len(res.CPU) > 0 && res.Incomplete == "" {
 			// kept for doctor, status and LuCI: what this router can shape
 			if err := cpuload.Save(*root, cpuload.Record{Section: on.queue.Section, At: res.Started, By: "test", Qdisc: on.queue.Qdisc, Phases: res.CPU}); err != nil {

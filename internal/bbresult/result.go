@@ -77,8 +77,15 @@ type PhaseCPU struct {
 	// Device ("" when off or unknown).
 	NetRxCPU   int     `json:"net_rx_cpu"`
 	NetRxShare float64 `json:"net_rx_share"`
+	// NetTx* are the same of the transmit softirqs, IRQ* of the
+	// interrupts whose lines name the Device; XPS its transmit steering.
+	NetTxCPU   int     `json:"net_tx_cpu"`
+	NetTxShare float64 `json:"net_tx_share"`
+	IRQCPU     int     `json:"irq_cpu"`
+	IRQShare   float64 `json:"irq_share"`
 	Device     string  `json:"device,omitempty"`
 	RPS        string  `json:"rps,omitempty"`
+	XPS        string  `json:"xps,omitempty"`
 	// CeilingMbps is the rate at which the busiest core (or all cores)
 	// would be saturated, if its load grows with the rate; Bound: the
 	// busiest core was already saturated.

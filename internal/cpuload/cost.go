@@ -13,8 +13,8 @@ import (
 // Shaper is what Costs knows of the queue: its device and the device's
 // receive steering mask (RPS), its qdisc, and its rates in kbit/s.
 type Shaper struct {
-	Device, RPS, Qdisc string
-	Down, Up           int
+	Device, RPS, XPS, Qdisc string
+	Down, Up                int
 }
 
 // BoundShare: a core busy this share of a phase is saturated: the rest is
@@ -49,7 +49,7 @@ func Costs(res *bbresult.Result, samples []Sample, sh Shaper) []bbresult.PhaseCP
 			continue
 		}
 		c := cost(a, b, shaped)
-		c.Phase, c.Device, c.RPS = ph.Name, sh.Device, sh.RPS
+		c.Phase, c.Device, c.RPS, c.XPS = ph.Name, sh.Device, sh.RPS, sh.XPS
 		c.Bound = c.Bound && !heldByShaper(ph, sh.Down, sh.Up)
 		out = append(out, c)
 		if c.Bound {
@@ -82,6 +82,9 @@ func Fix(c bbresult.PhaseCPU, qdisc string) string {
 	var fixes []string
 	if c.CPUs > 1 && c.NetRxShare >= 0.8 && c.RPS == "" {
 		fixes = append(fixes, fmt.Sprintf("spread packet processing over the %d cores: cpu%d handled %.0f%% of the receive softirqs and receive steering is off (set /sys/class/net/%s/queues/rx-*/rps_cpus, or packet steering in LuCI's Network → Interfaces → Global)", c.CPUs, c.NetRxCPU, 100*c.NetRxShare, cmp.Or(c.Device, "DEV")))
+	}
+	if c.CPUs > 1 && c.IRQShare >= 0.8 {
+		fixes = append(fixes, fmt.Sprintf("cpu%d took %.0f%% of %s's interrupts: spread them (irqbalance, or /proc/irq/N/smp_affinity per queue vector)", c.IRQCPU, 100*c.IRQShare, cmp.Or(c.Device, "the device")))
 	}
 	if qdisc == "cake" || qdisc == "cake_mq" {
 		fixes = append(fixes, "fq_codel (sqmkit-fq_codel.qos) costs less per packet than cake")
@@ -133,17 +136,9 @@ func cost(a, b Sample, shaped float64) bbresult.PhaseCPU {
 	perCore := total / float64(n) // ticks of one core over the interval
 	c.BusyCores = max(busy-float64(b.Self-a.Self), 0) / perCore
 	c.MsPerMbit = c.BusyCores * 1000 / shaped
-	var rx, most uint64
-	for i := range min(len(a.NetRx), len(b.NetRx)) {
-		d := b.NetRx[i] - a.NetRx[i]
-		rx += d
-		if d > most {
-			c.NetRxCPU, most = i, d
-		}
-	}
-	if rx > 0 {
-		c.NetRxShare = float64(most) / float64(rx)
-	}
+	c.NetRxCPU, c.NetRxShare = busiest(a.NetRx, b.NetRx)
+	c.NetTxCPU, c.NetTxShare = busiest(a.NetTx, b.NetTx)
+	c.IRQCPU, c.IRQShare = busiest(a.IRQ, b.IRQ)
 	// the rate at which the busiest core, or all of them, would be full,
 	// if the load grows with the rate: the nearer of the two
 	c.CeilingMbps = shaped / max(c.BusiestShare, 1e-3)
@@ -154,16 +149,33 @@ func cost(a, b Sample, shaped float64) bbresult.PhaseCPU {
 	return c
 }
 
+// busiest is the CPU whose count grew most from a to b, and its share of
+// the growth (0 when nothing grew).
+func busiest(a, b []uint64) (cpu int, share float64) {
+	var sum, most uint64
+	for i := range min(len(a), len(b)) {
+		d := b[i] - a[i]
+		sum += d
+		if d > most {
+			cpu, most = i, d
+		}
+	}
+	if sum == 0 {
+		return 0, 0
+	}
+	return cpu, float64(most) / float64(sum)
+}
+
 // sampleEvery: two reads a second give a 6 s phase twelve, at three small
 // /proc files each.
 const sampleEvery = 500 * time.Millisecond
 
-// Sampling reads the counters under root until stop closes, and then
-// sends what it read.
-func Sampling(root string, stop <-chan struct{}) <-chan []Sample {
+// Sampling reads the counters under root (dev's interrupts among them)
+// until stop closes, and then sends what it read.
+func Sampling(root, dev string, stop <-chan struct{}) <-chan []Sample {
 	done := make(chan []Sample, 1)
 	go func() {
-		done <- sampler.Every(stop, sampleEvery, func() (Sample, error) { return Read(root) })
+		done <- sampler.Every(stop, sampleEvery, func() (Sample, error) { return Read(root, dev) })
 	}()
 	return done
 }

@@ -25,14 +25,16 @@ type Sample struct {
 	At    time.Time
 	Cores []Core
 	NetRx []uint64 // NET_RX softirqs per CPU
+	NetTx []uint64 // NET_TX softirqs per CPU
+	IRQ   []uint64 // interrupts per CPU of the lines that name the device
 	// Self is this process's own CPU time (its threads and reaped
 	// children), in ticks: the test's client is not what shapes.
 	Self uint64
 }
 
-// Read reads the counters under root (its proc/stat, proc/softirqs and
-// proc/self/stat).
-func Read(root string) (Sample, error) {
+// Read reads the counters under root (its proc/stat, proc/softirqs,
+// proc/interrupts for dev's lines, and proc/self/stat).
+func Read(root, dev string) (Sample, error) {
 	s := Sample{At: time.Now()}
 	b, err := os.ReadFile(filepath.Join(root, "proc/stat"))
 	if err != nil {
@@ -42,7 +44,10 @@ func Read(root string) (Sample, error) {
 		return s, err
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "proc/softirqs")); err == nil {
-		s.NetRx = parseSoftirq(b, "NET_RX:")
+		s.NetRx, s.NetTx = parseSoftirq(b, "NET_RX:"), parseSoftirq(b, "NET_TX:")
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "proc/interrupts")); err == nil && dev != "" {
+		s.IRQ = parseIRQ(b, dev)
 	}
 	if b, err := os.ReadFile(filepath.Join(root, "proc/self/stat")); err == nil {
 		s.Self = parseSelf(b)
@@ -96,6 +101,41 @@ func parseSoftirq(b []byte, row string) []uint64 {
 	return nil
 }
 
+// parseIRQ sums, per CPU, the /proc/interrupts lines whose action names
+// dev: "eth0", "eth0-rx-0", "eth0-TxRx-1" (a name followed by '-' or the
+// end), as drivers name their queues' vectors.
+func parseIRQ(b []byte, dev string) []uint64 {
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	if !sc.Scan() {
+		return nil
+	}
+	n := len(strings.Fields(sc.Text())) // the header: CPU0 CPU1 ...
+	out := make([]uint64, n)
+	found := false
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < n+2 || !strings.HasSuffix(f[0], ":") {
+			continue
+		}
+		named := false
+		for _, w := range f[n+1:] {
+			named = named || w == dev || strings.HasPrefix(w, dev+"-")
+		}
+		if !named {
+			continue
+		}
+		found = true
+		for i := range n {
+			v, _ := strconv.ParseUint(f[1+i], 10, 64)
+			out[i] += v
+		}
+	}
+	if !found {
+		return nil
+	}
+	return out
+}
+
 // parseSelf is utime+stime+cutime+cstime of /proc/self/stat (fields 14-17;
 // the command name, field 2, may hold spaces and is skipped by its ')').
 func parseSelf(b []byte) uint64 {
@@ -119,8 +159,13 @@ func parseSelf(b []byte) uint64 {
 // RPS reads the receive packet steering masks of dev's queues under root
 // (sys/class/net/DEV/queues/rx-*/rps_cpus): "" when every mask is zero or
 // none can be read (steering off), else the masks joined by commas.
-func RPS(root, dev string) string {
-	paths, _ := filepath.Glob(filepath.Join(root, "sys/class/net", dev, "queues/rx-*/rps_cpus"))
+func RPS(root, dev string) string { return masks(root, dev, "rx-*/rps_cpus") }
+
+// XPS is RPS for the transmit queues' steering (tx-*/xps_cpus).
+func XPS(root, dev string) string { return masks(root, dev, "tx-*/xps_cpus") }
+
+func masks(root, dev, glob string) string {
+	paths, _ := filepath.Glob(filepath.Join(root, "sys/class/net", dev, "queues", glob))
 	var masks []string
 	on := false
 	for _, p := range paths {

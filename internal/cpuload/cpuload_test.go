@@ -14,7 +14,7 @@ import (
 // and steal; the network receive softirqs per CPU; the process's own
 // time, its children's included.
 func TestRead(t *testing.T) {
-	s, err := Read("testdata/router")
+	s, err := Read("testdata/router", "wan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -22,17 +22,24 @@ func TestRead(t *testing.T) {
 	if len(s.Cores) != 2 || s.Cores[0] != want0 {
 		t.Errorf("cores %+v, want cpu0 %+v", s.Cores, want0)
 	}
-	if len(s.NetRx) != 2 || s.NetRx[0] != 831229 || s.NetRx[1] != 21011 {
-		t.Errorf("NET_RX %v", s.NetRx)
+	if len(s.NetRx) != 2 || s.NetRx[0] != 831229 || s.NetRx[1] != 21011 || len(s.NetTx) != 2 || s.NetTx[0] != 3131 {
+		t.Errorf("NET_RX %v, NET_TX %v", s.NetRx, s.NetTx)
+	}
+	// wan's queue vectors, not wanx's or lan's
+	if len(s.IRQ) != 2 || s.IRQ[0] != 124456 || s.IRQ[1] != 9890 {
+		t.Errorf("wan's interrupts %v", s.IRQ)
 	}
 	if s.Self != 250+130+7+3 {
 		t.Errorf("self %d ticks, want 390", s.Self)
 	}
-	if _, err := Read(t.TempDir()); err == nil {
+	if _, err := Read(t.TempDir(), "wan"); err == nil {
 		t.Error("no /proc/stat: no error")
 	}
 	if got := RPS("testdata/router", "wan"); got != "" {
 		t.Errorf("RPS of a zero mask: %q, want off", got)
+	}
+	if got := XPS("testdata/router", "wan"); got != "1,2" {
+		t.Errorf("XPS %q, want 1,2", got)
 	}
 }
 
@@ -41,7 +48,7 @@ func TestRead(t *testing.T) {
 func sample(t float64, busy0, soft0, busy1, self uint64, rx0, rx1 uint64) Sample {
 	total := uint64(t * 100)
 	return Sample{At: time.Unix(1000, 0).Add(time.Duration(t * float64(time.Second))),
-		Cores: []Core{{Busy: busy0, Softirq: soft0, Total: total}, {Busy: busy1, Total: total}}, NetRx: []uint64{rx0, rx1}, Self: self}
+		Cores: []Core{{Busy: busy0, Softirq: soft0, Total: total}, {Busy: busy1, Total: total}}, NetRx: []uint64{rx0, rx1}, IRQ: []uint64{rx0, rx1}, Self: self}
 }
 
 // TestCosts: each loaded phase's CPU beside its goodput. Over 10 s of a
@@ -73,7 +80,7 @@ func TestCosts(t *testing.T) {
 	d, u := got[0], got[1]
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	if d.Phase != "download" || d.CPUs != 2 || !near(d.BusyCores, 0.6) || !near(d.MsPerMbit, 15) || d.Busiest != 0 ||
-		!near(d.BusiestShare, 0.5) || !near(d.BusiestSoftirq, 0.8) || !near(d.CeilingMbps, 80) || d.Bound || d.NetRxCPU != 0 || !near(d.NetRxShare, 0.9) {
+		!near(d.BusiestShare, 0.5) || !near(d.BusiestSoftirq, 0.8) || !near(d.CeilingMbps, 80) || d.Bound || d.NetRxCPU != 0 || !near(d.NetRxShare, 0.9) || d.IRQCPU != 0 || !near(d.IRQShare, 0.9) {
 		t.Errorf("download: %+v", d)
 	}
 	if u.Phase != "upload" || !u.Bound || !near(u.BusiestShare, 0.95) || !near(u.CeilingMbps, 9/0.95) {
@@ -96,7 +103,8 @@ func TestFix(t *testing.T) {
 	}{
 		{bbresult.PhaseCPU{CPUs: 2, NetRxCPU: 0, NetRxShare: 0.95}, "cake", []string{"spread packet processing over the 2 cores: cpu0 handled 95%", "fq_codel", "hardware offload"}, nil},
 		{bbresult.PhaseCPU{CPUs: 2, NetRxShare: 0.95, RPS: "3"}, "fq_codel", []string{"hardware offload"}, []string{"spread", "costs less per packet"}},
-		{bbresult.PhaseCPU{CPUs: 1, NetRxShare: 1}, "cake", []string{"fq_codel"}, []string{"spread"}},
+		{bbresult.PhaseCPU{CPUs: 1, NetRxShare: 1, IRQShare: 1}, "cake", []string{"fq_codel"}, []string{"spread", "interrupts"}},
+		{bbresult.PhaseCPU{CPUs: 4, IRQCPU: 2, IRQShare: 0.9, RPS: "f", Device: "eth1"}, "fq_codel", []string{"cpu2 took 90% of eth1's interrupts"}, []string{"steering"}},
 	} {
 		got := Fix(c.cpu, c.qdisc)
 		for _, w := range c.want {

@@ -1,11 +1,15 @@
 package doctor
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/cpuload"
 )
+
+func pct(share float64) int { return int(math.Round(100 * share)) }
 
 // cpu judges the queue of wan against the last measurement of what its
 // router's CPU can shape (cpuload.Record): bound, or a ceiling under the
@@ -30,6 +34,8 @@ func (c *checker) cpu(wan string) {
 	subject := fmt.Sprintf("%s CPU (queue %s)", wan, q.Section)
 	ev := []string{fmt.Sprintf("%s of %s: %s at %.1f Mbit/s shaped, cpu%d busy %.0f%% (%.0f%% softirq) of %d cores, %.2f ms CPU per Mbit: ceiling ~%.0f Mbit/s",
 		r.By, r.At.UTC().Format("2006-01-02 15:04 UTC"), low.Phase, low.ShapedMbps, low.Busiest, 100*low.BusiestShare, 100*low.BusiestSoftirq, low.CPUs, low.MsPerMbit, low.CeilingMbps)}
+	ev = append(ev, fmt.Sprintf("packets handled: receive softirqs %d%% on cpu%d, transmit %d%% on cpu%d, %s's interrupts %d%% on cpu%d; RPS %s, XPS %s",
+		pct(low.NetRxShare), low.NetRxCPU, pct(low.NetTxShare), low.NetTxCPU, cmp.Or(low.Device, wan), pct(low.IRQShare), low.IRQCPU, cmp.Or(low.RPS, "off"), cmp.Or(low.XPS, "off")))
 	switch {
 	case low.Bound:
 		c.add(Warn, "cpu-bound", subject, fmt.Sprintf("This router shapes about %.0f Mbit/s with %s; %s.", low.ShapedMbps, r.Qdisc, cpuload.Fix(low, r.Qdisc)), ev...)

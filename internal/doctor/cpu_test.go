@@ -24,7 +24,7 @@ func TestCPUFindings(t *testing.T) {
 		{"bound", []bbresult.PhaseCPU{
 			{Phase: "download", ShapedMbps: 0.1, CeilingMbps: 300},
 			{Phase: "upload", ShapedMbps: 120, CPUs: 2, Busiest: 1, BusiestShare: 0.97, BusiestSoftirq: 0.9, NetRxShare: 0.99, CeilingMbps: 124, Bound: true},
-		}, "warn cpu-bound", []string{"This router shapes about 120 Mbit/s with cake", "spread packet processing over the 2 cores", "upload at 120.0 Mbit/s shaped, cpu1 busy 97%"}},
+		}, "warn cpu-bound", []string{"This router shapes about 120 Mbit/s with cake", "spread packet processing over the 2 cores", "upload at 120.0 Mbit/s shaped, cpu1 busy 97%", "receive softirqs 99% on cpu0", "RPS off, XPS off"}},
 		{"ceiling under the rate", []bbresult.PhaseCPU{
 			{Phase: "upload", ShapedMbps: 100, CPUs: 1, BusiestShare: 0.8, CeilingMbps: 125},
 		}, "warn cpu-ceiling", []string{"the shaper is set to 145 Mbit/s for upload", "ceiling ~125 Mbit/s"}},

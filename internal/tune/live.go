@@ -188,7 +188,7 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 	defer stopCPU()
 	var cpu <-chan []cpuload.Sample
 	if l.CPURoot != "" {
-		cpu = cpuload.Sampling(l.CPURoot, stop)
+		cpu = cpuload.Sampling(l.CPURoot, l.Target.Facts.Device, stop)
 	}
 	res, err := l.run(ctx, cfg)
 	for try := 0; err != nil && strings.Contains(err.Error(), rateLimited) && try < 3; try++ {
@@ -211,7 +211,7 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 	}
 	p, err := search.PhaseOf(res, k)
 	if cpu != nil {
-		if costs := cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: l.Target.Facts.Device, RPS: cpuload.RPS(l.CPURoot, l.Target.Facts.Device), Qdisc: l.Target.Queue.Qdisc, Down: l.rates.Download, Up: l.rates.Upload}); len(costs) == 1 {
+		if costs := cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: l.Target.Facts.Device, RPS: cpuload.RPS(l.CPURoot, l.Target.Facts.Device), XPS: cpuload.XPS(l.CPURoot, l.Target.Facts.Device), Qdisc: l.Target.Queue.Qdisc, Down: l.rates.Download, Up: l.rates.Upload}); len(costs) == 1 {
 			p.CPU = &costs[0]
 			l.Costs = append(l.Costs, costs[0])
 		}
