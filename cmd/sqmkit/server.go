@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // DefaultPublicServer is what a test or tune without a SERVER measures
@@ -19,15 +20,21 @@ const DefaultPublicServer = "https://mensura.cdn-apple.com/api/v1/gm/config"
 type server struct {
 	Addr   string // host[:port] of a sqmkit serve, or a responsiveness server's config URL
 	URL    bool   // a responsiveness server: round trips only (rpm.RunPhases)
-	Public bool   // none was given: SQMKIT_SERVER or DefaultPublicServer
+	Public bool   // none was given: SQMKIT_SERVER, the queue's test_server or DefaultPublicServer
 }
 
 // resolveServer checks s as a user wrote it (never a flag, a path or
-// markup when it is passed on); "" is the public default.
-func resolveServer(s string) (server, error) {
+// markup when it is passed on); "" is $SQMKIT_SERVER, else the first of
+// qs' test_server options (the router's /etc/config/sqm), else the public
+// default (TestDefaultServer).
+func resolveServer(s string, qs []config.Queue) (server, error) {
 	sv := server{Addr: s}
 	if s == "" {
-		sv.Addr, sv.Public = cmp.Or(os.Getenv("SQMKIT_SERVER"), DefaultPublicServer), true
+		configured := ""
+		for _, q := range qs {
+			configured = cmp.Or(configured, q.TestServer)
+		}
+		sv.Addr, sv.Public = cmp.Or(os.Getenv("SQMKIT_SERVER"), configured, DefaultPublicServer), true
 	}
 	sv.URL = strings.Contains(sv.Addr, "://")
 	check := bbproto.CheckServer
@@ -45,5 +52,5 @@ func (sv server) note() string {
 	if !sv.Public {
 		return ""
 	}
-	return fmt.Sprintf("no SERVER given: measured against the public responsiveness server %s (SQMKIT_SERVER or a SERVER argument names another)", sv.Addr)
+	return fmt.Sprintf("no SERVER given: measured against %s (a SERVER argument, SQMKIT_SERVER or the queue's option test_server names another)", sv.Addr)
 }

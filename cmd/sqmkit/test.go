@@ -62,7 +62,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// nothing to own: without a SERVER, a public responsiveness server
-	sv, err := resolveServer(strings.Join(pos, ""))
+	sv, err := resolveServer(strings.Join(pos, ""), routerQueues(*root))
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2

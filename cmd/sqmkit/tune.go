@@ -66,7 +66,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if addr == "" && len(pos) > 0 && !*undo {
 		addr = pos[0]
 	}
-	sv, err := resolveServer(addr)
+	sv, err := resolveServer(addr, routerQueues(*root))
 	if err != nil && !*undo {
 		fmt.Fprintln(stderr, "sqmkit tune:", err)
 		return 2

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
@@ -174,5 +177,36 @@ func TestPrintTuneCPUBound(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("printed:\n%s\nwant %q", b.String(), want)
 		}
+	}
+}
+
+// TestDefaultServer: with no server, a test or tune measures against
+// SQMKIT_SERVER, else the router's configured test_server, else the public
+// one, and says which; a bad configured one is refused with its option.
+func TestDefaultServer(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	conf := func(server string) {
+		os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\toption test_server '"+server+"'\n"), 0o644)
+	}
+	for _, c := range []struct{ env, configured, want string }{
+		{"", "", DefaultPublicServer},
+		{"", "https://192.0.2.9/config", "https://192.0.2.9/config"},
+		{"192.0.2.7", "https://192.0.2.9/config", "192.0.2.7"},
+	} {
+		t.Setenv("SQMKIT_SERVER", c.env)
+		conf(c.configured)
+		sv, err := resolveServer("", routerQueues(root))
+		if err != nil || sv.Addr != c.want || !sv.Public || !strings.Contains(sv.note(), c.want) {
+			t.Errorf("env %q, test_server %q: %+v %v, want %s", c.env, c.configured, sv, err, c.want)
+		}
+	}
+	t.Setenv("SQMKIT_SERVER", "")
+	if sv, err := resolveServer("192.0.2.1:5000", nil); err != nil || sv.Public || sv.note() != "" {
+		t.Errorf("a named server: %+v %v", sv, err)
+	}
+	conf("--json=/etc/passwd")
+	if _, err := config.Resolve(root, "", nil, ""); err == nil || !strings.Contains(err.Error(), "test_server") {
+		t.Errorf("a hostile test_server: %v", err)
 	}
 }

@@ -74,6 +74,10 @@ type Queue struct {
 	Autorate                 bool
 	AutorateMin, AutorateMax Rates
 	AutorateServer           string // HOST[:PORT] of a sqmkit serve; "" uses reflectors
+	// TestServer is what test and tune measure against when given no
+	// server: a sqmkit serve's HOST[:PORT] or a responsiveness server's
+	// config URL; "" is the public default.
+	TestServer string
 	AutorateReflectors       string // space-separated addresses; "" the defaults
 
 	// Notes record how Load and Overrides derived values (backend choice,

@@ -81,6 +81,19 @@ var fields = []field{
 		q.AutorateServer = v
 		return nil
 	}},
+	{"test_server", "", "https://mensura.cdn-apple.com/api/v1/gm/config", "", func(q *Queue, v string) error {
+		if v != "" {
+			check := bbproto.CheckServer
+			if strings.Contains(v, "://") {
+				check = bbproto.CheckServerURL
+			}
+			if err := check(v); err != nil {
+				return err
+			}
+		}
+		q.TestServer = v
+		return nil
+	}},
 	{"autorate_reflectors", "", "1.1.1.1 9.9.9.9", "", func(q *Queue, v string) error { q.AutorateReflectors = v; return nil }},
 	{"use_mq", "use-mq", "1", "cake backend: multi-queue cake (cake_mq) on a device with several queues, `1|0`",
 		boolean(func(q *Queue) *bool { return &q.UseMQ })},
