@@ -10,12 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
@@ -191,43 +188,9 @@ func relay(ctx context.Context, addr, ns, to string) error {
 	return nil
 }
 
-// dialIn connects to addr from the named namespace ns, on a thread that
-// enters it and goes back (stack.Router.Dial says why it must).
+// dialIn connects to addr from the named namespace ns (stack.DialIn).
 func dialIn(ctx context.Context, ns, addr string) (net.Conn, error) {
-	type res struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan res, 1)
-	go func() {
-		runtime.LockOSThread()
-		own, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{nil, err}
-			return
-		}
-		defer own.Close()
-		f, err := os.Open("/run/netns/" + ns)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{nil, err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- res{nil, err}
-			return
-		}
-		c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp", addr)
-		ch <- res{c, err}
-		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		}
-	}()
-	r := <-ch
-	return r.c, r.err
+	return stack.DialIn(ctx, "/run/netns/"+ns, "tcp", addr)
 }
 
 // hostNIC brings up the guest's user-mode network device (QEMU's

@@ -78,7 +78,7 @@ func (g *guest) settle(what string) error {
 	case calm:
 		g.say("%s: waited %.0f s for the host to calm (%s)", what, waited.Seconds(), shortWhy(why))
 	default:
-		g.say("%s: the host stayed busy for %.0f s (%s); measuring anyway, the gate judges it (the run's waits are capped at %v)", what, waited.Seconds(), shortWhy(why), settleBudget)
+		g.say("%s: the host stayed busy for %.0f s (%s); measuring anyway, the gate judges it (%v of the run's waits left)", what, waited.Seconds(), shortWhy(why), g.settler.left.Round(time.Second))
 	}
 	return nil
 }

@@ -36,26 +36,7 @@ func TestRPMThroughBottleneck(t *testing.T) {
 	}
 	bin := buildSqmkit(t)
 	addr := srv.Addr + ":4443"
-	serve := exec.Command("ip", "netns", "exec", srv.Name, bin, "serve", "--listen", srv.Addr+":5201", "--rpm", addr)
-	out, _ := serve.StderrPipe()
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { serve.Process.Kill(); serve.Wait() }()
-	ready := make(chan bool)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "rpm: config https://") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("sqmkit serve --rpm did not start")
-	}
+	serveRPM(t, srv, bin, srv.Addr+":5201", addr)
 	ok := 0
 	for i := range runs {
 		c := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", "https://"+addr+"/config", "--rpm-insecure")
@@ -84,26 +65,7 @@ func TestTestAgainstResponsivenessServer(t *testing.T) {
 	}
 	bin := buildSqmkit(t)
 	addr := srv.Addr + ":4443"
-	serve := exec.Command("ip", "netns", "exec", srv.Name, bin, "serve", "--listen", srv.Addr+":8693", "--rpm", addr)
-	out, _ := serve.StderrPipe()
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { serve.Process.Kill(); serve.Wait() }()
-	ready := make(chan bool)
-	go func() {
-		sc := bufio.NewScanner(out)
-		for sc.Scan() {
-			if strings.Contains(sc.Text(), "rpm: config https://") {
-				ready <- true
-			}
-		}
-	}()
-	select {
-	case <-ready:
-	case <-time.After(10 * time.Second):
-		t.Fatal("sqmkit serve --rpm did not start")
-	}
+	serveRPM(t, srv, bin, srv.Addr+":8693", addr)
 	dir := t.TempDir()
 	phases := []string{"--quiet", "--idle", "2s", "--download", "6s", "--upload", "6s", "--bidir", "0"}
 	grade := map[string]*bbresult.Result{}
@@ -133,5 +95,34 @@ func TestTestAgainstResponsivenessServer(t *testing.T) {
 		if p.Name == bbresult.PhaseDownload && (p.DownloadMbps < 14 || p.DownloadMbps > 20.5) {
 			t.Errorf("download goodput %.1f Mbit/s through a 20 Mbit/s tbf", p.DownloadMbps)
 		}
+	}
+}
+
+// serveRPM runs `sqmkit serve --listen listen --rpm rpm` in ns until the
+// test ends, and returns once its responsiveness server listens.
+func serveRPM(t *testing.T, ns *tctest.Netns, bin, listen, rpm string) {
+	t.Helper()
+	serve := exec.Command("ip", "netns", "exec", ns.Name, bin, "serve", "--listen", listen, "--rpm", rpm)
+	out, _ := serve.StderrPipe()
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	ready := make(chan bool, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "rpm: config https://") {
+				select {
+				case ready <- true:
+				default:
+				}
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(10 * time.Second):
+		t.Fatal("sqmkit serve --rpm did not start")
 	}
 }

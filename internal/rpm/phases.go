@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"time"
@@ -260,18 +259,10 @@ func (p *phaseRun) foreign(ctx context.Context) {
 
 // self is a 1-byte GET on a random load connection: the in-flow latency.
 func (p *phaseRun) self(ctx context.Context) {
-	p.mu.Lock()
-	var ready []dirLoader
-	for _, l := range p.loaders {
-		if l.ready.Load() {
-			ready = append(ready, l)
-		}
-	}
-	p.mu.Unlock()
-	if len(ready) == 0 {
+	l, ok := readyOne(&p.mu, func() []dirLoader { return p.loaders }, func(l dirLoader) bool { return l.ready.Load() })
+	if !ok {
 		return
 	}
-	l := ready[rand.IntN(len(ready))]
 	sent := time.Since(p.start)
 	d, reused, err := p.m.self(ctx, l.loader)
 	if err != nil || !reused {

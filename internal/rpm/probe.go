@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"time"
 )
 
@@ -97,20 +98,30 @@ func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
 	return f, nil
 }
 
-// selfProbe times a 1-byte GET multiplexed onto a random load connection.
-func (r *run) selfProbe() {
-	r.mu.Lock()
-	var ready []*loader
-	for _, l := range r.loaders {
-		if l.ready.Load() {
-			ready = append(ready, l)
+// readyOne is a random one of list()'s loaders that is ready, read under
+// mu; ok is false when none is.
+func readyOne[T any](mu *sync.Mutex, list func() []T, ready func(T) bool) (pick T, ok bool) {
+	mu.Lock()
+	var up []T
+	for _, l := range list() {
+		if ready(l) {
+			up = append(up, l)
 		}
 	}
-	r.mu.Unlock()
-	if len(ready) == 0 {
+	mu.Unlock()
+	if len(up) == 0 {
+		return pick, false
+	}
+	return up[rand.IntN(len(up))], true
+}
+
+// selfProbe times a 1-byte GET multiplexed onto a random load connection.
+func (r *run) selfProbe() {
+	l, ok := readyOne(&r.mu, func() []*loader { return r.loaders }, func(l *loader) bool { return l.ready.Load() })
+	if !ok {
 		return
 	}
-	d, reused, err := r.m.self(r.ctx, ready[rand.IntN(len(ready))])
+	d, reused, err := r.m.self(r.ctx, l)
 	if err != nil {
 		r.probeFailed(fmt.Errorf("self probe: %w", err))
 		return

@@ -285,12 +285,18 @@ func (r *Router) Sh(line string) ([]byte, error) { return r.Exec("/bin/sh", "-c"
 func (r *Router) Path(p string) string { return fmt.Sprintf("/proc/%d/root%s", r.pid, p) }
 
 // Dial connects to addr from inside the router's network namespace (its
-// uhttpd, for a browser on the host). The socket is made on a thread that
+// uhttpd, for a browser on the host), through DialIn.
+func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return DialIn(ctx, fmt.Sprintf("/proc/%d/ns/net", r.pid), network, addr)
+}
+
+// DialIn connects to addr from the network namespace at nsPath
+// (/proc/PID/ns/net, /run/netns/NAME). The socket is made on a thread that
 // entered the namespace and then went back to its own: a thread that ends
 // instead (the runtime's way with a locked one) kills every child it once
 // forked that asked for a parent-death signal, as Chromium's launcher
 // does, so the thread must live on.
-func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func DialIn(ctx context.Context, nsPath, network, addr string) (net.Conn, error) {
 	type result struct {
 		c   net.Conn
 		err error
@@ -305,7 +311,7 @@ func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 			return
 		}
 		defer own.Close()
-		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/net", r.pid))
+		f, err := os.Open(nsPath)
 		if err != nil {
 			runtime.UnlockOSThread()
 			ch <- result{nil, err}
@@ -317,7 +323,7 @@ func (r *Router) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 			ch <- result{nil, fmt.Errorf("setns: %w", err)}
 			return
 		}
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		c, err := (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, network, addr)
 		ch <- result{c, err}
 		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread() // back home: the thread may serve others
