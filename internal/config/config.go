@@ -77,8 +77,8 @@ type Queue struct {
 	// TestServer is what test and tune measure against when given no
 	// server: a sqmkit serve's HOST[:PORT] or a responsiveness server's
 	// config URL; "" is the public default.
-	TestServer string
-	AutorateReflectors       string // space-separated addresses; "" the defaults
+	TestServer         string
+	AutorateReflectors string // space-separated addresses; "" the defaults
 
 	// Notes record how Load and Overrides derived values (backend choice,
 	// flag overrides), one line each, for `sqmkit plan`.
