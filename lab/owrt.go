@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -157,40 +156,10 @@ func (o *owrtRouter) waitUp(iface string, limit time.Duration) error {
 // relay listens on addr in the guest's own namespace (where the host's
 // forwarded port arrives) and relays each connection to to, dialled from
 // inside the namespace ns: the browser on the host reaches the router's
-// LAN side as a LAN client's would be reached.
+// LAN side as a LAN client's would be reached (stack.ForwardTo).
 func relay(ctx context.Context, addr, ns, to string) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
-	go func() { <-ctx.Done(); l.Close() }()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				up, err := dialIn(ctx, ns, to)
-				if err != nil {
-					return
-				}
-				defer up.Close()
-				done := make(chan struct{}, 2)
-				go func() { io.Copy(up, c); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				go func() { io.Copy(c, up); c.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
-				<-done
-				<-done
-			}()
-		}
-	}()
-	return nil
-}
-
-// dialIn connects to addr from the named namespace ns (stack.DialIn).
-func dialIn(ctx context.Context, ns, addr string) (net.Conn, error) {
-	return stack.DialIn(ctx, "/run/netns/"+ns, "tcp", addr)
+	_, err := stack.ForwardTo(ctx, addr, "/run/netns/"+ns, to)
+	return err
 }
 
 // hostNIC brings up the guest's user-mode network device (QEMU's

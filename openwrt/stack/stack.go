@@ -337,7 +337,14 @@ func DialIn(ctx context.Context, nsPath, network, addr string) (net.Conn, error)
 // addr inside the router (a browser on the host reaching its uhttpd). It
 // returns the host address; the listener closes with ctx.
 func (r *Router) Forward(ctx context.Context, addr string) (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return ForwardTo(ctx, "127.0.0.1:0", fmt.Sprintf("/proc/%d/ns/net", r.pid), addr)
+}
+
+// ForwardTo listens on listen and relays each connection to addr, dialled
+// from the network namespace at nsPath (DialIn). It returns the address it
+// listens on; the listener closes with ctx.
+func ForwardTo(ctx context.Context, listen, nsPath, addr string) (string, error) {
+	l, err := net.Listen("tcp", listen)
 	if err != nil {
 		return "", err
 	}
@@ -350,7 +357,7 @@ func (r *Router) Forward(ctx context.Context, addr string) (string, error) {
 			}
 			go func() {
 				defer c.Close()
-				up, err := r.Dial(ctx, "tcp", addr)
+				up, err := DialIn(ctx, nsPath, "tcp", addr)
 				if err != nil {
 					return
 				}
