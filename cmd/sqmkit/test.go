@@ -62,7 +62,8 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// nothing to own: without a SERVER, a public responsiveness server
-	sv, err := resolveServer(strings.Join(pos, ""), routerQueues(*root))
+	router := routerQueues(*root) // none off a router
+	sv, err := resolveServer(strings.Join(pos, ""), router)
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2
@@ -107,7 +108,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	// grades another link), and that queue's counters are read beside it
 	var qs []config.Queue
 	if !*anyRoute {
-		qs = routerQueues(*root)
+		qs = router
 	}
 	on, err := routeCheck(ctx, *root, qs, cfg.Server, cfg.Network, "")
 	if err != nil {

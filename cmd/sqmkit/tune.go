@@ -66,10 +66,15 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if addr == "" && len(pos) > 0 && !*undo {
 		addr = pos[0]
 	}
-	sv, err := resolveServer(addr, routerQueues(*root))
-	if err != nil && !*undo {
-		fmt.Fprintln(stderr, "sqmkit tune:", err)
-		return 2
+	// a named server is checked before anything is read; without one, the
+	// tuned queue's own test_server decides (below, once it is known)
+	var sv server
+	if addr != "" {
+		var err error
+		if sv, err = resolveServer(addr, nil); err != nil {
+			fmt.Fprintln(stderr, "sqmkit tune:", err)
+			return 2
+		}
 	}
 	sel := ""
 	if len(pos) == want {
@@ -88,6 +93,12 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 		return 1
+	}
+	if addr == "" && !*undo {
+		if sv, err = resolveServer("", qs); err != nil {
+			fmt.Fprintln(stderr, "sqmkit tune:", err)
+			return 2
+		}
 	}
 	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
 	if *undo {
