@@ -11,13 +11,15 @@
 # for ARMv4 (arm_fa526) or OpenWrt's 32-bit and e5500 PowerPC.
 # Checks each against the size budget: at most 2.5 MB xz-compressed (the
 # flash's figure: squashfs and the jffs2/ubifs overlay store it
-# compressed) and 6.5 MB stripped (what it takes in RAM when it runs; the
-# MIPS linkers align segments to 64 KiB, so that figure moves in 64 KiB
-# steps). Prints one line per architecture; exits 1 when one is over. openwrt/test's TestReadmeInstallCommands maps every DISTRIB_ARCH
+# compressed) and 9 MB stripped (what it takes unpacked, as `sqmkit install`
+# runs it from a tmpfs /tmp; TLS and its certificate checks, for the public
+# test servers, are 2.3 MB of it; once installed, only the pages it touches
+# are in RAM; the MIPS linkers align segments to 64 KiB, so that figure
+# moves in 64 KiB steps). Prints one line per architecture; exits 1 when one is over. openwrt/test's TestReadmeInstallCommands maps every DISTRIB_ARCH
 # of OpenWrt 24.10 and 25.12 through the README's command onto this list.
 set -eu
 cd "$(dirname "$0")/.."
-max_bin=6500000
+max_bin=9000000
 max_xz=2500000
 out=${BIN:-bin}/release
 mkdir -p "$out"

@@ -64,11 +64,11 @@ func TestDoctorOffline(t *testing.T) {
 // buildSqmkit builds the binary, and the lab's tc shim named tc beside it,
 // so they can run inside a namespace with its own /sys (ip netns exec
 // remounts it).
-func buildSqmkit(t *testing.T) string {
+func buildSqmkit(t *testing.T, tags ...string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for pkg, out := range map[string]string{".": "sqmkit", "../../internal/tc/tcshim": "tc"} {
-		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
+		if b, err := exec.Command("go", "build", "-tags", strings.Join(tags, ","), "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("go build %s: %v\n%s", pkg, err, b)
 		}
 	}

@@ -3,15 +3,7 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,7 +23,7 @@ import (
 // setup asks, here sqmkit serve --rpm's upload sink, since the setup's own
 // Go and Swift backends are not pinned) is graded by `sqmkit test URL`:
 // its download with the letter `sqmkit test` gives against sqmkit serve on
-// the same path. goresponsiveness (the draft's authors' client, built from its
+// the same path, and so is the router build's (HTTP/1.1). goresponsiveness (the draft's authors' client, built from its
 // pinned commit by scripts/goresponsiveness.sh) and `sqmkit test --rpm`
 // then measure the RPM against the same server, and the log sets their
 // figures side by side (docs/results.md: they differ, and why).
@@ -75,6 +67,16 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 		t.Errorf("reference server's result: rtt_only %v, rpm %+v", ref.RTTOnly, ref.RPM)
 	}
 	sameDownloadGrade(t, ref, grade["sqmkit serve"])
+
+	// The router build speaks HTTP/1.1 to the same nginx (its TLS and
+	// HTTP/1.1 client, no HTTP/2): the same download letter, and it says
+	// what it cannot measure.
+	const routerName = "reference server, router build"
+	onRouter := gradeEach(t, cli, buildSqmkit(t, "router"), map[string][]string{routerName: {base + "/config", "--rpm-insecure"}}, nil)[routerName]
+	if !onRouter.RTTOnly || onRouter.RPM != nil || !strings.Contains(strings.Join(onRouter.Notes, " "), "over HTTP/1.1") {
+		t.Errorf("router build against the reference server: rtt_only %v, rpm %+v, notes %q", onRouter.RTTOnly, onRouter.RPM, onRouter.Notes)
+	}
+	sameDownloadGrade(t, onRouter, grade["sqmkit serve"])
 
 	// The RPM as the draft measures it (connections added to saturation,
 	// to stability), per direction: goresponsiveness as it ships, then
@@ -127,16 +129,7 @@ func writeReferenceServer(t *testing.T, dir, addr, base string) {
 	cfg := fmt.Sprintf(`{"version": 1, "urls": {"small_https_download_url": "%[1]s/files/small", "large_https_download_url": "%[1]s/files/large", "https_upload_url": "%[1]s/slurp", "small_download_url": "%[1]s/files/small", "large_download_url": "%[1]s/files/large", "upload_url": "%[1]s/slurp"}}`, base)
 	os.WriteFile(filepath.Join(dir, "root/config"), []byte(cfg), 0o644)
 
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: addr}, IPAddresses: []net.IP{net.ParseIP(addr)},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644)
-	os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
+	tctest.Certificate(t, dir, addr)
 
 	// The reference nginx.conf's directives, with this test's paths, one
 	// worker, and the backend's upload path (sqmkit's is /upload).

@@ -9,7 +9,6 @@ import (
 	"math"
 	"net"
 
-	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/rpm"
@@ -59,9 +58,4 @@ func startRPM(ctx context.Context, addr, cert, key string, logger *log.Logger) (
 			ln.Addr(), rs.Fingerprint(), ln.Addr())
 	}
 	return func() error { return rs.Serve(ctx, ln) }, nil
-}
-
-// runPhases is sqmkit test against a responsiveness server (a URL).
-func runPhases(ctx context.Context, cfg bbclient.Config, insecure bool) (*bbresult.Result, error) {
-	return rpm.RunPhases(ctx, rpm.PhaseConfig{Test: cfg, Insecure: insecure})
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"log"
 
-	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
@@ -20,8 +19,4 @@ func measureRPM(context.Context, string, bool) (*bbresult.RPM, []string, error) 
 
 func startRPM(context.Context, string, string, string, *log.Logger) (func() error, error) {
 	return nil, errRPMNotBuilt
-}
-
-func runPhases(context.Context, bbclient.Config, bool) (*bbresult.Result, error) {
-	return nil, errors.New("a responsiveness server (a URL) needs TLS and HTTP/2, which the router build leaves out; test against a sqmkit serve past the router, or from a computer with a full build")
 }

@@ -3,24 +3,17 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"os"
-	"strings"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
 )
-
-// DefaultPublicServer is what a test or tune without a SERVER measures
-// against: the responsiveness configuration Apple publishes for
-// networkQuality, a CDN near most users that speaks the draft's protocol.
-const DefaultPublicServer = "https://mensura.cdn-apple.com/api/v1/gm/config"
 
 // server is the server a test or tune measures against, as resolved from
 // what the user gave.
 type server struct {
 	Addr   string // host[:port] of a sqmkit serve, or a responsiveness server's config URL
 	URL    bool   // a responsiveness server: round trips only (rpm.RunPhases)
-	Public bool   // none was given: SQMKIT_SERVER, the queue's test_server or DefaultPublicServer
+	Public bool   // none was given: bbproto.DefaultServer
 }
 
 // resolveServer checks s as a user wrote it (never a flag, a path or
@@ -34,14 +27,10 @@ func resolveServer(s string, qs []config.Queue) (server, error) {
 		for _, q := range qs {
 			configured = cmp.Or(configured, q.TestServer)
 		}
-		sv.Addr, sv.Public = cmp.Or(os.Getenv("SQMKIT_SERVER"), configured, DefaultPublicServer), true
+		sv.Addr, sv.Public = bbproto.DefaultServer(configured), true
 	}
-	sv.URL = strings.Contains(sv.Addr, "://")
-	check := bbproto.CheckServer
-	if sv.URL {
-		check = bbproto.CheckServerURL
-	}
-	if err := check(sv.Addr); err != nil {
+	sv.URL = bbproto.IsURL(sv.Addr)
+	if err := bbproto.CheckTarget(sv.Addr); err != nil {
 		return sv, fmt.Errorf("SERVER %v", err)
 	}
 	return sv, nil

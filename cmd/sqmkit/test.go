@@ -17,6 +17,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/report"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 func init() {
@@ -128,7 +129,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	samples, cpu := on.counters(sampling), on.cpu(sampling)
 	var res *bbresult.Result
 	if sv.URL {
-		res, err = runPhases(ctx, cfg, *rpmInsecure)
+		res, err = rpm.RunPhases(ctx, rpm.PhaseConfig{Test: cfg, Insecure: *rpmInsecure})
 	} else {
 		res, err = bbclient.Run(ctx, cfg)
 	}

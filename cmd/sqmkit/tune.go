@@ -16,6 +16,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/cpuload"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc"
 	"github.com/sqmkit/sqmkit/internal/tune"
@@ -44,7 +45,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	sweepStop := fs.Int("sweep-stop", 0, "with --sweep: end a direction after `N` passing steps in a row (0: every step)")
 	sweepPhase := fs.Duration("sweep-phase", tune.DefaultStep, "with --sweep: the `DURATION` of each step's loaded phase (the grade a full test gives is judged on longer ones, e.g. 30s)")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long to wait while another sqmkit changes the same interface")
-	serverFlag := fs.String("server", "", "the `SERVER` to measure against: a 'sqmkit serve' as HOST[:PORT] or a responsiveness server's config URL (default: the first argument, or with none a public responsiveness server)")
+	serverFlag := fs.String("server", "", "the `SERVER` to measure against: a 'sqmkit serve' as HOST[:PORT] or a responsiveness server's config URL (default: the first argument; empty or none: the queue's test_server, else a public responsiveness server)")
 	insecure := fs.Bool("rpm-insecure", false, "accept a responsiveness server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	anyRoute := fs.Bool("any-route", false, "tune even when the route to SERVER leaves by another device than the queue's (its tests would not load the shaper)")
 	o := config.RegisterFlags(fs)
@@ -53,9 +54,10 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	pos := fs.Args()
 	t, known := search.Targets[*target]
-	// SERVER first, then SECTION; with --server (or --undo) only SECTION
+	// SERVER first, then SECTION; with --server (or --undo) only SECTION.
+	// An empty --server= is the queue's default server (as LuCI asks for it).
 	want := 2
-	if *undo || *serverFlag != "" {
+	if *undo || flagSet(fs, "server") {
 		want = 1
 	}
 	if msg := tuneUsage(fs, known, *target, *v4 && *v6, *sweep != "", *write || *undo, len(pos) > want); msg != "" {
@@ -137,7 +139,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	}
 	if sv.URL {
 		s.Live.Run = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
-			return runPhases(ctx, c, *insecure)
+			return rpm.RunPhases(ctx, rpm.PhaseConfig{Test: c, Insecure: *insecure})
 		}
 	}
 	if *sweep != "" {
@@ -375,4 +377,11 @@ func writeTuneJSON(path string, v any, stderr io.Writer) {
 	}); err != nil {
 		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
 	}
+}
+
+// flagSet reports whether the command line gave flag name, even empty.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

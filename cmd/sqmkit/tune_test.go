@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/search"
@@ -47,6 +48,7 @@ func TestTuneServerUsage(t *testing.T) {
 		{[]string{"--server", "https://host.example/<b>"}, "is not a responsiveness server's config URL"},
 		{[]string{"a/b"}, "neither an IP address nor a host name"},
 		{[]string{"--server", "10.0.0.1", "wan", "lan"}, "with --server or --undo at most the SECTION"},
+		{[]string{"--server=", "wan", "lan"}, "with --server or --undo at most the SECTION"}, // empty: the default server, as LuCI asks
 		{[]string{"10.0.0.1", "wan", "lan"}, "want at most a SERVER and a SECTION"},
 	} {
 		var out, errb bytes.Buffer
@@ -190,7 +192,7 @@ func TestDefaultServer(t *testing.T) {
 		os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\toption test_server '"+server+"'\n"), 0o644)
 	}
 	for _, c := range []struct{ env, configured, want string }{
-		{"", "", DefaultPublicServer},
+		{"", "", bbproto.DefaultPublicServer},
 		{"", "https://192.0.2.9/config", "https://192.0.2.9/config"},
 		{"192.0.2.7", "https://192.0.2.9/config", "192.0.2.7"},
 	} {

@@ -28,12 +28,14 @@
 package bbproto
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -112,11 +114,36 @@ func CheckServer(s string) error {
 	return nil
 }
 
+// DefaultPublicServer is what a test or tune without a server measures
+// against: the responsiveness configuration Apple publishes for
+// networkQuality, a CDN near most users that speaks the draft's protocol.
+const DefaultPublicServer = "https://mensura.cdn-apple.com/api/v1/gm/config"
+
+// DefaultServer is the server of a test or tune nobody named one for:
+// $SQMKIT_SERVER, else configured (the queue's option test_server), else
+// DefaultPublicServer (TestDefaultServer).
+func DefaultServer(configured string) string {
+	return cmp.Or(os.Getenv("SQMKIT_SERVER"), configured, DefaultPublicServer)
+}
+
+// IsURL: s names a responsiveness server by its config URL, not a sqmkit
+// serve by HOST[:PORT].
+func IsURL(s string) bool { return strings.Contains(s, "://") }
+
+// CheckTarget says what is wrong with a server as a user wrote it, either
+// kind: a config URL (CheckServerURL) or HOST[:PORT] (CheckServer).
+func CheckTarget(s string) error {
+	if IsURL(s) {
+		return CheckServerURL(s)
+	}
+	return CheckServer(s)
+}
+
 // CheckServerURL says what is wrong with a responsiveness server's config
 // URL as a user wrote it: http or https, a host that CheckServer accepts, a
 // path of URL-safe characters, nothing a shell or a browser would read
-// otherwise (TestCheckServerURL). Parsed here, not with net/url, which
-// would add its weight to the router build that refuses URLs anyway.
+// otherwise (TestCheckServerURL). Parsed by hand: stricter than net/url,
+// which takes user info, fragments and any byte in a path.
 func CheckServerURL(s string) error {
 	hostport, path, ok := SplitURL(s)
 	if !ok || strings.ContainsAny(hostport, "@") || !urlPath.MatchString(path) {

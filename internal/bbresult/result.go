@@ -67,6 +67,9 @@ type PhaseCPU struct {
 	// test's own process; MsPerMbit that per shaped Mbit/s.
 	BusyCores float64 `json:"busy_cores"`
 	MsPerMbit float64 `json:"ms_per_mbit"`
+	// SelfCores is the test's own process (its load and TLS), in cores:
+	// on a small router it competes with the shaper it measures.
+	SelfCores float64 `json:"self_cores"`
 	// Busiest is the core that ran most (its share of the phase, and the
 	// share of that in softirq: packet processing).
 	Busiest        int     `json:"busiest_cpu"`

@@ -26,6 +26,10 @@ const BoundShare = 0.90
 // CPU, held it.
 const shaperShare = 0.85
 
+// selfShare: a test that took this much of a core itself (a router
+// running the load over TLS) was its own competitor on a saturated core.
+const selfShare = 0.25
+
 // minShaped is the least shaped rate, in Mbit/s, whose cost is judged: a
 // phase that moved nothing costs nothing per Mbit.
 const minShaped = 0.2
@@ -52,7 +56,10 @@ func Costs(res *bbresult.Result, samples []Sample, sh Shaper) []bbresult.PhaseCP
 		c.Phase, c.Device, c.RPS, c.XPS = ph.Name, sh.Device, sh.RPS, sh.XPS
 		c.Bound = c.Bound && !heldByShaper(ph, sh.Down, sh.Up)
 		out = append(out, c)
-		if c.Bound {
+		switch {
+		case c.Bound && c.SelfCores >= selfShare:
+			res.Notes = append(res.Notes, fmt.Sprintf("%s: the router's CPU was the limit, and this test took %.0f%% of a core of it itself (its load and TLS): cpu%d was busy %.0f%% at %.1f Mbit/s shaped, so the router shapes more than that when the test runs elsewhere; fix: run sqmkit test from a computer behind the router for the line's rate and grade", ph.Name, 100*c.SelfCores, c.Busiest, 100*c.BusiestShare, shaped))
+		case c.Bound:
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the router's CPU was the limit: cpu%d was busy %.0f%% of the phase (%.0f%% of it in softirq, packet processing) at %.1f Mbit/s shaped; this router shapes about that much with this qdisc, whatever the line can do; fix: %s", ph.Name, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, shaped, Fix(c, sh.Qdisc)))
 		}
 	}
@@ -134,6 +141,7 @@ func cost(a, b Sample, shaped float64) bbresult.PhaseCPU {
 		return c
 	}
 	perCore := total / float64(n) // ticks of one core over the interval
+	c.SelfCores = float64(b.Self-a.Self) / perCore
 	c.BusyCores = max(busy-float64(b.Self-a.Self), 0) / perCore
 	c.MsPerMbit = c.BusyCores * 1000 / shaped
 	c.NetRxCPU, c.NetRxShare = busiest(a.NetRx, b.NetRx)

@@ -80,13 +80,31 @@ func TestCosts(t *testing.T) {
 	d, u := got[0], got[1]
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	if d.Phase != "download" || d.CPUs != 2 || !near(d.BusyCores, 0.6) || !near(d.MsPerMbit, 15) || d.Busiest != 0 ||
-		!near(d.BusiestShare, 0.5) || !near(d.BusiestSoftirq, 0.8) || !near(d.CeilingMbps, 80) || d.Bound || d.NetRxCPU != 0 || !near(d.NetRxShare, 0.9) || d.IRQCPU != 0 || !near(d.IRQShare, 0.9) {
+		!near(d.BusiestShare, 0.5) || !near(d.BusiestSoftirq, 0.8) || !near(d.CeilingMbps, 80) || d.Bound || !near(d.SelfCores, 0.2) || d.NetRxCPU != 0 || !near(d.NetRxShare, 0.9) || d.IRQCPU != 0 || !near(d.IRQShare, 0.9) {
 		t.Errorf("download: %+v", d)
 	}
 	if u.Phase != "upload" || !u.Bound || !near(u.BusiestShare, 0.95) || !near(u.CeilingMbps, 9/0.95) {
 		t.Errorf("upload: %+v", u)
 	}
 	if n := strings.Join(res.Notes, " "); !strings.Contains(n, "upload: the router's CPU was the limit: cpu0 was busy 95%") || !strings.Contains(n, "fix: spread packet processing over the 2 cores") || !strings.Contains(n, "/sys/class/net/wan/queues") || !strings.Contains(n, "fq_codel") || strings.Contains(n, "download:") {
+		t.Errorf("notes: %q", res.Notes)
+	}
+}
+
+// TestCostsSelf: a saturated core while the test itself took 30 % of a
+// core (the router running the load over TLS) is not the router's
+// ceiling: the note says the test competed and where to run it.
+func TestCostsSelf(t *testing.T) {
+	res := &bbresult.Result{Started: time.Unix(1000, 0), Phases: []bbresult.Phase{
+		{Name: bbresult.PhaseDownload, Start: 0, End: 10, DownloadMbps: 30, Grade: "A"},
+	}}
+	samples := []Sample{sample(0, 0, 0, 0, 0, 0, 0), sample(10, 960, 500, 100, 300, 0, 0)}
+	got := Costs(res, samples, Shaper{Qdisc: "cake", Down: 100000, Up: 20000})
+	if len(got) != 1 || !got[0].Bound || math.Abs(got[0].SelfCores-0.3) > 1e-9 {
+		t.Fatalf("%+v", got)
+	}
+	n := strings.Join(res.Notes, " ")
+	if !strings.Contains(n, "this test took 30% of a core") || !strings.Contains(n, "from a computer behind the router") || strings.Contains(n, "whatever the line can do") {
 		t.Errorf("notes: %q", res.Notes)
 	}
 }

@@ -51,7 +51,8 @@ func apkHas(root, pkg string) bool {
 
 // Needed lists the packages sqmkit needs that root lacks: a tc and an ip
 // with batch mode (busybox's ip has none), the IFB and the core qdiscs,
-// and CAKE except on a Qualcomm NSS router (whose shaper is nssfq_codel).
+// CAKE except on a Qualcomm NSS router (whose shaper is nssfq_codel), and
+// the CA bundle a test against a public server needs.
 func Needed(root string) []string {
 	pm := detect(root)
 	var out []string
@@ -69,6 +70,10 @@ func Needed(root string) []string {
 		if pm == nil || !pm.has(root, k) {
 			out = append(out, k)
 		}
+	}
+	// the CAs a test against a public server checks its certificate with
+	if !exists(root, "etc/ssl/certs/ca-certificates.crt") && (pm == nil || !pm.has(root, "ca-bundle")) {
+		out = append(out, "ca-bundle")
 	}
 	return out
 }

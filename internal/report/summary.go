@@ -256,5 +256,8 @@ func cpuLines(w io.Writer, r *bbresult.Result) {
 	}
 	if bound != nil {
 		fmt.Fprintf(w, "  CPU-bound at %.0f Mbit/s (%s): cpu%d was saturated.\n", bound.ShapedMbps, bound.Phase, bound.Busiest)
+		if bound.SelfCores >= 0.25 {
+			fmt.Fprintf(w, "  This test took %.0f%% of a core itself: the router shapes more when it runs elsewhere.\n", 100*bound.SelfCores)
+		}
 	}
 }

@@ -26,6 +26,7 @@ func fakeSqmkit(t *testing.T, fixture any) (exe, goFile string) {
 	os.WriteFile(filepath.Join(dir, "fixture.json"), b, 0o644)
 	goFile = filepath.Join(dir, "go")
 	script := fmt.Sprintf(`#!/bin/sh
+printf '%%s\n' "$@" >"$(dirname "$0")/args"
 out=
 while [ $# -gt 0 ]; do [ "$1" = --json ] && out=$2; shift; done
 echo "sqmkit $0: download: measuring the line (shaper open)" >&2
@@ -39,6 +40,61 @@ cp %q "$out"
 		t.Fatal(err)
 	}
 	return exe, goFile
+}
+
+// argsOf is what the fake sqmkit at exe was last run with.
+func argsOf(t *testing.T, exe string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(exe), "args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// TestDefaultServerCalls: a test or tune the page starts without a server
+// runs with none (test) or an empty --server= (tune): sqmkit picks the
+// queue's test_server, else the public server, which the state names;
+// a URL is passed after --; a server that is no URL and no HOST[:PORT]
+// is refused with the way out.
+func TestDefaultServerCalls(t *testing.T) {
+	e, _ := router(t)
+	exe, release := fakeSqmkit(t, bbresult.Result{})
+	os.WriteFile(release, nil, 0o644)
+	e.Exe = exe
+	const url = "https://mensura.cdn-apple.com/api/v1/gm/config"
+	for _, c := range []struct {
+		method, args string
+		want         []string // the argv's tail
+	}{
+		{"test_start", `{}`, []string{"test", "--json", "*"}},
+		{"test_start", `{"server": "` + url + `"}`, []string{"--", url}},
+		{"tune_start", `{"budget": 140}`, []string{"--server=", "--", "wan"}},
+		{"tune_start", `{"server": "` + url + `", "budget": 140}`, []string{"--", url, "wan"}},
+	} {
+		if got := call(t, e, c.method, c.args); got["started"] != true {
+			t.Fatalf("%s %s: %v", c.method, c.args, got)
+		}
+		waitDone(t, e.job(strings.TrimSuffix(c.method, "_start")))
+		args := argsOf(t, exe)
+		tail := args[max(len(args)-len(c.want), 0):]
+		for i, w := range c.want {
+			if w != "*" && tail[i] != w {
+				t.Errorf("%s %s ran %q, want it to end %q", c.method, c.args, args, c.want)
+				break
+			}
+		}
+	}
+	for _, m := range []string{"test_state", "tune_state"} {
+		if st := call(t, e, m, ""); st["default_server"] != url {
+			t.Errorf("%s: default_server %v, want %s", m, st["default_server"], url)
+		}
+	}
+	for _, bad := range []string{"-x", "https://h/<script>", "file:///etc/passwd"} {
+		if got := call(t, e, "test_start", fmt.Sprintf(`{"server": %q}`, bad)); !strings.Contains(fmt.Sprint(got["error"]), "leave it empty") {
+			t.Errorf("server %q: %v", bad, got)
+		}
+	}
 }
 
 // waitDone waits until the job no longer runs.

@@ -99,7 +99,7 @@ func TestCallErrors(t *testing.T) {
 		{"status", "[1]", "not a JSON object"},
 		{"status", `{"x": 1}`, `status takes no argument "x"`},
 		{"test_start", `{"server": 5}`, "argument server: want a string"},
-		{"test_start", `{}`, "server: name the sqmkit serve"},
+		{"test_start", `{"server": "--json=/etc/passwd"}`, "server: "},
 		{"tune_start", `{"server": "h", "budget": 5}`, "budget 5 s: want 140 to 3600"},
 		{"tune_start", `{"server": "h", "section": "lan"}`, `section "lan": not an enabled queue`},
 		{"tune_write", `{}`, "no finished tune"},

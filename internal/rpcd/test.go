@@ -1,7 +1,6 @@
 package rpcd
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -19,15 +18,9 @@ const keepResults = 5
 // testStart runs `sqmkit test` against server in the background, its
 // result kept under the job's results/.
 func (e *Env) testStart(args map[string]any) (any, error) {
-	server, err := str(args, "server")
+	server, err := serverArg(args)
 	if err != nil {
 		return nil, err
-	}
-	if server == "" {
-		return nil, errors.New("server: name the sqmkit serve to test against, HOST or HOST:PORT (it runs past the bottleneck, e.g. on a VPS)")
-	}
-	if err := bbproto.CheckServer(server); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
 	}
 	token, err := str(args, "token")
 	if err != nil {
@@ -39,13 +32,47 @@ func (e *Env) testStart(args map[string]any) (any, error) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return nil, err
 	}
-	// the server after --: never read as a flag, whatever it holds
-	cmd := []string{"test", "--json", out, "--", server}
+	// the server after --: never read as a flag, whatever it holds; none
+	// is the default server (bbproto.DefaultServer)
+	cmd := []string{"test", "--json", out}
+	if server != "" {
+		cmd = append(cmd, "--", server)
+	}
 	if err := j.start(e.Exe, cmd, tokenEnv(token), meta{Started: now, Server: server, Out: out}); err != nil {
 		return nil, err
 	}
 	j.prune()
 	return map[string]any{"started": true, "id": strings.TrimSuffix(filepath.Base(out), ".json")}, nil
+}
+
+// serverArg is a call's server: "" for the default one, else a config
+// URL or HOST[:PORT] (bbproto.CheckTarget).
+func serverArg(args map[string]any) (string, error) {
+	server, err := str(args, "server")
+	if err != nil {
+		return "", err
+	}
+	if server != "" {
+		if err := bbproto.CheckTarget(server); err != nil {
+			return "", fmt.Errorf("server: %w (or leave it empty for the queue's test_server, else the public responsiveness server)", err)
+		}
+	}
+	return server, nil
+}
+
+// defaultServer is what a test or tune of queue section ("": the first)
+// measures against when the call names no server.
+func (e *Env) defaultServer(section string) string {
+	ts, _, err := e.queues()
+	if err != nil {
+		return bbproto.DefaultServer("")
+	}
+	for _, t := range ts {
+		if section == "" || t.Queue.Section == section {
+			return bbproto.DefaultServer(t.Queue.TestServer)
+		}
+	}
+	return bbproto.DefaultServer("")
 }
 
 // prune keeps the newest keepResults results (and the one being written).
@@ -101,7 +128,7 @@ func (e *Env) testState(map[string]any) (any, error) {
 	}
 	var m meta
 	j.read("meta.json", &m)
-	return map[string]any{"running": j.running(), "server": m.Server, "log": j.lines(20), "results": results}, nil
+	return map[string]any{"running": j.running(), "server": m.Server, "default_server": e.defaultServer(""), "log": j.lines(20), "results": results}, nil
 }
 
 // fixed rounds to a tenth, as the page prints it.

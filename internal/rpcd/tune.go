@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
-	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
@@ -38,15 +37,9 @@ func tokenEnv(token string) []string {
 
 // tuneStart runs `sqmkit tune` (without --write) in the background.
 func (e *Env) tuneStart(args map[string]any) (any, error) {
-	server, err := str(args, "server")
+	server, err := serverArg(args)
 	if err != nil {
 		return nil, err
-	}
-	if server == "" {
-		return nil, errors.New("server: name the sqmkit serve to tune against, HOST or HOST:PORT (past the bottleneck)")
-	}
-	if err := bbproto.CheckServer(server); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
 	}
 	target, _ := str(args, "target")
 	if target == "" {
@@ -79,8 +72,13 @@ func (e *Env) tuneStart(args map[string]any) (any, error) {
 	if e.File != "" {
 		cmd = append(cmd, "--config", e.File)
 	}
-	// server and section after --: never read as flags
-	cmd = append(cmd, "--", server, t.Queue.Section)
+	// server and section after --: never read as flags; an empty --server
+	// is the queue's default server (bbproto.DefaultServer)
+	if server == "" {
+		cmd = append(cmd, "--server=", "--", t.Queue.Section)
+	} else {
+		cmd = append(cmd, "--", server, t.Queue.Section)
+	}
 	m := meta{Started: e.Now().UTC(), Server: server, Section: t.Queue.Section, Target: target, Budget: budget, Out: out}
 	if err := j.start(e.Exe, cmd, tokenEnv(token), m); err != nil {
 		return nil, err
@@ -135,7 +133,7 @@ func (e *Env) tuneState(map[string]any) (any, error) {
 	j := e.job("tune")
 	var m meta
 	j.read("meta.json", &m)
-	st := map[string]any{"running": j.running(), "started": m.Started, "server": m.Server, "section": m.Section, "target": m.Target,
+	st := map[string]any{"running": j.running(), "started": m.Started, "server": m.Server, "default_server": e.defaultServer(m.Section), "section": m.Section, "target": m.Target,
 		"budget_s": m.Budget, "progress": j.lines(200), "undo": tune.HasUndo(e.Root), "limits": budgetLimits(), "recovered": recovered}
 	if o, ok := e.outcome(j, m); ok {
 		st["outcome"] = o

@@ -1,10 +1,11 @@
+//go:build !router
+
 package rpm
 
 import (
 	"cmp"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -88,7 +89,7 @@ func Measure(ctx context.Context, server string, opts Options) (Result, error) {
 		m.opts.Log = func(string) {}
 	}
 	res := Result{URL: cfgURL}
-	if m.eps, err = m.fetchConfig(ctx, cfgURL); err != nil {
+	if _, err = m.fetchConfig(ctx, cfgURL); err != nil {
 		return res, err
 	}
 	if opts.Insecure {
@@ -129,7 +130,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 	// get refuses an answer that is not HTTP/2.
 	cfg := m.tls.Clone()
 	cfg.NextProtos = []string{"h2"}
-	d := &net.Dialer{Timeout: 10 * time.Second}
+	d := &net.Dialer{Timeout: dialTimeout}
 	return &http.Transport{
 		ForceAttemptHTTP2: true,
 		TLSClientConfig:   cfg,
@@ -143,7 +144,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 			}
 			return c, err
 		},
-		TLSHandshakeTimeout: 10 * time.Second,
+		TLSHandshakeTimeout: dialTimeout,
 		DisableCompression:  true,
 		MaxConnsPerHost:     1, // requests wait for the one connection instead of dialing another
 	}
@@ -160,6 +161,7 @@ func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, e
 	}
 	eps, err := parseConfig(body)
 	if err == nil {
+		m.eps = eps
 		m.opts.Log(fmt.Sprintf("rpm: config %s: load %s, probes %s, upload %s", cfgURL, eps.Large, eps.Small, eps.Upload))
 	}
 	return eps, err
@@ -175,8 +177,8 @@ func get(ctx context.Context, c *http.Client, url string, limit int64) ([]byte, 
 	req.Header.Set("Accept-Encoding", "identity") // the draft requires it
 	resp, err := c.Do(req)
 	if err != nil {
-		if errors.As(err, new(x509.UnknownAuthorityError)) {
-			return nil, nil, fmt.Errorf("rpm: %s: certificate is not from a trusted authority (self-signed server?); rerun with the insecure option (sqmkit test --rpm-insecure) if you trust this server: %w", url, err)
+		if hinted := certHint(url, err); hinted != err {
+			return nil, nil, hinted
 		}
 		return nil, nil, fmt.Errorf("rpm: %w", err)
 	}
@@ -509,4 +511,23 @@ func (z *zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	z.n.Add(int64(len(p)))
 	return len(p), nil
+}
+
+func (m *measurer) multiplexed() bool { return true }
+
+func (m *measurer) newLoad(up bool) load { return &h2Load{m: m, loader: m.newLoader(), up: up} }
+
+// h2Load is a load connection of RunPhases over HTTP/2.
+type h2Load struct {
+	m *measurer
+	*loader
+	up bool
+}
+
+func (l *h2Load) transfer(ctx context.Context) error { return l.m.load(ctx, l.loader, l.up) }
+func (l *h2Load) moved() int64                       { return l.loader.moved(l.up) }
+func (l *h2Load) ready() bool                        { return l.loader.ready.Load() }
+func (l *h2Load) close()                             { l.tr.CloseIdleConnections() }
+func (l *h2Load) self(ctx context.Context) (time.Duration, bool, error) {
+	return l.m.self(ctx, l.loader)
 }

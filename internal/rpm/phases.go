@@ -2,7 +2,6 @@ package rpm
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"sync"
@@ -18,6 +17,9 @@ import (
 type PhaseConfig struct {
 	Test     bbclient.Config
 	Insecure bool
+	// HTTP1 speaks HTTP/1.1 (as the router build always does): no self
+	// probes, so no in-flow latency and no RPM.
+	HTTP1 bool
 	// Every is how often a foreign and a self probe start [DefaultEvery].
 	Every time.Duration
 }
@@ -56,11 +58,11 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 	if logf == nil {
 		logf = func(string) {}
 	}
-	m := &measurer{opts: Options{Insecure: cfg.Insecure, Log: logf}, tls: &tls.Config{InsecureSkipVerify: cfg.Insecure, MinVersion: tls.VersionTLS12}}
-	if m.eps, err = m.fetchConfig(ctx, cfgURL); err != nil {
+	w := newWire(cfg.HTTP1, cfg.Insecure, logf)
+	if _, err = w.fetchConfig(ctx, cfgURL); err != nil {
 		return nil, fmt.Errorf("the responsiveness server %s could not be reached: %w (fix: check the connection, or name another server)", cfgURL, err)
 	}
-	p := &phaseRun{m: m, start: time.Now(), every: every, cfg: cfg.Test}
+	p := &phaseRun{w: w, start: time.Now(), every: every, cfg: cfg.Test}
 	for _, ph := range cfg.Test.Phases() {
 		p.total += ph.End
 	}
@@ -92,6 +94,9 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 		res.Family = "ipv6"
 	}
 	notes := []string{fmt.Sprintf("%s is a responsiveness server: its round trips are TCP handshakes, with no one-way split up and down", cfgURL)}
+	if !w.multiplexed() {
+		notes = append(notes, "spoken over HTTP/1.1 (the router build has no HTTP/2): no GET can share a loaded connection, so there is no in-flow latency and no RPM")
+	}
 	if p.lost > 0 {
 		notes = append(notes, fmt.Sprintf("%d probes got no answer within %v (counted as lost under 'up': this server cannot tell which way); the last: %v", p.lost, probeTimeout, p.lastErr))
 	}
@@ -113,7 +118,7 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 // phaseRun is one RunPhases: its probes and the load connections of the
 // phase running.
 type phaseRun struct {
-	m     *measurer
+	w     wire
 	cfg   bbclient.Config
 	start time.Time
 	total time.Duration
@@ -135,7 +140,7 @@ type phaseRun struct {
 }
 
 type dirLoader struct {
-	*loader
+	load
 	up bool
 }
 
@@ -150,13 +155,13 @@ func (p *phaseRun) phase(ctx context.Context, ph bbclient.RTTPhase) bbclient.RTT
 				continue
 			}
 			for range p.cfg.Streams {
-				l := dirLoader{p.m.newLoader(), up}
+				l := dirLoader{p.w.newLoad(up), up}
 				ls = append(ls, l)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					for lctx.Err() == nil {
-						if err := p.m.load(lctx, l.loader, up); err != nil && lctx.Err() == nil {
+						if err := l.transfer(lctx); err != nil && lctx.Err() == nil {
 							p.mu.Lock()
 							if p.failed++; p.firstFail == nil {
 								p.firstFail = err
@@ -184,9 +189,9 @@ func (p *phaseRun) phase(ctx context.Context, ph bbclient.RTTPhase) bbclient.RTT
 	ph.End = time.Since(p.start)
 	for _, l := range ls {
 		if l.up {
-			ph.Up += l.moved(true)
+			ph.Up += l.moved()
 		} else {
-			ph.Down += l.moved(false)
+			ph.Down += l.moved()
 		}
 	}
 	p.mu.Lock()
@@ -195,7 +200,7 @@ func (p *phaseRun) phase(ctx context.Context, ph bbclient.RTTPhase) bbclient.RTT
 	stop()
 	wg.Wait()
 	for _, l := range ls {
-		l.tr.CloseIdleConnections()
+		l.close()
 	}
 	return ph
 }
@@ -236,7 +241,7 @@ func (p *phaseRun) probe(ctx context.Context) {
 // trip; TLS and the GET count toward the RPM.
 func (p *phaseRun) foreign(ctx context.Context) {
 	sent := time.Since(p.start)
-	f, err := p.m.foreign(ctx)
+	f, err := p.w.foreign(ctx)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -259,12 +264,12 @@ func (p *phaseRun) foreign(ctx context.Context) {
 
 // self is a 1-byte GET on a random load connection: the in-flow latency.
 func (p *phaseRun) self(ctx context.Context) {
-	l, ok := readyOne(&p.mu, func() []dirLoader { return p.loaders }, func(l dirLoader) bool { return l.ready.Load() })
+	l, ok := readyOne(&p.mu, func() []dirLoader { return p.loaders }, func(l dirLoader) bool { return l.ready() })
 	if !ok {
 		return
 	}
 	sent := time.Since(p.start)
-	d, reused, err := p.m.self(ctx, l.loader)
+	d, reused, err := l.self(ctx)
 	if err != nil || !reused {
 		return // a load connection ending under it is the phase's end, not a loss
 	}
@@ -286,7 +291,7 @@ func (p *phaseRun) record(ctx context.Context) {
 	const every = 250 * time.Millisecond
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	last := map[*loader]int64{}
+	last := map[load]int64{}
 	prev := time.Now()
 	for {
 		select {
@@ -295,14 +300,14 @@ func (p *phaseRun) record(ctx context.Context) {
 		case now := <-tick.C:
 			p.mu.Lock()
 			var down, up int64
-			seen := map[*loader]int64{}
+			seen := map[load]int64{}
 			for _, l := range p.loaders {
-				n := l.moved(l.up)
-				seen[l.loader] = n
+				n := l.moved()
+				seen[l.load] = n
 				if l.up {
-					up += n - last[l.loader]
+					up += n - last[l.load]
 				} else {
-					down += n - last[l.loader]
+					down += n - last[l.load]
 				}
 			}
 			last = seen

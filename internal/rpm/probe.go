@@ -1,3 +1,5 @@
+//go:build !router
+
 package rpm
 
 // The latency probes of a stage: foreign probes on fresh connections and
@@ -7,10 +9,8 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptrace"
-	"sync"
 	"time"
 )
 
@@ -60,15 +60,6 @@ func (r *run) foreignProbe() {
 	})
 }
 
-// foreignTimes are one foreign probe's: when its TCP handshake began,
-// that handshake (one round trip), the TLS handshake per round trip, and
-// the GET; Addr is the server's address it reached.
-type foreignTimes struct {
-	Start          time.Time
-	TCP, TLS, HTTP time.Duration
-	Addr           string
-}
-
 // foreign runs one foreign probe.
 func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
 	tr := m.transport(nil)
@@ -89,30 +80,8 @@ func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
 	if err != nil {
 		return f, err
 	}
-	// TLS 1.2 needs two round trips before data can flow, 1.3 one.
-	rtts := time.Duration(1)
-	if version < tls.VersionTLS13 {
-		rtts = 2
-	}
-	f.TCP, f.TLS, f.HTTP = connDone.Sub(f.Start), tlsDone.Sub(tlsStart)/rtts, time.Since(gotConn)
+	f.TCP, f.TLS, f.HTTP = connDone.Sub(f.Start), perRoundTrip(tlsDone.Sub(tlsStart), version), time.Since(gotConn)
 	return f, nil
-}
-
-// readyOne is a random one of list()'s loaders that is ready, read under
-// mu; ok is false when none is.
-func readyOne[T any](mu *sync.Mutex, list func() []T, ready func(T) bool) (pick T, ok bool) {
-	mu.Lock()
-	var up []T
-	for _, l := range list() {
-		if ready(l) {
-			up = append(up, l)
-		}
-	}
-	mu.Unlock()
-	if len(up) == 0 {
-		return pick, false
-	}
-	return up[rand.IntN(len(up))], true
 }
 
 // selfProbe times a 1-byte GET multiplexed onto a random load connection.
@@ -141,5 +110,3 @@ func (m *measurer) self(ctx context.Context, l *loader) (d time.Duration, reused
 	}
 	return time.Since(start), reused, nil
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

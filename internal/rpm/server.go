@@ -1,3 +1,5 @@
+//go:build !router
+
 // Package rpm speaks the IETF "Responsiveness under Working Conditions"
 // test (draft-ietf-ippm-responsiveness), the method behind Apple's
 // networkQuality and goresponsiveness: a Server that such clients can test

@@ -65,18 +65,28 @@ func statusPage(t *testing.T, ctx context.Context, r *router) {
 }
 
 func testPage(t *testing.T, ctx context.Context, r *router) {
-	run(t, ctx, "start a test", r.page("test"), chromedp.SetValue("#sqmkit-server", r.server, chromedp.ByQuery),
-		chromedp.Click("#sqmkit-test-start", chromedp.ByQuery), waitText("#sqmkit-test-running", "A test runs against "+r.server))
+	// the first hour: no server typed, the queue's test_server (a
+	// responsiveness server over HTTPS, its certificate checked against the
+	// router's CA bundle) is the default the page names and the test uses
+	def := "https://" + r.server + "/config"
+	var placeholder string
+	run(t, ctx, "start a test", r.page("test"), chromedp.WaitVisible("#sqmkit-server-default", chromedp.ByQuery),
+		chromedp.AttributeValue("#sqmkit-server", "placeholder", &placeholder, nil, chromedp.ByQuery),
+		chromedp.Click("#sqmkit-test-start", chromedp.ByQuery), waitText("#sqmkit-test-running", "A test runs against "+def))
+	if placeholder != def {
+		t.Errorf("server placeholder %q, want the queue's test_server %s", placeholder, def)
+	}
 	var disabled bool
 	inTab(t, ctx, "a second window", r.page("test"), waitText("#sqmkit-test-running", "A test runs against"),
 		chromedp.Evaluate(`document.getElementById('sqmkit-test-start').disabled`, &disabled))
 	if !disabled {
 		t.Error("a second window may start a second test")
 	}
-	var grade string
+	var grade, notes string
 	var series int
 	runFor(t, ctx, 3*time.Minute, "the test's result", chromedp.WaitVisible(".sqmkit-result .sqmkit-grade-letter", chromedp.ByQuery),
 		chromedp.Text(".sqmkit-result .sqmkit-grade-letter", &grade, chromedp.ByQuery),
+		chromedp.Text(".sqmkit-result .sqmkit-notes", &notes, chromedp.ByQuery),
 		chromedp.WaitVisible("#sqmkit-chart svg path.sqmkit-series", chromedp.ByQuery),
 		chromedp.Evaluate(`Array.from(document.querySelectorAll('#sqmkit-chart path.sqmkit-series')).filter(function(p) { return p.getAttribute('d').length > 100; }).length`, &series))
 	if len(grade) == 0 || !strings.Contains("A+ A B C D F", grade) {
@@ -84,6 +94,9 @@ func testPage(t *testing.T, ctx context.Context, r *router) {
 	}
 	if series != 3 {
 		t.Errorf("%d drawn series, want round trip, download and upload", series)
+	}
+	if !strings.Contains(notes, "over HTTP/1.1") || !strings.Contains(notes, "no SERVER given: measured against "+def) {
+		t.Errorf("the result's notes do not say which server and protocol:\n%s", notes)
 	}
 }
 

@@ -30,7 +30,8 @@ const (
 
 // router is the real OpenWrt stack (openwrt/stack) with sqmkit installed
 // by `sqmkit install`, a queue on its WAN port wan run by sqm-scripts with
-// a sqmkit script, and a sqmkit serve past the link in a namespace of its
+// a sqmkit script, and a sqmkit serve (its responsiveness server too, the
+// queue's test_server) past the link in a namespace of its
 // own (server). The host kernel has no fq_codel: the tc shim maps the nss
 // backend onto tbf and pfifo (openwrt/test's harness says how).
 type router struct {
@@ -85,6 +86,7 @@ config queue 'wan'
 	option qdisc 'fq_codel'
 	option script 'sqmkit-nss.qos'
 	option linklayer 'none'
+	option test_server 'https://10.91.0.2/config'
 `
 
 const network = `
@@ -113,6 +115,9 @@ func newRouter(t *testing.T, extra func(root string) error) *router {
 		t.Fatalf("ip netns add: %v: %s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", srv).Run() })
+	// the server's responsiveness side has a certificate the router
+	// trusts through its CA bundle, where OpenWrt's ca-bundle puts it
+	cert, key := tctest.Certificate(t, t.TempDir(), r.server)
 	r.Router = stack.New(t, stack.Options{
 		Netns: func(ns string) error {
 			return ip([]string{"link", "add", "wan", "netns", ns, "type", "veth", "peer", "name", "srv", "netns", srv},
@@ -132,6 +137,12 @@ func newRouter(t *testing.T, extra func(root string) error) *router {
 			if err := copyFile(filepath.Join(b, "tc"), filepath.Join(root, "usr/sbin/tc"), 0o755); err != nil {
 				return err
 			}
+			if err := os.MkdirAll(filepath.Join(root, "etc/ssl/certs"), 0o755); err != nil {
+				return err
+			}
+			if err := copyFile(cert, filepath.Join(root, "etc/ssl/certs/ca-certificates.crt"), 0o644); err != nil {
+				return err
+			}
 			if err := logins(root); err != nil {
 				return err
 			}
@@ -149,7 +160,8 @@ func newRouter(t *testing.T, extra func(root string) error) *router {
 			t.Fatalf("%v: %v\n%s", c, err, out)
 		}
 	}
-	serve := exec.Command("ip", "netns", "exec", srv, filepath.Join(b, "sqmkit"), "serve", "--listen", r.server+":8693")
+	serve := exec.Command("ip", "netns", "exec", srv, filepath.Join(b, "sqmkit"), "serve", "--listen", r.server+":8693",
+		"--rpm", r.server+":443", "--rpm-cert", cert, "--rpm-key", key)
 	if err := serve.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -36,7 +36,7 @@ func TestInstallWithoutBuildroot(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("install: exit %d\n%s", code, out)
 			}
-			wantPM := []string{"update", map[string]string{"opkg": "install", "apk": "add"}[pm] + " kmod-ifb kmod-sched-cake"}
+			wantPM := []string{"update", map[string]string{"opkg": "install", "apk": "add"}[pm] + " kmod-ifb kmod-sched-cake ca-bundle"}
 			if got := lines(t, r.Path("/tmp/"+pm+".log")); !slices.Equal(got, wantPM) {
 				t.Errorf("%s was asked %q, want %q", pm, got, wantPM)
 			}

@@ -64,7 +64,7 @@ return view.extend({
 	fill: function(st) {
 		var el = this.el;
 		var last = st.log.length ? st.log[st.log.length - 1] : '';
-		el.running.textContent = st.running ? _('A test runs against %s: %s').format(st.server, last || '…') : '';
+		el.running.textContent = st.running ? _('A test runs against %s: %s').format(st.server || st.default_server, last || '…') : '';
 		el.start.disabled = !!st.running || !notify.writable();
 		var ids = st.results.map(function(r) { return r.id; }).join(',');
 		if (el.results.getAttribute('data-ids') == ids)
@@ -96,7 +96,8 @@ return view.extend({
 		st = st && !st.error ? st : { log: [], results: [] };
 		var ro = !notify.writable();
 		var el = this.el = {
-			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': 'vps.example.net:8693', 'value': st.server || '', 'disabled': ro || null }),
+			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': st.default_server || '', 'value': st.server || '', 'disabled': ro || null }),
+			serverHint: E('span', { 'class': 'cbi-value-description', 'id': 'sqmkit-server-default' }, [ notify.text(_('Empty: %s (the queue\'s option test_server, else Apple\'s public responsiveness server). Your own sqmkit serve (HOST:PORT) adds the one-way split.').format(st.default_server || '')) ]),
 			token: E('input', { 'id': 'sqmkit-token', 'type': 'password', 'class': 'cbi-input-password', 'disabled': ro || null }),
 			start: E('button', { 'id': 'sqmkit-test-start', 'class': 'cbi-button cbi-button-action', 'click': L.bind(this.start, this), 'disabled': ro || null }, [ _('Start test') ]),
 			running: E('p', { 'id': 'sqmkit-test-running' }),
@@ -105,9 +106,10 @@ return view.extend({
 		};
 		var nodes = E('div', {}, [
 			E('h2', {}, [ _('Bufferbloat test') ]),
-			E('div', { 'class': 'cbi-map-descr' }, [ _('Loads the link both ways from the router against a sqmkit serve past the bottleneck (e.g. on a VPS: sqmkit serve) and grades the latency the load adds.') ]),
+			E('div', { 'class': 'cbi-map-descr' }, [ _('Loads the link both ways from the router against a server past the bottleneck (a public responsiveness server unless you name one) and grades the latency the load adds.') ]),
 			E('div', { 'class': 'cbi-section' }, [
-				E('div', { 'class': 'cbi-value' }, [ E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-server' }, [ _('Server') ]), el.server ]),
+				E('div', { 'class': 'cbi-value' }, [ E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-server' }, [ _('Server') ]),
+					E('div', { 'class': 'cbi-value-field' }, [ el.server, el.serverHint ]) ]),
 				E('div', { 'class': 'cbi-value' }, [ E('label', { 'class': 'cbi-value-title', 'for': 'sqmkit-token' }, [ _('Token') ]), el.token ]),
 				el.start, el.running
 			]),

@@ -56,7 +56,7 @@ return view.extend({
 		this.state = st;
 		notify.warn(st.recovered);
 		el.progress.textContent = st.progress.join('\n');
-		el.running.textContent = st.running ? _('Tuning %s against %s since %s…').format(st.section, st.server, new Date(st.started).toLocaleTimeString()) : '';
+		el.running.textContent = st.running ? _('Tuning %s against %s since %s…').format(st.section, st.server || st.default_server, new Date(st.started).toLocaleTimeString()) : '';
 		el.start.disabled = !!st.running || ro;
 		el.outcome.textContent = '';
 		el.outcome.appendChild(E('div', {}, [ this.outcome(st) ]));
@@ -107,7 +107,8 @@ return view.extend({
 		var sections = ((status && status.queues) || []).map(function(q) { return q.section; });
 		var found = L.bind(function() { return (this.state && this.state.outcome) || { found: {}, current: {} }; }, this);
 		var el = this.el = {
-			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': 'vps.example.net:8693', 'value': st.server || '', 'disabled': ro || null }),
+			server: E('input', { 'id': 'sqmkit-server', 'class': 'cbi-input-text', 'placeholder': st.default_server || '', 'value': st.server || '', 'disabled': ro || null }),
+			serverHint: E('span', { 'class': 'cbi-value-description', 'id': 'sqmkit-server-default' }, [ notify.text(_('Empty: %s (the queue\'s option test_server, else Apple\'s public responsiveness server). Your own sqmkit serve (HOST:PORT) adds the one-way split.').format(st.default_server || '')) ]),
 			token: E('input', { 'id': 'sqmkit-token', 'type': 'password', 'class': 'cbi-input-password', 'disabled': ro || null }),
 			section: E('select', { 'id': 'sqmkit-section', 'class': 'cbi-input-select', 'disabled': ro || null }, sections.map(function(s) {
 				return E('option', { 'value': s, 'selected': s == st.section ? '' : null }, [ notify.text(s) ]);
@@ -143,9 +144,9 @@ return view.extend({
 		};
 		var nodes = E('div', {}, [
 			E('h2', {}, [ _('Tune the rates') ]),
-			E('div', { 'class': 'cbi-map-descr' }, [ _('Finds the highest download and upload rates that keep the grade, against a sqmkit serve past the bottleneck, and confirms them with a full test. It runs on the router: you may close this page. Nothing is written until you press Write.') ]),
+			E('div', { 'class': 'cbi-map-descr' }, [ _('Finds the highest download and upload rates that keep the grade, against a server past the bottleneck (a public responsiveness server unless you name one), and confirms them with a full test. It runs on the router: you may close this page. Nothing is written until you press Write.') ]),
 			E('div', { 'class': 'cbi-section' }, [
-				value(_('Server'), el.server), value(_('Token'), el.token), value(_('Queue'), el.section),
+				value(_('Server'), el.server, [ el.serverHint ]), value(_('Token'), el.token), value(_('Queue'), el.section),
 				value(_('Grade to keep'), el.target), value(_('Test time (s)'), el.budget, [ ' ', el.limits ]),
 				el.start, el.running, el.progress
 			]),

@@ -1,0 +1,180 @@
+package rpm
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/http1"
+	"github.com/sqmkit/sqmkit/internal/sockopt"
+)
+
+// h1 speaks HTTP/1.1: each load is one connection whose objects follow
+// one another; no GET can share it, so there are no self probes.
+type h1 struct {
+	tls *tls.Config
+	eps endpoints
+	log func(string)
+}
+
+// uploadSize is one POST's body. Servers cap a request body (the
+// reference nginx setup at 250 MB), so the endless upload of HTTP/2 is a
+// series of POSTs here, each a couple of seconds at a gigabit.
+var uploadSize int64 = 64 << 20
+
+func (w *h1) multiplexed() bool { return false }
+
+func (w *h1) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
+	u, err := url.Parse(cfgURL)
+	if err != nil {
+		return endpoints{}, err
+	}
+	c, err := http1.Dial(ctx, u, w.tls, nil)
+	if err != nil {
+		return endpoints{}, certHint(cfgURL, err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	body := &limited{max: 64 << 10}
+	code, err := c.Get(ctx, u.RequestURI(), body)
+	if err != nil {
+		return endpoints{}, fmt.Errorf("rpm: %s: %w", cfgURL, err)
+	}
+	if code != 200 {
+		return endpoints{}, fmt.Errorf("rpm: %s: server answered %d", cfgURL, code)
+	}
+	eps, err := parseConfig(body.b)
+	if err == nil {
+		w.eps = eps
+		w.log(fmt.Sprintf("rpm: config %s over HTTP/1.1: load %s, probes %s, upload %s", cfgURL, eps.Large, eps.Small, eps.Upload))
+	}
+	return eps, err
+}
+
+func (w *h1) foreign(ctx context.Context) (foreignTimes, error) {
+	c, err := http1.Dial(ctx, w.eps.Small, w.tls, nil)
+	if err != nil {
+		return foreignTimes{}, certHint(w.eps.Small.Redacted(), err)
+	}
+	defer c.Close()
+	f := foreignTimes{Start: c.Start, TCP: c.TCP, TLS: perRoundTrip(c.TLS, c.Version), Addr: c.Addr}
+	start := time.Now()
+	code, err := c.Get(ctx, w.eps.Small.RequestURI(), &limited{max: 1 << 10})
+	if err == nil && code != 200 {
+		err = fmt.Errorf("%s: server answered %d", w.eps.Small.Redacted(), code)
+	}
+	f.HTTP = time.Since(start)
+	return f, err
+}
+
+func (w *h1) newLoad(up bool) load { return &h1Load{w: w, up: up} }
+
+// h1Load is one load connection, dialled at its first transfer and again
+// whenever the server closes it.
+type h1Load struct {
+	w     *h1
+	up    bool
+	bytes atomic.Int64 // body bytes read, or handed to TLS
+	acked atomic.Int64 // bytes acked on connections already closed
+	mu    sync.Mutex
+	c     *http1.Conn
+}
+
+func (l *h1Load) transfer(ctx context.Context) error {
+	l.mu.Lock()
+	c := l.c
+	l.mu.Unlock()
+	if c == nil || !c.Reusable() {
+		if c != nil {
+			l.retire(c)
+		}
+		u := l.w.eps.Large
+		if l.up {
+			u = l.w.eps.Upload
+		}
+		var err error
+		if c, err = http1.Dial(ctx, u, l.w.tls, nil); err != nil {
+			return certHint(u.Redacted(), err)
+		}
+		l.mu.Lock()
+		l.c = c
+		l.mu.Unlock()
+	}
+	var code int
+	var err error
+	var u *url.URL
+	if l.up {
+		u = l.w.eps.Upload
+		code, err = c.Post(ctx, u.RequestURI(), uploadSize, func(n int) { l.bytes.Add(int64(n)) })
+	} else {
+		u = l.w.eps.Large
+		code, err = c.Get(ctx, u.RequestURI(), counter{&l.bytes})
+	}
+	if err == nil && code != 200 {
+		err = fmt.Errorf("%s: server answered %d", u.Redacted(), code)
+	}
+	return err
+}
+
+// retire counts what a closed connection's peer acknowledged.
+func (l *h1Load) retire(c *http1.Conn) {
+	if n, ok := sockopt.BytesAcked(c.Raw()); ok {
+		l.acked.Add(n)
+	}
+	c.Close()
+}
+
+// moved: for uploads the bytes the peer acknowledged, where the kernel
+// says (what was handed to TLS runs ahead by the socket's buffer).
+func (l *h1Load) moved() int64 {
+	if !l.up {
+		return l.bytes.Load()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		if n, ok := sockopt.BytesAcked(l.c.Raw()); ok {
+			return l.acked.Load() + n
+		}
+	}
+	return l.bytes.Load()
+}
+
+func (l *h1Load) ready() bool { return false }
+
+func (l *h1Load) self(context.Context) (time.Duration, bool, error) { return 0, false, nil }
+
+func (l *h1Load) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.c != nil {
+		l.c.Close()
+	}
+}
+
+// counter counts a body's bytes and drops them.
+type counter struct{ n *atomic.Int64 }
+
+func (c counter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// limited keeps a body of at most max bytes: a larger one is refused.
+type limited struct {
+	b   []byte
+	max int
+}
+
+func (l *limited) Write(p []byte) (int, error) {
+	if len(l.b)+len(p) > l.max {
+		return 0, fmt.Errorf("body over %d bytes", l.max)
+	}
+	l.b = append(l.b, p...)
+	return len(p), nil
+}

@@ -1,0 +1,79 @@
+//go:build !router
+
+package rpm
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/bbclient"
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
+
+// TestRunPhasesWires: sqmkit test's phases against sqmkit's own
+// responsiveness server over both wires. Each loaded phase moves bytes
+// the way it says, the TCP handshakes are graded; HTTP/2 adds the in-flow
+// GETs and the RPM, and HTTP/1.1 (the router build's) says it has
+// neither, keeping each load on its connection (at most one per stream and
+// POST series, not one per object).
+func TestRunPhasesWires(t *testing.T) {
+	defer func(n int64) { uploadSize = n }(uploadSize)
+	uploadSize = 1 << 20 // several POSTs a phase on loopback
+	for _, http1 := range []bool{false, true} {
+		t.Run(map[bool]string{false: "http2", true: "http1"}[http1], func(t *testing.T) {
+			s, err := NewServer(ServerConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			posts, conns := 0, map[string]bool{}
+			addr := startServer(t, s, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == pathUpload {
+						mu.Lock()
+						posts++
+						conns[r.RemoteAddr] = true
+						mu.Unlock()
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			var logs logSink
+			cfg := bbclient.Config{Server: "https://" + addr + pathConfig, Idle: time.Second, Download: 2 * time.Second,
+				Upload: 2 * time.Second, Bidir: 2 * time.Second, Streams: 2, ProbeInterval: bbclient.DefaultProbeInterval, Log: logs.add}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := RunPhases(ctx, PhaseConfig{Test: cfg, Insecure: true, HTTP1: http1})
+			if err != nil {
+				t.Fatalf("RunPhases: %v\n%s", err, strings.Join(logs.lines(), "\n"))
+			}
+			for _, ph := range res.Phases {
+				down := ph.Name == bbresult.PhaseDownload || ph.Name == bbresult.PhaseBidir
+				up := ph.Name == bbresult.PhaseUpload || ph.Name == bbresult.PhaseBidir
+				if (ph.DownloadMbps > 1) != down || (ph.UploadMbps > 1) != up || (ph.Grade == "") == (up || down) {
+					t.Errorf("phase %s: %.1f down, %.1f up Mbit/s, grade %q", ph.Name, ph.DownloadMbps, ph.UploadMbps, ph.Grade)
+				}
+			}
+			notes := strings.Join(res.Notes, "\n")
+			if http1 {
+				if len(res.Samples.InFlow) != 0 || res.RPM != nil || !strings.Contains(notes, "over HTTP/1.1") {
+					t.Errorf("HTTP/1.1: %d in-flow, RPM %+v, notes %q", len(res.Samples.InFlow), res.RPM, res.Notes)
+				}
+				mu.Lock()
+				if posts <= len(conns) || len(conns) > 2*cfg.Streams {
+					t.Errorf("%d POSTs on %d connections: want more POSTs than connections, at most %d connections", posts, len(conns), 2*cfg.Streams)
+				}
+				mu.Unlock()
+			} else if len(res.Samples.InFlow) == 0 || res.RPM == nil || strings.Contains(notes, "HTTP/1.1") {
+				t.Errorf("HTTP/2: %d in-flow, RPM %+v, notes %q", len(res.Samples.InFlow), res.RPM, res.Notes)
+			}
+			if res.Incomplete != "" {
+				t.Errorf("incomplete: %s", res.Incomplete)
+			}
+		})
+	}
+}

@@ -1,0 +1,8 @@
+//go:build router
+
+package rpm
+
+// newWire is HTTP/1.1 always: the router build has no HTTP/2.
+func newWire(_, insecure bool, log func(string)) wire {
+	return &h1{tls: clientTLS(insecure), log: log}
+}
