@@ -270,6 +270,10 @@ func printTune(w io.Writer, o *tune.Outcome, qdisc string) {
 	if r.BidirOutOfReach != "" {
 		fmt.Fprintf(w, "bidirectional: judged against %s: %s\n", r.BidirTarget.Name, r.BidirOutOfReach)
 	}
+	if c := r.BidirCPU; c != nil {
+		fmt.Fprintf(w, "bidirectional: CPU-bound at %.0f kbit/s both ways together: cpu%d was busy %.0f%% (%.0f%% softirq), so both rates came down to fit it; that is the router's ceiling, not the line's\n  fix: %s\n",
+			1000*c.ShapedMbps, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, cpuload.Fix(*c, qdisc))
+	}
 	// The figures printed are the ones tune judged, after each phase's first
 	// search.Transient seconds: the whole phase's p95 can hold a start-up
 	// burst that the grade beside it seems to contradict (TestPrintTuneJudged).

@@ -169,13 +169,16 @@ func TestPrintTuneBidirOutOfReach(t *testing.T) {
 	}
 }
 
-// A line measured CPU-bound says so, with the ceiling and the fix.
+// A line measured CPU-bound says so, with the ceiling and the fix; so
+// does a bidirectional phase that was.
 func TestPrintTuneCPUBound(t *testing.T) {
 	cpu := &bbresult.PhaseCPU{Busiest: 1, BusiestShare: 0.97, BusiestSoftirq: 0.9, CPUs: 1}
 	r := search.Result{Target: search.APlus, Download: search.Choice{Target: search.APlus, RateKbit: 33000, Line: search.Line{GoodputKbit: 35000, RateKbit: 37000, CPU: cpu}}}
+	r.BidirCPU = &bbresult.PhaseCPU{Busiest: 0, BusiestShare: 0.95, BusiestSoftirq: 0.7, CPUs: 1, ShapedMbps: 61.5}
 	var b bytes.Buffer
 	printTune(&b, &tune.Outcome{Search: &r}, "cake")
-	for _, want := range []string{"CPU-bound at 35000 kbit/s: with the shaper open cpu1 was busy 97% (90% softirq)", "fix: fq_codel"} {
+	for _, want := range []string{"CPU-bound at 35000 kbit/s: with the shaper open cpu1 was busy 97% (90% softirq)", "fix: fq_codel",
+		"bidirectional: CPU-bound at 61500 kbit/s both ways together: cpu0 was busy 95% (70% softirq)"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("printed:\n%s\nwant %q", b.String(), want)
 		}

@@ -93,6 +93,9 @@ func Fix(c bbresult.PhaseCPU, qdisc string) string {
 	if c.CPUs > 1 && c.IRQShare >= 0.8 {
 		fixes = append(fixes, fmt.Sprintf("cpu%d took %.0f%% of %s's interrupts: spread them (irqbalance, or /proc/irq/N/smp_affinity per queue vector)", c.IRQCPU, 100*c.IRQShare, cmp.Or(c.Device, "the device")))
 	}
+	if qdisc == "cake_mq" {
+		fixes = append(fixes, "cake_mq can cost more than it spreads (a 4-queue router filled two cores at 50 Mbit/s where cake took 15% of one): measure with option qdisc 'cake' too, and the doctor compares the two")
+	}
 	if qdisc == "cake" || qdisc == "cake_mq" {
 		fixes = append(fixes, "fq_codel (sqmkit-fq_codel.qos) costs less per packet than cake")
 	}

@@ -1,6 +1,7 @@
 package cpuload
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -123,6 +124,8 @@ func TestFix(t *testing.T) {
 		{bbresult.PhaseCPU{CPUs: 2, NetRxShare: 0.95, RPS: "3"}, "fq_codel", []string{"hardware offload"}, []string{"spread", "costs less per packet"}},
 		{bbresult.PhaseCPU{CPUs: 1, NetRxShare: 1, IRQShare: 1}, "cake", []string{"fq_codel"}, []string{"spread", "interrupts"}},
 		{bbresult.PhaseCPU{CPUs: 4, IRQCPU: 2, IRQShare: 0.9, RPS: "f", Device: "eth1"}, "fq_codel", []string{"cpu2 took 90% of eth1's interrupts"}, []string{"steering"}},
+		{bbresult.PhaseCPU{CPUs: 4, RPS: "f"}, "cake_mq", []string{"measure with option qdisc 'cake' too", "fq_codel"}, nil},
+		{bbresult.PhaseCPU{CPUs: 4, RPS: "f"}, "cake", []string{"fq_codel"}, []string{"cake_mq"}},
 	} {
 		got := Fix(c.cpu, c.qdisc)
 		for _, w := range c.want {
@@ -168,5 +171,19 @@ func TestRecord(t *testing.T) {
 	os.WriteFile(RecordPath(root, "bad"), []byte("{"), 0o644)
 	if _, ok := Load(root, "bad"); ok {
 		t.Error("a bad record loaded")
+	}
+	if r.Ceiling() != 90 || got.Ceiling() != 280 {
+		t.Errorf("ceilings %v (want the lowest implied, 90) and %v (want the bound 280)", r.Ceiling(), got.Ceiling())
+	}
+	// the last record of another qdisc stays beside the newest, one deep
+	for i, c := range []struct{ qdisc, before string }{{"cake_mq", "cake"}, {"cake_mq", "cake"}, {"cake", "cake_mq"}} {
+		r.Qdisc, r.By = c.qdisc, fmt.Sprint(i)
+		if err := Save(root, r); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := Load(root, "wan")
+		if got.Before == nil || got.Before.Qdisc != c.before || got.Before.Before != nil {
+			t.Errorf("save %d (%s): before %+v, want the last %s record alone", i, c.qdisc, got.Before, c.before)
+		}
 	}
 }

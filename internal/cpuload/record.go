@@ -18,6 +18,9 @@ type Record struct {
 	By      string              `json:"by"` // "test" or "tune"
 	Qdisc   string              `json:"qdisc"`
 	Phases  []bbresult.PhaseCPU `json:"phases"`
+	// Before is the last record of the queue with another qdisc: a user
+	// trying cake_mq against cake gets the two compared (doctor).
+	Before *Record `json:"before,omitempty"`
 }
 
 // RecordPath is where section's record lives under root: with the other
@@ -26,8 +29,18 @@ func RecordPath(root, section string) string {
 	return filepath.Join(root, "var/run/sqmkit/cpu", section+".json")
 }
 
-// Save writes r whole (statefile: nothing planted redirects it).
+// Save writes r whole (statefile: nothing planted redirects it), with the
+// last record of another qdisc kept as its Before.
 func Save(root string, r Record) error {
+	r.Before = nil
+	if old, ok := Load(root, r.Section); ok {
+		if old.Qdisc != r.Qdisc {
+			old.Before = nil
+			r.Before = &old
+		} else {
+			r.Before = old.Before
+		}
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return err
@@ -55,4 +68,23 @@ func (r Record) Lowest() bbresult.PhaseCPU {
 		}
 	}
 	return low
+}
+
+// Ceiling is the rate in Mbit/s this record says the router shapes: the
+// lowest CPU-bound phase's, else the lowest implied ceiling.
+func (r Record) Ceiling() float64 {
+	low := r.Lowest()
+	if low.Bound {
+		return low.ShapedMbps
+	}
+	return low.CeilingMbps
+}
+
+// MsPerMbit is the mean CPU time per shaped Mbit of the record's phases.
+func (r Record) MsPerMbit() float64 {
+	var sum float64
+	for _, p := range r.Phases {
+		sum += p.MsPerMbit
+	}
+	return sum / float64(len(r.Phases))
 }

@@ -45,4 +45,44 @@ func (c *checker) cpu(wan string) {
 	default:
 		c.add(OK, "cpu-headroom", subject, "", ev...)
 	}
+	c.cakeMQ(subject, r)
+}
+
+// cake_mq against cake on one router: costing mqCostly times cake's CPU
+// per shaped Mbit while shaping at most mqNoGain times cake's ceiling, it
+// brings nothing but the cost; shaping mqGain times more, it earns it.
+const (
+	mqCostly = 1.25
+	mqNoGain = 1.1
+	mqGain   = 1.25
+)
+
+// cakeMQ compares a queue's cake_mq and cake records when it has both (the
+// record and its Before): cake_mq that costs more for no more rate is
+// flagged with the advice to drop it, as on a 4-queue router whose two
+// cores filled at 50 Mbit/s where cake took 15 % of one; cake_mq that
+// shapes more where cake runs is said the other way (TestCakeMQFindings).
+func (c *checker) cakeMQ(subject string, r *cpuload.Record) {
+	if r.Before == nil {
+		return
+	}
+	mq, single := r, r.Before
+	if mq.Qdisc == "cake" {
+		mq, single = single, mq
+	}
+	if mq.Qdisc != "cake_mq" || single.Qdisc != "cake" {
+		return
+	}
+	when := func(x *cpuload.Record) string { return x.By + " of " + x.At.UTC().Format("2006-01-02 15:04 UTC") }
+	ev := fmt.Sprintf("cake_mq (%s): %.2f ms CPU per shaped Mbit, shapes ~%.0f Mbit/s; cake (%s): %.2f ms per Mbit, ~%.0f Mbit/s",
+		when(mq), mq.MsPerMbit(), mq.Ceiling(), when(single), single.MsPerMbit(), single.Ceiling())
+	more := 100 * (mq.MsPerMbit()/single.MsPerMbit() - 1)
+	switch costly := mq.MsPerMbit() >= mqCostly*single.MsPerMbit() && mq.Ceiling() <= mqNoGain*single.Ceiling(); {
+	case costly && r.Qdisc == "cake_mq":
+		c.add(Warn, "cake-mq-costly", subject, fmt.Sprintf("cake_mq costs %.0f%% more CPU per Mbit than cake did on this router and shapes no more: drop it (option qdisc 'cake').", more), ev)
+	case costly:
+		c.add(OK, "cake-mq-costly", subject, "", ev, fmt.Sprintf("cake runs: cake_mq cost %.0f%% more per Mbit here and shaped no more", more))
+	case r.Qdisc == "cake" && mq.Ceiling() >= mqGain*single.Ceiling():
+		c.add(Warn, "cake-mq-gain", subject, fmt.Sprintf("cake_mq shaped %.0f%% more than cake on this router: use it (option qdisc 'cake_mq').", 100*(mq.Ceiling()/single.Ceiling()-1)), ev)
+	}
 }

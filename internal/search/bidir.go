@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"slices"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // bidirLowerings bounds how often the rates are lowered for the
@@ -80,7 +82,8 @@ func (s *searcher) bidir(ctx context.Context) error {
 			s.atLineUnsettled(st)
 			return nil
 		}
-		if f.see(st, p, d, u) {
+		cpu := p.CPU != nil && p.CPU.Bound
+		if !cpu && f.see(st, p, d, u) {
 			return s.flatBidir(f, d, u)
 		}
 		cs := toLower(st, p, s.target(Bidir).MedianMs, d, u, last)
@@ -93,6 +96,9 @@ func (s *searcher) bidir(ctx context.Context) error {
 		// measurement (TestBidirMissOutOfBudget).
 		short := !s.afford(s.cost(Bidir))
 		s.r.BidirLowered++
+		if cpu {
+			cs, f = s.cpuLower(*p.CPU, p, d, u), frontier{}
+		}
 		step := BidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		if len(cs) == 1 && cs[0] == last.c {
 			if left, ok := leftToBar(s.target(Bidir), last, st, last.c.RateKbit); ok {
@@ -104,6 +110,9 @@ func (s *searcher) bidir(ctx context.Context) error {
 			last = lowering{c: cs[0], rate: cs[0].RateKbit, why: cs[0].Why, rules: slices.Clone(cs[0].Rules), miss: st}
 		}
 		for _, c := range cs {
+			if cpu {
+				continue // cpuLower moved it
+			}
 			// Above the measured line the delay is a cliff, not a slope: the size of
 			// the miss says nothing of the distance to the knee, so back to the line
 			// first (TestBidirAboveLineFirst).
@@ -124,6 +133,29 @@ func (s *searcher) bidir(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// cpuFit is the busiest core's share a CPU-bound bidirectional phase's
+// rates are lowered to: under cpuload.BoundShare by the variation of the
+// load between phases.
+const cpuFit = 0.8
+
+// cpuLower lowers both directions after a bidirectional miss whose
+// busiest core was saturated: the delay was the CPU's backlog (packets
+// waiting in the NIC ring and the softirq queue), not a queue either
+// shaper holds, and both directions load that core, so both come down by
+// the share that brings its load, linear in the shaped rate, to cpuFit
+// (TestBidirCPUBound). The result keeps the phase as the router's
+// bidirectional ceiling.
+func (s *searcher) cpuLower(c bbresult.PhaseCPU, p Phase, d, u *Choice) []*Choice {
+	k := min(1-BidirStep, cpuFit/max(c.BusiestShare, cpuFit))
+	s.r.BidirCPU = &c
+	s.say("bidirectional: CPU-bound at %d kbit/s together (cpu%d busy %.0f%%): both rates lowered %.0f%%", p.DownKbit+p.UpKbit, c.Busiest, 100*c.BusiestShare, 100*(1-k))
+	for _, ch := range []*Choice{d, u} {
+		ch.RateKbit = int(float64(ch.RateKbit) * k)
+		ch.also(RuleCPUBound, "; lowered %.0f%% with the other direction: both loaded, the router's cpu%d was busy %.0f%% at %d kbit/s together, its ceiling", 100*(1-k), c.Busiest, 100*c.BusiestShare, p.DownKbit+p.UpKbit)
+	}
+	return []*Choice{d, u}
 }
 
 // lowering is a bidirectional lowering that moved one direction: that

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 )
 
 // On a slow line the bidirectional phases are long: a short one reads
@@ -436,4 +438,32 @@ func TestQueued(t *testing.T) {
 // test, or a pass on the edge at the line.
 func wasLowered(c Choice) bool {
 	return c.Has(RuleLowered) || c.Has(RuleEdgeAtLine) || c.Has(RuleConfirmLowered)
+}
+
+// A bidirectional miss with the router's busiest core saturated lowers
+// both directions at once, by the share that brings that core to cpuFit
+// (97 % busy: both to 0.8/0.97 of their rates), and the result keeps the
+// phase as the router's ceiling; a miss on an idle CPU lowers as before.
+func TestBidirCPUBound(t *testing.T) {
+	bound := &bbresult.PhaseCPU{Bound: true, Busiest: 1, BusiestShare: 0.97, BusiestSoftirq: 0.8}
+	l, r := scriptedBidir(t, [4]int{150000, 140000, 150000, 140000}, "",
+		Phase{AddedMedian: 20, AddedP95: 40, AddedDown: 10, AddedUp: 10, DownKbit: 90000, UpKbit: 80000, CPU: bound},
+		Phase{AddedMedian: 2, AddedP95: 4, AddedDown: 1, AddedUp: 1})
+	rate, k := 140000.0, 0.8/0.97
+	want := int(rate * k)
+	if len(l.rates) != 2 || l.rates[1] != [2]int{want, want} {
+		t.Fatalf("rates measured %v, want both lowered to %d after the CPU-bound miss", l.rates, want)
+	}
+	if r.BidirCPU == nil || r.BidirCPU.BusiestShare != 0.97 || !r.Download.Has(RuleCPUBound) || !r.Upload.Has(RuleCPUBound) ||
+		!strings.Contains(r.Download.Why, "cpu1 was busy 97% at 170000 kbit/s together") {
+		t.Errorf("result %+v; download: %s", r.BidirCPU, r.Download.Why)
+	}
+	idle := *bound
+	idle.Bound = false
+	l, r = scriptedBidir(t, [4]int{150000, 140000, 150000, 140000}, "",
+		Phase{AddedMedian: 20, AddedP95: 40, AddedDown: 10, AddedUp: 10, DownKbit: 90000, UpKbit: 80000, CPU: &idle},
+		Phase{AddedMedian: 2, AddedP95: 4, AddedDown: 1, AddedUp: 1})
+	if r.BidirCPU != nil || r.Download.Has(RuleCPUBound) || l.rates[1][0] == want {
+		t.Errorf("an unbound CPU's miss: rates %v, cpu %+v", l.rates, r.BidirCPU)
+	}
 }

@@ -210,6 +210,7 @@ const (
 	RuleEdgeAtLine      Rule = "edge-at-line"    // lowered from the line after a pass on the edge
 	RuleConfirmLowered  Rule = "confirm-lowered" // lowered after the confirming test missed by a little
 	RuleNoRoomToConfirm Rule = "unconfirmed"     // no room to confirm a lowering again
+	RuleCPUBound        Rule = "cpu-bound"       // lowered with the other direction to fit the router's busiest core
 )
 
 // because says why the rate is what it is, replacing what was said.
@@ -244,6 +245,10 @@ type Result struct {
 	// the directions' (target).
 	BidirTarget     Target
 	BidirOutOfReach string
+	// BidirCPU: with both directions loaded the router's busiest core was
+	// saturated, and the rates were lowered to fit it (cpuLower); nil when
+	// not.
+	BidirCPU *bbresult.PhaseCPU `json:",omitempty"`
 }
 
 // longBidir: a line is slow (Choice.Slow), so every bidirectional phase,
