@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
@@ -29,6 +30,18 @@ type tuned struct {
 	TestSeconds float64 `json:"test_seconds"`   // tune's own test time
 	WallSeconds float64 `json:"wall_seconds"`
 	Why         string  `json:"why"`
+	// CPU are the phases tune said the router's CPU, not the line, was
+	// the limit in (none: it did not), each beside what the lab's own gauge
+	// of the guest's CPU puts that ceiling at (cpuChecks).
+	CPU []cpuCeiling `json:"cpu_bound,omitempty"`
+}
+
+// cpuCeiling is one CPU-bound phase of a tune: the product's ceiling and
+// the lab's, in Mbit/s shaped (both directions for the bidirectional one).
+type cpuCeiling struct {
+	Phase   string  `json:"phase"`
+	Mbps    float64 `json:"mbps"`
+	LabMbps float64 `json:"lab_mbps"`
 }
 
 // swept is a sweep's figures (result.Sweep): the best A+ rate per
@@ -369,7 +382,28 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	}
 	r.Checks = accept.Shaped(*r.Test, r.DownKbit)
 	r.Checks = append(r.Checks, accept.Check{Name: "tune test time s", Got: o.Spent.Seconds(), Want: "<= 180", OK: o.Spent <= 3*time.Minute})
-	if sw := r.Sweep; sw != nil {
+	if cs := cpuVerdicts(o.Search); len(cs) > 0 {
+		// a line faster than the router shapes: the floor against the line
+		// gives way to the CPU's ceilings, each checked against the lab's gauge
+		for i, c := range cs {
+			var busiest float64
+			if g.noise != nil {
+				st, err := g.noise.Window(c.From, c.To)
+				if err != nil {
+					return fmt.Errorf("noise gauge over tune's CPU-bound phase: %w", err)
+				}
+				busiest = st.Busiest
+			}
+			checks, lab := cpuChecks(*c, busiest, d.RateKbit+u.RateKbit, t.p.Down+t.p.Up)
+			if i > 0 {
+				checks = checks[1:] // the rates are checked once
+			}
+			r.Checks = append(r.Checks, checks...)
+			r.Tune.CPU = append(r.Tune.CPU, cpuCeiling{Phase: c.Phase, Mbps: c.ShapedMbps, LabMbps: lab})
+			g.say("%s/%s: tune said CPU-bound at %.1f Mbit/s (cpu%d %.0f%%, %s phase); the host saw the busiest vCPU run %.0f%% of that window: ceiling %.1f Mbit/s",
+				t.p.Name, r.Backend, c.ShapedMbps, c.Busiest, 100*c.BusiestShare, c.Phase, 100*busiest, lab)
+		}
+	} else if sw := r.Sweep; sw != nil {
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
 	} else {
 		floor := floorChecks(*r.Test, o, t.p.Down, t.p.Up)
@@ -388,4 +422,40 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	}
 	g.say("%s", line)
 	return nil
+}
+
+// cpuVerdicts are the phases a tune named CPU-bound: the line
+// measurements' (either direction) and the bidirectional phase's.
+func cpuVerdicts(r *search.Result) []*bbresult.PhaseCPU {
+	var out []*bbresult.PhaseCPU
+	for _, c := range []*bbresult.PhaseCPU{r.Download.Line.CPU, r.Upload.Line.CPU, r.BidirCPU} {
+		if c != nil && c.Bound {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// cpuTolerance: the lab's gauge and the product's may differ this much on
+// one ceiling (the issue's ±20 %).
+const cpuTolerance = 0.20
+
+// cpuChecks judge a tune that said the router's CPU was the limit at c:
+// the tuned rates (sum) under the line's (sum), and the lab's own gauge of
+// the guest's CPU, the busiest vCPU's run time seen from the host over
+// the same window (busiest, a share), putting the ceiling, the rate at
+// which that vCPU is full, within cpuTolerance of the product's. It
+// returns the checks and the lab's ceiling (TestCPUChecks).
+func cpuChecks(c bbresult.PhaseCPU, busiest float64, tuned, line int) ([]accept.Check, float64) {
+	lab := 0.0
+	if busiest > 0 {
+		lab = c.ShapedMbps / busiest
+	}
+	ratio := 100 * c.ShapedMbps / max(lab, 1e-9)
+	return []accept.Check{
+		{Name: "tuned rates % of the line (CPU-bound)", Got: pct(tuned, line), Want: "< 100", OK: tuned < line},
+		{Name: "CPU ceiling: the product's % of the lab's gauge", Got: ratio,
+			Want: fmt.Sprintf("%.0f-%.0f (the product: CPU-bound at %.1f Mbit/s; the host saw the busiest vCPU run %.0f%% of that phase)", 100*(1-cpuTolerance), 100*(1+cpuTolerance), c.ShapedMbps, 100*busiest),
+			OK:   lab > 0 && ratio >= 100*(1-cpuTolerance) && ratio <= 100*(1+cpuTolerance)},
+	}, lab
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -69,6 +70,17 @@ func TestAllPlanTunes(t *testing.T) {
 		if !slices.ContainsFunc(plan, func(r planRun) bool { return r.Profile == p && r.Mode == "" }) {
 			t.Errorf("%s: no graded run", p)
 		}
+	}
+	// a line faster than the guest: tune alone, no sweep, no graded run
+	plan = allPlan(append(profiles, "fiber-fast"), "/repo")
+	var runs []planRun
+	for _, r := range plan {
+		if r.Profile == "fiber-fast" {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) != 1 || runs[0].Mode != "tune" || runs[0].Sweep != nil || !slices.Contains(runs[0].Backends, "cake") {
+		t.Errorf("fiber-fast's runs: %+v", runs)
 	}
 }
 
@@ -221,5 +233,43 @@ func TestFloorChecks(t *testing.T) {
 		if tc.down && !strings.Contains(cs[0].Want, "36500 kbit/s (91.2 %, tune's ") {
 			t.Errorf("%s: the waiver does not name tune's step: %q", tc.name, cs[0].Want)
 		}
+	}
+}
+
+// A tune that said CPU-bound at 30 Mbit/s: with the host seeing the
+// busiest vCPU run 92 % of that phase the lab's ceiling is 32.6 Mbit/s and
+// the product's is within 20 % of it; at 60 % (the host's gauge says the
+// guest had room) it is not; rates at the line fail the first check.
+// cpuVerdicts finds the bound phases among the lines' and the
+// bidirectional one's.
+func TestCPUChecks(t *testing.T) {
+	c := bbresult.PhaseCPU{Phase: "download", ShapedMbps: 30, Bound: true}
+	for _, tc := range []struct {
+		busiest      float64
+		tuned, line  int
+		under, agree bool
+	}{
+		{0.92, 60000, 300000, true, true},
+		{0.60, 60000, 300000, true, false},
+		{0, 60000, 300000, true, false},
+		{0.92, 300000, 300000, false, true},
+	} {
+		cs, lab := cpuChecks(c, tc.busiest, tc.tuned, tc.line)
+		if len(cs) != 2 || cs[0].OK != tc.under || cs[1].OK != tc.agree {
+			t.Errorf("busiest %.2f, tuned %d of %d: %+v", tc.busiest, tc.tuned, tc.line, cs)
+		}
+		if tc.busiest == 0.92 && math.Abs(lab-30/0.92) > 1e-9 {
+			t.Errorf("lab ceiling %v, want %v", lab, 30/0.92)
+		}
+	}
+	r := &search.Result{}
+	if len(cpuVerdicts(r)) != 0 {
+		t.Error("a verdict without a bound phase")
+	}
+	r.Download.Line.CPU = &bbresult.PhaseCPU{Phase: "download"} // measured, not bound
+	up := bbresult.PhaseCPU{Phase: "upload", Bound: true}
+	r.Upload.Line.CPU, r.BidirCPU = &up, &c
+	if v := cpuVerdicts(r); len(v) != 2 || v[0] != &up || v[1] != &c {
+		t.Errorf("verdicts %+v, want the upload line's and the bidirectional phase's", v)
 	}
 }

@@ -60,9 +60,12 @@ type Result struct {
 // PhaseCPU is one loaded phase's CPU cost on the router and the shaping
 // ceiling it implies.
 type PhaseCPU struct {
-	Phase      string  `json:"phase"`
-	ShapedMbps float64 `json:"shaped_mbps"` // the phase's goodput, both directions
-	CPUs       int     `json:"cpus"`
+	Phase string `json:"phase"`
+	// From and To are the samples the figures span (within the phase).
+	From       time.Time `json:"from"`
+	To         time.Time `json:"to"`
+	ShapedMbps float64   `json:"shaped_mbps"` // the phase's goodput, both directions
+	CPUs       int       `json:"cpus"`
 	// BusyCores is the CPU time spent per second, in cores, without the
 	// test's own process; MsPerMbit that per shaped Mbit/s.
 	BusyCores float64 `json:"busy_cores"`

@@ -124,7 +124,7 @@ func window(samples []Sample, from, to time.Time) (a, b Sample, ok bool) {
 // cost is what the interval a..b cost at shaped Mbit/s.
 func cost(a, b Sample, shaped float64) bbresult.PhaseCPU {
 	n := min(len(a.Cores), len(b.Cores))
-	c := bbresult.PhaseCPU{ShapedMbps: shaped, CPUs: n}
+	c := bbresult.PhaseCPU{ShapedMbps: shaped, CPUs: n, From: a.At, To: b.At}
 	var busy, total float64
 	for i := range n {
 		db := float64(b.Cores[i].Busy - a.Cores[i].Busy)

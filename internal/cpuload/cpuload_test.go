@@ -79,6 +79,9 @@ func TestCosts(t *testing.T) {
 		t.Fatalf("%d phases costed, want 2: %+v", len(got), got)
 	}
 	d, u := got[0], got[1]
+	if !d.From.Equal(samples[1].At) || !d.To.Equal(samples[2].At) {
+		t.Errorf("download's window %v..%v, want the samples at 2 and 12 s", d.From, d.To)
+	}
 	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 	if d.Phase != "download" || d.CPUs != 2 || !near(d.BusyCores, 0.6) || !near(d.MsPerMbit, 15) || d.Busiest != 0 ||
 		!near(d.BusiestShare, 0.5) || !near(d.BusiestSoftirq, 0.8) || !near(d.CeilingMbps, 80) || d.Bound || !near(d.SelfCores, 0.2) || d.NetRxCPU != 0 || !near(d.NetRxShare, 0.9) || d.IRQCPU != 0 || !near(d.IRQShare, 0.9) {

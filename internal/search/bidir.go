@@ -72,7 +72,10 @@ func (s *searcher) bidir(ctx context.Context) error {
 	}
 	var last lowering
 	var f frontier
-	for n := 0; ; n++ {
+	// n counts the lowerings for a queue; a CPU-bound miss's (cpuLower)
+	// are bounded by the budget alone: each follows the saturated core
+	// down, however far the router's ceiling is under the line.
+	for n := 0; ; {
 		st, p, err := s.tryBidir(ctx, d.RateKbit, u.RateKbit)
 		if err != nil {
 			return err
@@ -87,7 +90,7 @@ func (s *searcher) bidir(ctx context.Context) error {
 			return s.flatBidir(f, d, u)
 		}
 		cs := toLower(st, p, s.target(Bidir).MedianMs, d, u, last)
-		if n == bidirLowerings {
+		if n == bidirLowerings && !cpu {
 			return fmt.Errorf("bidirectional: %w: still +%.1f/+%.1f ms after lowering the rates %d times",
 				ErrNoRate, st.AddedMedian, st.AddedP95, n)
 		}
@@ -98,6 +101,8 @@ func (s *searcher) bidir(ctx context.Context) error {
 		s.r.BidirLowered++
 		if cpu {
 			cs, f = s.cpuLower(*p.CPU, p, d, u), frontier{}
+		} else {
+			n++
 		}
 		step := BidirStep * missSteps(s.target(Bidir), st.AddedMedian, st.AddedP95)
 		if len(cs) == 1 && cs[0] == last.c {

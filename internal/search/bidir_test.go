@@ -458,6 +458,14 @@ func TestBidirCPUBound(t *testing.T) {
 		!strings.Contains(r.Download.Why, "cpu1 was busy 97% at 170000 kbit/s together") {
 		t.Errorf("result %+v; download: %s", r.BidirCPU, r.Download.Why)
 	}
+	// a ceiling far under the line: more CPU-bound misses than a queue's
+	// lowerings may take, each followed down
+	miss := Phase{AddedMedian: 20, AddedP95: 40, AddedDown: 10, AddedUp: 10, DownKbit: 90000, UpKbit: 80000, CPU: bound}
+	l, r = scriptedBidir(t, [4]int{150000, 140000, 150000, 140000}, "", miss, miss, miss, miss, miss, miss,
+		Phase{AddedMedian: 2, AddedP95: 4, AddedDown: 1, AddedUp: 1})
+	if len(l.rates) != 7 || r.BidirLowered != 6 {
+		t.Errorf("after six CPU-bound misses: %d phases, %d lowerings", len(l.rates), r.BidirLowered)
+	}
 	idle := *bound
 	idle.Bound = false
 	l, r = scriptedBidir(t, [4]int{150000, 140000, 150000, 140000}, "",

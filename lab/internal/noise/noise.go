@@ -48,6 +48,7 @@ const (
 	clockFile   = "clock"   // the host's wall clock, rewritten every Period
 	foreignFile = "foreign" // other processes' CPU ms per Period
 	busyFile    = "busy"    // the vCPU threads' run time, ms per Period, summed
+	busiestFile = "busiest" // the busiest vCPU thread's run time, ms per Period
 )
 
 // vcpuName is what QEMU names a vCPU thread with -name debug-threads=on.
@@ -219,6 +220,11 @@ func sample(dir string, src Source, stop <-chan struct{}, now func() time.Time) 
 		return err
 	}
 	defer busy.Close()
+	busiest, err := os.Create(filepath.Join(dir, busiestFile))
+	if err != nil {
+		return err
+	}
+	defer busiest.Close()
 	foreign, err := os.Create(filepath.Join(dir, foreignFile))
 	if err != nil {
 		return err
@@ -258,19 +264,23 @@ func sample(dir string, src Source, stop <-chan struct{}, now func() time.Time) 
 		}
 		// the period this reading ends: its time is now's, not the tick's
 		k = max(int64(now().Sub(start)/Period)-1, from)
-		ran := int64(0)
+		ran, most := int64(0), int64(0)
 		for i, f := range files {
 			run, delay, err := src.Sched(i)
 			if err != nil {
 				return nil // the VM exited
 			}
 			ran += run - lastRun[i]
+			most = max(most, run-lastRun[i])
 			if err := put(f, delay-last[i]); err != nil {
 				return err
 			}
 			last[i], lastRun[i] = delay, run
 		}
 		if err := put(busy, ran); err != nil {
+			return err
+		}
+		if err := put(busiest, most); err != nil {
 			return err
 		}
 		v, err := src.Foreign()
@@ -369,6 +379,10 @@ type Stats struct {
 	// machine had no idle left, and queues grew behind its CPUs rather
 	// than in any qdisc (the lab's link is too fast for this host).
 	Busy float64 `json:"vcpus_busy"`
+	// Busiest is the share of one vCPU's time the busiest vCPU of each
+	// period ran: near 1 one emulated core was full (the product's
+	// cpuload reads the same from inside the guest).
+	Busiest float64 `json:"vcpu_busiest,omitempty"`
 	// Missing is the share of the window's periods the sampler has not
 	// written: a window it never saw tells nothing about the host.
 	Missing float64 `json:"missing,omitempty"`
@@ -401,7 +415,12 @@ func (r *Reader) Window(from, to time.Time) (Stats, error) {
 	}
 	// a run from before the busy series existed has no file: Busy stays 0
 	if _, err := os.Stat(filepath.Join(r.dir, busyFile)); err == nil {
-		st.Busy, err = r.share(busyFile, from, to, len(r.cpus))
+		if st.Busy, err = r.share(busyFile, from, to, len(r.cpus)); err != nil {
+			return st, err
+		}
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, busiestFile)); err == nil {
+		st.Busiest, err = r.share(busiestFile, from, to, 1)
 	}
 	return st, err
 }

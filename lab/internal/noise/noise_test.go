@@ -146,7 +146,7 @@ func TestOpen(t *testing.T) {
 }
 
 // fakeSource grows each vCPU's run_delay by (cpu+1) × 0.25 ms, its run
-// time by 4 ms and the foreign CPU by 3 ms per read.
+// time by (cpu+1) × 2 ms and the foreign CPU by 3 ms per read.
 type fakeSource struct {
 	mu         sync.Mutex
 	run, delay []int64
@@ -159,7 +159,7 @@ func (f *fakeSource) Sched(cpu int) (int64, int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.delay[cpu] += int64(cpu+1) * 250_000
-	f.run[cpu] += 4_000_000
+	f.run[cpu] += int64(cpu+1) * 2_000_000
 	return f.run[cpu], f.delay[cpu], nil
 }
 
@@ -201,8 +201,11 @@ func TestSample(t *testing.T) {
 	if want := 3.0 / (float64(Period) / 1e6 * float64(r.hostCPUs)); err != nil || !near(st.Foreign, want) {
 		t.Errorf("foreign %v (%v), want %v", st.Foreign, err, want)
 	}
-	if want := 4.0 / (float64(Period) / 1e6); !near(st.Busy, want) {
-		t.Errorf("busy %v, want %v (4 ms of each vCPU's %v)", st.Busy, want, Period)
+	if want := 3.0 / (float64(Period) / 1e6); !near(st.Busy, want) {
+		t.Errorf("busy %v, want %v (2 and 4 ms of each vCPU's %v)", st.Busy, want, Period)
+	}
+	if want := 4.0 / (float64(Period) / 1e6); !near(st.Busiest, want) {
+		t.Errorf("busiest %v, want %v (vCPU 1's 4 ms of %v)", st.Busiest, want, Period)
 	}
 }
 
@@ -306,7 +309,7 @@ func TestSampleLate(t *testing.T) {
 		}
 	}
 	st, err := r.Window(base, base.Add(9*Period))
-	if err != nil || st.Missing != 0 || !near(st.Busy, 4.0/3/(float64(Period)/1e6)) {
-		t.Errorf("window %+v %v: want no period missing, busy a third of the fake's per-reading run", st, err)
+	if err != nil || st.Missing != 0 || !near(st.Busy, 3.0/3/(float64(Period)/1e6)) || !near(st.Busiest, 4.0/3/(float64(Period)/1e6)) {
+		t.Errorf("window %+v %v: want no period missing, busy and busiest a third of the fake's per-reading run", st, err)
 	}
 }
