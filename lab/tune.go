@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
@@ -376,6 +377,12 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 		}
 	}
 	gerr := g.grade(t, r, true)
+	var doc string
+	if len(cpuVerdicts(o.Search)) > 0 {
+		// the record tune kept: the doctor must name the core and the fix
+		doc, _ = sh.run(nsRouter, sq, "doctor", "--json", "--root", sc.root, sc.dev)
+		os.WriteFile(filepath.Join(r.Dir, "doctor.json"), []byte(doc), 0o644)
+	}
 	sh.run(nsRouter, sq, "stop", "--root", sc.root)
 	if gerr != nil {
 		return gerr
@@ -400,6 +407,9 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 			}
 			r.Checks = append(r.Checks, checks...)
 			r.Tune.CPU = append(r.Tune.CPU, cpuCeiling{Phase: c.Phase, Mbps: c.ShapedMbps, LabMbps: lab})
+			if i == 0 {
+				r.Checks = append(r.Checks, doctorCPUCheck(doc))
+			}
 			g.say("%s/%s: tune said CPU-bound at %.1f Mbit/s (cpu%d %.0f%%, %s phase); the host saw the busiest vCPU run %.0f%% of that window: ceiling %.1f Mbit/s",
 				t.p.Name, r.Backend, c.ShapedMbps, c.Busiest, 100*c.BusiestShare, c.Phase, 100*busiest, lab)
 		}
@@ -458,4 +468,24 @@ func cpuChecks(c bbresult.PhaseCPU, busiest float64, tuned, line int) ([]accept.
 			Want: fmt.Sprintf("%.0f-%.0f (the product: CPU-bound at %.1f Mbit/s; the host saw the busiest vCPU run %.0f%% of that phase)", 100*(1-cpuTolerance), 100*(1+cpuTolerance), c.ShapedMbps, 100*busiest),
 			OK:   lab > 0 && ratio >= 100*(1-cpuTolerance) && ratio <= 100*(1+cpuTolerance)},
 	}, lab
+}
+
+// doctorCPUCheck wants, after a CPU-bound tune, the doctor's cpu-bound (or
+// cpu-ceiling) finding: the core it names and the fix it gives, from
+// `sqmkit doctor --json` (TestDoctorCPUCheck).
+func doctorCPUCheck(out string) accept.Check {
+	c := accept.Check{Name: "doctor names the bound core and the fix", Want: "a cpu-bound or cpu-ceiling warning with a cpuN and a fix"}
+	var r doctor.Diagnosis
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		c.Want += " (doctor printed no JSON report: " + err.Error() + ")"
+		return c
+	}
+	for _, f := range r.Findings {
+		if (f.ID == "cpu-bound" || f.ID == "cpu-ceiling") && f.Severity == doctor.Warn && f.Fix != "" && strings.Contains(strings.Join(f.Evidence, " "), " cpu") {
+			c.Got, c.OK = 1, true
+			c.Want += ": " + f.Fix
+			return c
+		}
+	}
+	return c
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
@@ -271,5 +273,29 @@ func TestCPUChecks(t *testing.T) {
 	r.Upload.Line.CPU, r.BidirCPU = &up, &c
 	if v := cpuVerdicts(r); len(v) != 2 || v[0] != &up || v[1] != &c {
 		t.Errorf("verdicts %+v, want the upload line's and the bidirectional phase's", v)
+	}
+}
+
+// The doctor's JSON after a CPU-bound tune passes with its cpu-bound
+// warning (a core in the evidence, a fix); an OK headroom finding, a
+// warning without a fix or no JSON fail.
+func TestDoctorCPUCheck(t *testing.T) {
+	js := func(fs ...doctor.Finding) string {
+		b, _ := json.Marshal(doctor.Diagnosis{Findings: fs})
+		return string(b)
+	}
+	ev := []string{"tune of 2026-12-01 23:00 UTC: download at 267.0 Mbit/s shaped, cpu1 busy 95% (66% softirq) of 2 cores"}
+	for _, c := range []struct {
+		out string
+		ok  bool
+	}{
+		{js(doctor.Finding{Severity: doctor.Warn, ID: "cpu-bound", Evidence: ev, Fix: "This router shapes about 267 Mbit/s with cake; fq_codel ..."}), true},
+		{js(doctor.Finding{Severity: doctor.OK, ID: "cpu-headroom", Evidence: ev}), false},
+		{js(doctor.Finding{Severity: doctor.Warn, ID: "cpu-bound", Evidence: ev}), false},
+		{"sqmkit doctor: no queue", false},
+	} {
+		if got := doctorCPUCheck(c.out); got.OK != c.ok {
+			t.Errorf("%.80s: %+v, want ok %v", c.out, got, c.ok)
+		}
 	}
 }
