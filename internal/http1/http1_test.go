@@ -74,6 +74,18 @@ func server(t *testing.T) (*httptest.Server, *url.URL, *tls.Config, *atomic.Int6
 	return srv, u, &tls.Config{RootCAs: pool}, &conns
 }
 
+// dialed is a connection to a fresh server, closed when t ends, with the
+// server's URL and the TLS configuration that trusts it.
+func dialed(t *testing.T) (*Conn, *url.URL, *tls.Config) {
+	_, u, cfg, _ := server(t)
+	c, err := Dial(context.Background(), u, cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, u, cfg
+}
+
 // TestRequests: sized, chunked and close-ended bodies are read whole, a
 // 404 is a status not an error, and requests follow one another on one
 // connection until the server closes it.
@@ -119,12 +131,7 @@ func TestRequests(t *testing.T) {
 // TestPost: a POST sends its whole body, counted as it goes, and the
 // connection carries the next request.
 func TestPost(t *testing.T) {
-	_, u, cfg, _ := server(t)
-	c, err := Dial(context.Background(), u, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _, _ := dialed(t)
 	var sent int64
 	code, err := c.Post(context.Background(), "/up", 5<<20, func(n int) { sent += int64(n) })
 	if err != nil || code != 200 || sent != 5<<20 {
@@ -138,12 +145,7 @@ func TestPost(t *testing.T) {
 // TestCancel: an endless body ends when ctx does, and the connection is
 // not used again.
 func TestCancel(t *testing.T) {
-	_, u, cfg, _ := server(t)
-	c, err := Dial(context.Background(), u, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, _, _ := dialed(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var got atomic.Int64
 	var wg sync.WaitGroup
@@ -166,16 +168,11 @@ func TestCancel(t *testing.T) {
 // TestHostile: a header line over maxLine and a certificate nobody vouched
 // for are errors, not buffers or trust.
 func TestHostile(t *testing.T) {
-	_, u, cfg, _ := server(t)
-	c, err := Dial(context.Background(), u, cfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, u, cfg := dialed(t)
 	if _, err := c.Get(context.Background(), "/hostile", io.Discard); err == nil || !strings.Contains(err.Error(), "too long") {
 		t.Errorf("long header: %v", err)
 	}
-	_, err = Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()}, nil)
+	_, err := Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()}, nil)
 	if !errors.As(err, new(x509.UnknownAuthorityError)) {
 		t.Errorf("unknown authority: %v", err)
 	}
