@@ -150,17 +150,24 @@ const cpuFit = 0.8
 // waiting in the NIC ring and the softirq queue), not a queue either
 // shaper holds, and both directions load that core, so both come down by
 // the share that brings its load, linear in the shaped rate, to cpuFit
-// (TestBidirCPUBound). The result keeps the phase as the router's
-// bidirectional ceiling.
+// (TestBidirCPUBound).
 func (s *searcher) cpuLower(c bbresult.PhaseCPU, p Phase, d, u *Choice) []*Choice {
+	share := s.r.lowerForCPU(c, p)
+	s.say("bidirectional: CPU-bound at %d kbit/s together (cpu%d busy %.0f%%): both rates lowered %.0f%%", p.DownKbit+p.UpKbit, c.Busiest, 100*c.BusiestShare, 100*share)
+	return []*Choice{d, u}
+}
+
+// lowerForCPU lowers both directions of r by the share that brings phase
+// p's saturated core c to cpuFit, keeps p as the router's bidirectional
+// ceiling, and returns the share.
+func (r *Result) lowerForCPU(c bbresult.PhaseCPU, p Phase) float64 {
 	k := min(1-BidirStep, cpuFit/max(c.BusiestShare, cpuFit))
-	s.r.BidirCPU = &c
-	s.say("bidirectional: CPU-bound at %d kbit/s together (cpu%d busy %.0f%%): both rates lowered %.0f%%", p.DownKbit+p.UpKbit, c.Busiest, 100*c.BusiestShare, 100*(1-k))
-	for _, ch := range []*Choice{d, u} {
+	r.BidirCPU = &c
+	for _, ch := range []*Choice{&r.Download, &r.Upload} {
 		ch.RateKbit = int(float64(ch.RateKbit) * k)
 		ch.also(RuleCPUBound, "; lowered %.0f%% with the other direction: both loaded, the router's cpu%d was busy %.0f%% at %d kbit/s together, its ceiling", 100*(1-k), c.Busiest, 100*c.BusiestShare, p.DownKbit+p.UpKbit)
 	}
-	return []*Choice{d, u}
+	return 1 - k
 }
 
 // lowering is a bidirectional lowering that moved one direction: that

@@ -52,23 +52,38 @@ func MeasureAgain(t Target, p Phase) bool {
 
 // LowerAfterConfirm answers a confirming test's miss of phase k (figures p)
 // by a little, once: the choices whose queue it was come down one
-// BidirStep, what the search does with a miss of up to half a bar. A
-// larger miss, or a second, says the search's figures do not hold on this
-// link now, and it returns false. confirmAgain false marks the lowering
-// unconfirmed: the rates that missed by a little are the alternative, not
-// the old ones (TestLowerAfterConfirm, and TestSessionConfirmMiss on a live session).
+// BidirStep, what the search does with a miss of up to half a bar; a
+// bidirectional miss on a saturated core, of any size, brings both down
+// to fit the core (lowerForCPU). A larger miss, or a second, says the
+// search's figures do not hold on this link now, and it returns false.
+// confirmAgain false marks the lowering unconfirmed: the rates that missed
+// by a little are the alternative, not the old ones (TestLowerAfterConfirm,
+// and TestSessionConfirmMiss on a live session).
 func (r *Result) LowerAfterConfirm(k Kind, p Phase, confirmAgain bool) bool {
 	t := r.TargetOf(k)
-	if r.ConfirmLowered > 0 || missSteps(t, p.AddedMedian, p.AddedP95) > 1 {
+	// a bidirectional miss on a saturated core is the router's ceiling,
+	// whatever its size: both directions come down to fit it, as in the
+	// search (lowerForCPU; TestLowerAfterConfirm's CPU-bound cases)
+	cpu := k == Bidir && p.CPU != nil && p.CPU.Bound
+	if r.ConfirmLowered > 0 || !cpu && missSteps(t, p.AddedMedian, p.AddedP95) > 1 {
 		return false
 	}
 	lower := []*Choice{r.choice(k)}
-	if k == Bidir {
+	switch {
+	case cpu:
+		lower = []*Choice{&r.Download, &r.Upload}
+	case k == Bidir:
 		lower = lowered(p, t.MedianMs, &r.Download, &r.Upload)
 	}
+	share, how := BidirStep, "by a little"
+	if cpu {
+		share, how = r.lowerForCPU(*p.CPU, p), "on a saturated core"
+	}
 	for _, c := range lower {
-		c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
-		c.also(RuleConfirmLowered, "; lowered %.0f%% after the confirming test's %s phase missed by a little", 100*BidirStep, k)
+		if !cpu {
+			c.RateKbit = int(float64(c.RateKbit) * (1 - BidirStep))
+		}
+		c.also(RuleConfirmLowered, "; lowered %.0f%% after the confirming test's %s phase missed %s", 100*share, k, how)
 		if !confirmAgain {
 			c.also(RuleNoRoomToConfirm, " (the test-time budget left no room to confirm it again)")
 			c.Rules = append(c.Rules, RuleBudgetBound)

@@ -1,6 +1,10 @@
 package search
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/bbresult"
+)
 
 // A confirming test's miss by a little (a step's worth to the search)
 // lowers, once, the direction whose queue it was by BidirStep; a larger
@@ -27,6 +31,10 @@ func TestLowerAfterConfirm(t *testing.T) {
 		{"bidirectional, the upload's queue", Bidir, Phase{AddedMedian: 5.5, AddedP95: 9, AddedDown: 0.5, AddedUp: 5}, 0, true, true, 10000, 1960},
 		{"bidirectional, both queues", Bidir, Phase{AddedMedian: 12, AddedP95: 14, AddedDown: 11, AddedUp: 11}, 0, true, false, 10000, 2000},
 		{"bidirectional, both by a little", Bidir, Phase{AddedMedian: 5.5, AddedP95: 9, AddedDown: 2.75, AddedUp: 2.75}, 0, false, true, 9800, 2000},
+		// a saturated core: both down to fit it (0.8/0.95 of the rates),
+		// however far the miss; once only
+		{"bidirectional, CPU-bound", Bidir, Phase{AddedMedian: 12, AddedP95: 14, AddedDown: 11, AddedUp: 11, CPU: &bbresult.PhaseCPU{Bound: true, BusiestShare: 0.95}}, 0, true, true, 8421, 1684},
+		{"bidirectional, CPU-bound again", Bidir, Phase{AddedMedian: 12, AddedP95: 14, CPU: &bbresult.PhaseCPU{Bound: true, BusiestShare: 0.95}}, 1, true, false, 10000, 2000},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			r := &Result{Target: APlus, Download: Choice{RateKbit: 10000}, Upload: Choice{RateKbit: 2000}, ConfirmLowered: c.lowered}
@@ -71,5 +79,19 @@ func TestMeasureAgain(t *testing.T) {
 		if got := MeasureAgain(APlus, Phase{AddedMedian: c.med, AddedP95: c.p95}); got != c.want {
 			t.Errorf("+%.1f/+%.1f ms against A+: %v, want %v", c.med, c.p95, got, c.want)
 		}
+	}
+}
+
+// PhaseOf carries the CPU cost measured during the phase it reads (the
+// confirming test's, on the router), so a CPU-bound miss is seen as one.
+func TestPhaseOfCPU(t *testing.T) {
+	res := &bbresult.Result{Phases: []bbresult.Phase{{Name: "download", Start: 0, End: 10}, {Name: "bidirectional", Start: 10, End: 20}},
+		CPU: []bbresult.PhaseCPU{{Phase: "bidirectional", Bound: true, BusiestShare: 0.96}}}
+	bi, err := PhaseOf(res, Bidir)
+	if err != nil || bi.CPU == nil || !bi.CPU.Bound {
+		t.Errorf("bidirectional: %+v %v, want its CPU cost", bi, err)
+	}
+	if d, err := PhaseOf(res, Download); err != nil || d.CPU != nil {
+		t.Errorf("download: %+v %v, want no CPU cost", d, err)
 	}
 }

@@ -33,6 +33,11 @@ func PhaseOf(res *bbresult.Result, k Kind) (Phase, error) {
 		if med, p95, ok := bbresult.Steady(res, ph.Name, Transient, Graded); ok {
 			p.AddedMedian, p.AddedP95 = med, p95
 		}
+		for i := range res.CPU {
+			if res.CPU[i].Phase == ph.Name {
+				p.CPU = &res.CPU[i]
+			}
+		}
 		// per-second means of the samples inside the phase
 		var sum float64
 		var cnt int

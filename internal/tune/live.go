@@ -183,6 +183,22 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 	if l.Budget > 0 && l.Spent+l.phase(n) > l.Budget {
 		return search.Phase{}, fmt.Errorf("the test-time budget of %v is spent (%v used); give a larger --budget", l.Budget, l.Spent)
 	}
+	res, err := l.measured(ctx, cfg)
+	l.Spent += l.phase(n)
+	if err != nil {
+		return search.Phase{}, err
+	}
+	if res.Incomplete != "" {
+		return search.Phase{}, fmt.Errorf("the test against the server was incomplete: %s", res.Incomplete)
+	}
+	return search.PhaseOf(res, k)
+}
+
+// measured runs one test, with the router's CPU sampled when CPURoot is
+// set: the result's CPU holds each loaded phase's cost (cpuload.Costs),
+// kept in l.Costs too, so a step's and the confirming test's CPU-bound
+// phases are seen as such (search.PhaseOf).
+func (l *Live) measured(ctx context.Context, cfg bbclient.Config) (*bbresult.Result, error) {
 	stop := make(chan struct{})
 	stopCPU := sync.OnceFunc(func() { close(stop) })
 	defer stopCPU()
@@ -196,25 +212,15 @@ func (l *Live) Load(ctx context.Context, k search.Kind, length search.Length) (s
 		// for its minute to pass rather than give up the search
 		select {
 		case <-ctx.Done():
-			return search.Phase{}, ctx.Err()
+			return nil, ctx.Err()
 		case <-time.After(20 * time.Second):
 		}
 		res, err = l.run(ctx, cfg)
 	}
-	l.Spent += l.phase(n)
 	stopCPU()
-	if err != nil {
-		return search.Phase{}, err
+	if err == nil && cpu != nil {
+		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: l.Target.Facts.Device, RPS: cpuload.RPS(l.CPURoot, l.Target.Facts.Device), XPS: cpuload.XPS(l.CPURoot, l.Target.Facts.Device), Qdisc: l.Target.Queue.Qdisc, Down: l.rates.Download, Up: l.rates.Upload})
+		l.Costs = append(l.Costs, res.CPU...)
 	}
-	if res.Incomplete != "" {
-		return search.Phase{}, fmt.Errorf("the test against the server was incomplete: %s", res.Incomplete)
-	}
-	p, err := search.PhaseOf(res, k)
-	if cpu != nil {
-		if costs := cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: l.Target.Facts.Device, RPS: cpuload.RPS(l.CPURoot, l.Target.Facts.Device), XPS: cpuload.XPS(l.CPURoot, l.Target.Facts.Device), Qdisc: l.Target.Queue.Qdisc, Down: l.rates.Download, Up: l.rates.Upload}); len(costs) == 1 {
-			p.CPU = &costs[0]
-			l.Costs = append(l.Costs, costs[0])
-		}
-	}
-	return p, err
+	return res, err
 }

@@ -128,7 +128,8 @@ func (s *Session) config() (search.Config, error) {
 }
 
 // confirmAll runs the confirming test at the searched rates, and once more
-// at the rates search.LowerAfterConfirm lowered after a miss by a little.
+// at the rates search.LowerAfterConfirm lowered after a miss by a little
+// (or a bidirectional one on a saturated core).
 func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
 	l, r := s.Live, o.Search
 	for try := 0; ; try++ {
@@ -164,11 +165,11 @@ func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
 		}
 		if !confirmAgain {
 			o.Unconfirmed = true
-			s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, not confirmed again: the test-time budget has no room (%v used of %v)",
-				k, t.Name, p.AddedMedian, p.AddedP95, 100*search.BidirStep, l.Spent.Round(time.Second), s.Budget)
+			s.log("the confirming test's %s phase missed %s (+%.1f/+%.1f ms): lowered to %d/%d kbit/s, not confirmed again: the test-time budget has no room (%v used of %v)",
+				k, t.Name, p.AddedMedian, p.AddedP95, r.Download.RateKbit, r.Upload.RateKbit, l.Spent.Round(time.Second), s.Budget)
 			return nil
 		}
-		s.log("the confirming test's %s phase missed %s by a little (+%.1f/+%.1f ms): %.0f%% lower, confirming once more", k, t.Name, p.AddedMedian, p.AddedP95, 100*search.BidirStep)
+		s.log("the confirming test's %s phase missed %s (+%.1f/+%.1f ms): lowered to %d/%d kbit/s, confirming once more", k, t.Name, p.AddedMedian, p.AddedP95, r.Download.RateKbit, r.Upload.RateKbit)
 	}
 }
 
@@ -337,7 +338,7 @@ func (s *Session) confirm(ctx context.Context, c bbclient.Config) (*bbresult.Res
 	if s.confirmTest != nil {
 		return s.confirmTest(ctx, c)
 	}
-	return s.Live.run(ctx, c)
+	return s.Live.measured(ctx, c)
 }
 
 // measureAgain measures the confirming test's missed phase k (figures p)

@@ -528,3 +528,50 @@ func TestSessionOverResponsiveness(t *testing.T) {
 		t.Error("the shaper was not restored to 20000/10000")
 	}
 }
+
+// TestMeasuredCPU: on the router (CPURoot), a step's and the confirming
+// test's run samples the CPU: a download that kept cpu0 95 % busy below
+// the shaper's rate comes back CPU-bound in the result, in the phase
+// search.PhaseOf reads (so the confirm's bidirectional miss is judged as
+// the CPU's, search.LowerAfterConfirm), and in the costs tune records.
+func TestMeasuredCPU(t *testing.T) {
+	s, _, stop := session(t, false)
+	defer stop()
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "proc"), 0o755)
+	start := time.Now()
+	write := func() {
+		e := uint64(time.Since(start) / (10 * time.Millisecond)) // ticks
+		stat := fmt.Sprintf("cpu  0 0 0 0 0 0 0 0\ncpu0 %d 0 0 %d 0 0 %d 0\ncpu1 %d 0 0 %d 0 0 0 0\n", e*35/100, e*5/100, e*60/100, e*10/100, e*90/100)
+		os.WriteFile(filepath.Join(root, "proc/stat"), []byte(stat), 0o644)
+	}
+	write()
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20 * time.Millisecond):
+				write()
+			}
+		}
+	}()
+	l := s.Live
+	l.CPURoot = root
+	if err := l.SetRates(context.Background(), 100_000_000, 100_000_000); err != nil { // far above loopback's goodput: the shaper held nothing
+		t.Fatal(err)
+	}
+	res, err := l.measured(context.Background(), l.one(search.Download, 3*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := search.PhaseOf(res, search.Download)
+	if err != nil || p.CPU == nil || !p.CPU.Bound || p.CPU.Busiest != 0 || len(l.Costs) == 0 {
+		t.Fatalf("phase %+v (%v), costs %+v: want the download CPU-bound on cpu0", p.CPU, err, l.Costs)
+	}
+	if n := strings.Join(res.Notes, " "); !strings.Contains(n, "the router's CPU was the limit") {
+		t.Errorf("notes %q", res.Notes)
+	}
+}
