@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,7 +53,9 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	if err := ng.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { ng.Process.Kill(); ng.Wait() }()
+	// SIGTERM, not a kill: nginx's master then stops its workers, which
+	// a killed master leaves running in the deleted namespace
+	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
 	time.Sleep(time.Second)
 	if b, _ := os.ReadFile(filepath.Join(dir, "error.log")); strings.Contains(string(b), "[emerg]") {
 		t.Fatalf("nginx did not start:\n%s", b)
