@@ -46,9 +46,10 @@ type Conn struct {
 const dialTimeout = 10 * time.Second
 
 // Dial opens a connection to u's host (port 443 unless given) and does
-// the TLS handshake with cfg (ServerName is set from u). onDial, if not
-// nil, sees the TCP connection (its socket options, its acked bytes).
-func Dial(ctx context.Context, u *url.URL, cfg *tls.Config, onDial func(net.Conn)) (*Conn, error) {
+// the TLS handshake with cfg (ServerName is set from u). The TCP socket
+// keeps little unsent (sockopt.TuneBulk): our own upload must not queue in
+// our own buffer, or the delay measured is ours.
+func Dial(ctx context.Context, u *url.URL, cfg *tls.Config) (*Conn, error) {
 	if u.Scheme != "https" {
 		return nil, fmt.Errorf("%s: only https is spoken", u.Redacted())
 	}
@@ -65,9 +66,7 @@ func Dial(ctx context.Context, u *url.URL, cfg *tls.Config, onDial func(net.Conn
 		return nil, err
 	}
 	c.TCP, c.Addr, c.raw = time.Since(c.Start), raw.RemoteAddr().String(), raw
-	if onDial != nil {
-		onDial(raw)
-	}
+	sockopt.TuneBulk(raw)
 	cfg = cfg.Clone()
 	cfg.ServerName = u.Hostname()
 	cfg.NextProtos = []string{"http/1.1"}
@@ -137,7 +136,6 @@ func (c *Conn) exchange(method, path string, size int64, sent func(int), dst io.
 		return 0, err
 	}
 	if size > 0 {
-		sockopt.SetNotSentLowat(c.raw, notSentLowat)
 		buf := make([]byte, 32<<10)
 		for left := size; left > 0; {
 			n := int(min(left, int64(len(buf))))
@@ -157,10 +155,6 @@ func (c *Conn) exchange(method, path string, size int64, sent func(int), dst io.
 	}
 	return code, nil
 }
-
-// notSentLowat keeps our own upload from queueing in our own socket: the
-// delay measured must be the path's (as the HTTP/2 client's setting).
-const notSentLowat = 128 << 10
 
 // readHead reads the status line and headers: the code, the body's length
 // (-1 when it runs to the connection's end) and whether it is chunked.

@@ -78,7 +78,7 @@ func server(t *testing.T) (*httptest.Server, *url.URL, *tls.Config, *atomic.Int6
 // server's URL and the TLS configuration that trusts it.
 func dialed(t *testing.T) (*Conn, *url.URL, *tls.Config) {
 	_, u, cfg, _ := server(t)
-	c, err := Dial(context.Background(), u, cfg, nil)
+	c, err := Dial(context.Background(), u, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func dialed(t *testing.T) (*Conn, *url.URL, *tls.Config) {
 func TestRequests(t *testing.T) {
 	_, u, cfg, conns := server(t)
 	ctx := context.Background()
-	c, err := Dial(ctx, u, cfg, nil)
+	c, err := Dial(ctx, u, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +172,11 @@ func TestHostile(t *testing.T) {
 	if _, err := c.Get(context.Background(), "/hostile", io.Discard); err == nil || !strings.Contains(err.Error(), "too long") {
 		t.Errorf("long header: %v", err)
 	}
-	_, err := Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()}, nil)
+	_, err := Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()})
 	if !errors.As(err, new(x509.UnknownAuthorityError)) {
 		t.Errorf("unknown authority: %v", err)
 	}
-	if _, err := Dial(context.Background(), &url.URL{Scheme: "http", Host: u.Host}, cfg, nil); err == nil {
+	if _, err := Dial(context.Background(), &url.URL{Scheme: "http", Host: u.Host}, cfg); err == nil {
 		t.Error("plain http was spoken")
 	}
 }

@@ -28,27 +28,40 @@ var uploadSize int64 = 64 << 20
 
 func (w *h1) multiplexed() bool { return false }
 
+// get dials u and GETs it, at most max body bytes, insisting on 200: the
+// config's fetch and each foreign probe. It returns the connection's
+// set-up times and the GET's.
+func (w *h1) get(ctx context.Context, u *url.URL, max int) (http1.Timing, []byte, time.Duration, error) {
+	c, err := http1.Dial(ctx, u, w.tls)
+	if err != nil {
+		return http1.Timing{}, nil, 0, certHint(u.Redacted(), err)
+	}
+	defer c.Close()
+	body := &limited{max: max}
+	start := time.Now()
+	code, err := c.Get(ctx, u.RequestURI(), body)
+	d := time.Since(start)
+	if err == nil && code != 200 {
+		err = fmt.Errorf("server answered %d", code)
+	}
+	if err != nil {
+		return c.Timing, nil, d, fmt.Errorf("rpm: %s: %w", u.Redacted(), err)
+	}
+	return c.Timing, body.b, d, nil
+}
+
 func (w *h1) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
 	u, err := url.Parse(cfgURL)
 	if err != nil {
 		return endpoints{}, err
 	}
-	c, err := http1.Dial(ctx, u, w.tls, nil)
-	if err != nil {
-		return endpoints{}, certHint(cfgURL, err)
-	}
-	defer c.Close()
-	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*dialTimeout)
 	defer cancel()
-	body := &limited{max: 64 << 10}
-	code, err := c.Get(ctx, u.RequestURI(), body)
+	_, body, _, err := w.get(ctx, u, 64<<10)
 	if err != nil {
-		return endpoints{}, fmt.Errorf("rpm: %s: %w", cfgURL, err)
+		return endpoints{}, err
 	}
-	if code != 200 {
-		return endpoints{}, fmt.Errorf("rpm: %s: server answered %d", cfgURL, code)
-	}
-	eps, err := parseConfig(body.b)
+	eps, err := parseConfig(body)
 	if err == nil {
 		w.eps = eps
 		w.log(fmt.Sprintf("rpm: config %s over HTTP/1.1: load %s, probes %s, upload %s", cfgURL, eps.Large, eps.Small, eps.Upload))
@@ -57,19 +70,8 @@ func (w *h1) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) 
 }
 
 func (w *h1) foreign(ctx context.Context) (foreignTimes, error) {
-	c, err := http1.Dial(ctx, w.eps.Small, w.tls, nil)
-	if err != nil {
-		return foreignTimes{}, certHint(w.eps.Small.Redacted(), err)
-	}
-	defer c.Close()
-	f := foreignTimes{Start: c.Start, TCP: c.TCP, TLS: perRoundTrip(c.TLS, c.Version), Addr: c.Addr}
-	start := time.Now()
-	code, err := c.Get(ctx, w.eps.Small.RequestURI(), &limited{max: 1 << 10})
-	if err == nil && code != 200 {
-		err = fmt.Errorf("%s: server answered %d", w.eps.Small.Redacted(), code)
-	}
-	f.HTTP = time.Since(start)
-	return f, err
+	t, _, d, err := w.get(ctx, w.eps.Small, 1<<10)
+	return foreignTimes{Start: t.Start, TCP: t.TCP, TLS: perRoundTrip(t.TLS, t.Version), HTTP: d, Addr: t.Addr}, err
 }
 
 func (w *h1) newLoad(up bool) load { return &h1Load{w: w, up: up} }
@@ -86,6 +88,10 @@ type h1Load struct {
 }
 
 func (l *h1Load) transfer(ctx context.Context) error {
+	u := l.w.eps.Large
+	if l.up {
+		u = l.w.eps.Upload
+	}
 	l.mu.Lock()
 	c := l.c
 	l.mu.Unlock()
@@ -93,12 +99,8 @@ func (l *h1Load) transfer(ctx context.Context) error {
 		if c != nil {
 			l.retire(c)
 		}
-		u := l.w.eps.Large
-		if l.up {
-			u = l.w.eps.Upload
-		}
 		var err error
-		if c, err = http1.Dial(ctx, u, l.w.tls, nil); err != nil {
+		if c, err = http1.Dial(ctx, u, l.w.tls); err != nil {
 			return certHint(u.Redacted(), err)
 		}
 		l.mu.Lock()
@@ -107,12 +109,9 @@ func (l *h1Load) transfer(ctx context.Context) error {
 	}
 	var code int
 	var err error
-	var u *url.URL
 	if l.up {
-		u = l.w.eps.Upload
 		code, err = c.Post(ctx, u.RequestURI(), uploadSize, func(n int) { l.bytes.Add(int64(n)) })
 	} else {
-		u = l.w.eps.Large
 		code, err = c.Get(ctx, u.RequestURI(), counter{&l.bytes})
 	}
 	if err == nil && code != 200 {
