@@ -62,7 +62,7 @@ func allPlan(profiles []string, repo string) []planRun {
 }
 
 // cpuProfiles are lines faster than the emulated router shapes: make lab
-// runs tune alone on them, judged by the CPU (cpuChecks), since a graded
+// runs tune alone on them, judged by the CPU (cpuCeilingCheck), since a graded
 // run at 95 % of their line or a sweep there measures the guest's CPU, not
 // the shaper.
 var cpuProfiles = []string{"fiber-fast"}

@@ -33,7 +33,7 @@ type tuned struct {
 	Why         string  `json:"why"`
 	// CPU are the phases tune said the router's CPU, not the line, was
 	// the limit in (none: it did not), each beside what the lab's own gauge
-	// of the guest's CPU puts that ceiling at (cpuChecks).
+	// of the guest's CPU puts that ceiling at (cpuCeilingCheck).
 	CPU []cpuCeiling `json:"cpu_bound,omitempty"`
 }
 
@@ -392,7 +392,8 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	if cs := cpuVerdicts(o.Search); len(cs) > 0 {
 		// a line faster than the router shapes: the floor against the line
 		// gives way to the CPU's ceilings, each checked against the lab's gauge
-		for i, c := range cs {
+		r.Checks = append(r.Checks, cpuUnderLine(d.RateKbit+u.RateKbit, t.p.Down+t.p.Up), doctorCPUCheck(doc))
+		for _, c := range cs {
 			var busiest float64
 			if g.noise != nil {
 				st, err := g.noise.Window(c.From, c.To)
@@ -401,15 +402,9 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 				}
 				busiest = st.Busiest
 			}
-			checks, lab := cpuChecks(*c, busiest, d.RateKbit+u.RateKbit, t.p.Down+t.p.Up)
-			if i > 0 {
-				checks = checks[1:] // the rates are checked once
-			}
-			r.Checks = append(r.Checks, checks...)
+			check, lab := cpuCeilingCheck(*c, busiest)
+			r.Checks = append(r.Checks, check)
 			r.Tune.CPU = append(r.Tune.CPU, cpuCeiling{Phase: c.Phase, Mbps: c.ShapedMbps, LabMbps: lab})
-			if i == 0 {
-				r.Checks = append(r.Checks, doctorCPUCheck(doc))
-			}
 			g.say("%s/%s: tune said CPU-bound at %.1f Mbit/s (cpu%d %.0f%%, %s phase); the host saw the busiest vCPU run %.0f%% of that window: ceiling %.1f Mbit/s",
 				t.p.Name, r.Backend, c.ShapedMbps, c.Busiest, 100*c.BusiestShare, c.Phase, 100*busiest, lab)
 		}
@@ -450,24 +445,26 @@ func cpuVerdicts(r *search.Result) []*bbresult.PhaseCPU {
 // one ceiling (the issue's ±20 %).
 const cpuTolerance = 0.20
 
-// cpuChecks judge a tune that said the router's CPU was the limit at c:
-// the tuned rates (sum) under the line's (sum), and the lab's own gauge of
-// the guest's CPU, the busiest vCPU's run time seen from the host over
-// the same window (busiest, a share), putting the ceiling, the rate at
-// which that vCPU is full, within cpuTolerance of the product's. It
-// returns the checks and the lab's ceiling (TestCPUChecks).
-func cpuChecks(c bbresult.PhaseCPU, busiest float64, tuned, line int) ([]accept.Check, float64) {
+// cpuUnderLine: a tune that said the router's CPU was the limit keeps its
+// rates (sum) under the line's (sum) (TestCPUChecks).
+func cpuUnderLine(tuned, line int) accept.Check {
+	return accept.Check{Name: "tuned rates % of the line (CPU-bound)", Got: pct(tuned, line), Want: "< 100", OK: tuned < line}
+}
+
+// cpuCeilingCheck judges one phase c a tune called CPU-bound against the
+// lab's own gauge of the guest's CPU, the busiest vCPU's run time seen
+// from the host over the same window (busiest, a share): the ceiling, the
+// rate at which that vCPU is full, must be within cpuTolerance of the
+// product's. It returns the check and the lab's ceiling (TestCPUChecks).
+func cpuCeilingCheck(c bbresult.PhaseCPU, busiest float64) (accept.Check, float64) {
 	lab := 0.0
 	if busiest > 0 {
 		lab = c.ShapedMbps / busiest
 	}
 	ratio := 100 * c.ShapedMbps / max(lab, 1e-9)
-	return []accept.Check{
-		{Name: "tuned rates % of the line (CPU-bound)", Got: pct(tuned, line), Want: "< 100", OK: tuned < line},
-		{Name: "CPU ceiling: the product's % of the lab's gauge", Got: ratio,
-			Want: fmt.Sprintf("%.0f-%.0f (the product: CPU-bound at %.1f Mbit/s; the host saw the busiest vCPU run %.0f%% of that phase)", 100*(1-cpuTolerance), 100*(1+cpuTolerance), c.ShapedMbps, 100*busiest),
-			OK:   lab > 0 && ratio >= 100*(1-cpuTolerance) && ratio <= 100*(1+cpuTolerance)},
-	}, lab
+	return accept.Check{Name: "CPU ceiling: the product's % of the lab's gauge", Got: ratio,
+		Want: fmt.Sprintf("%.0f-%.0f (the product: CPU-bound at %.1f Mbit/s; the host saw the busiest vCPU run %.0f%% of that phase)", 100*(1-cpuTolerance), 100*(1+cpuTolerance), c.ShapedMbps, 100*busiest),
+		OK:   lab > 0 && ratio >= 100*(1-cpuTolerance) && ratio <= 100*(1+cpuTolerance)}, lab
 }
 
 // doctorCPUCheck wants, after a CPU-bound tune, the doctor's cpu-bound (or
