@@ -85,3 +85,58 @@ func TestExtShellcheck(t *testing.T) {
 		}
 	}
 }
+
+// An external backend's prepare runs on the host, in the repository, with
+// the snapshot as its argument; its failure names its last line.
+func TestPrepareExt(t *testing.T) {
+	repo, snap := t.TempDir(), t.TempDir()
+	if err := prepareExt(repo, snap); err != nil {
+		t.Fatalf("no prepare: %v", err)
+	}
+	os.WriteFile(filepath.Join(snap, "prepare"), []byte("#!/bin/sh\npwd > \"$1/ran\"\n"), 0o755)
+	if err := prepareExt(repo, snap); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(snap, "ran")); strings.TrimSpace(string(b)) != repo {
+		t.Errorf("prepare ran in %q, want the repository %q", b, repo)
+	}
+	os.WriteFile(filepath.Join(snap, "prepare"), []byte("#!/bin/sh\necho first\necho no tarball >&2\nexit 3\n"), 0o755)
+	if err := prepareExt(repo, snap); err == nil || !strings.Contains(err.Error(), "no tarball") {
+		t.Errorf("failing prepare: %v, want its last line", err)
+	}
+}
+
+// lab/ext/cake-autorate's prepare unpacks the pinned cake-autorate into the
+// snapshot; its start writes a config cake-autorate itself accepts (the
+// matched variant's thresholds included) before it launches.
+func TestCakeAutorateExt(t *testing.T) {
+	repo, _ := filepath.Abs("..")
+	if _, err := os.Stat(filepath.Join(repo, "../shared/openwrt-src")); err != nil {
+		t.Skip("../shared/openwrt-src absent: prepare would clone cake-autorate from upstream (no network here); the lab's trace runs use it")
+	}
+	snap := t.TempDir()
+	os.CopyFS(snap, os.DirFS("ext/cake-autorate"))
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	if err := prepareExt(repo, snap); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(snap, "src/defaults.sh")); err != nil {
+		t.Fatalf("prepare left no cake-autorate: %v", err)
+	}
+	keys, err := exec.Command("sh", "-c", `grep -E '^[a-z_]+=' "$0" | sed 's/=.*//'`, filepath.Join(snap, "src/defaults.sh")).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := strings.Fields(string(keys))
+	script, _ := os.ReadFile("ext/cake-autorate/start")
+	for _, line := range strings.Split(string(script), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "echo" {
+			continue
+		}
+		key, _, ok := strings.Cut(strings.Trim(f[1], `"`), "=")
+		if ok && !slices.Contains(known, key) {
+			t.Errorf("start writes %q, which cake-autorate's defaults.sh does not know (it would refuse the config)", key)
+		}
+	}
+}

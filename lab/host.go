@@ -192,6 +192,9 @@ func stage(repo, out string, plan []planRun, kernelTests, demo bool, journeyPort
 			if err := os.CopyFS(snap, os.DirFS(dir)); err != nil {
 				return "", "", fmt.Errorf("snapshot of %s: %w", b, err)
 			}
+			if err := prepareExt(repo, snap); err != nil {
+				return "", "", fmt.Errorf("%s: %w", b, err)
+			}
 			plan[i].Backends[j] = extPrefix + label + "=" + snap
 		}
 	}
@@ -202,6 +205,22 @@ func stage(repo, out string, plan []planRun, kernelTests, demo bool, journeyPort
 		return "", "", err
 	}
 	return out, planPath, nil
+}
+
+// prepareExt runs an external backend's prepare program, if it has one, on
+// the host in the repository with the snapshot as its argument: what the
+// guest cannot fetch or unpack (lab/ext/cake-autorate) goes there.
+func prepareExt(repo, snap string) error {
+	prog := filepath.Join(snap, "prepare")
+	if _, err := os.Stat(prog); err != nil {
+		return nil
+	}
+	cmd := exec.Command(prog, snap)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("prepare: %w: %s", err, lastLine(string(out)))
+	}
+	return nil
 }
 
 // snapshotBin copies the programs the guest runs into the run directory.

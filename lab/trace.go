@@ -259,7 +259,7 @@ func (g *guest) startExt(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 		"LAB_IFB="+plan.IFBOf(config.Queue{Interface: c.sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
 		fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", dmin), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", umin),
 		fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
-		"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir)
+		"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir, "LAB_EXT_NAME="+b.(extBackend).label)
 	esh := &shell{log: t.sh.log, env: env}
 	dir := b.(extBackend).dir
 	if g.events != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/openwrt"
+	"github.com/sqmkit/sqmkit/internal/plan"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
 
@@ -76,8 +77,11 @@ func runAutorate(args []string, stdout, stderr io.Writer) int {
 	}
 	defer f.Close()
 	logf := func(s string) { fmt.Fprintf(stderr, "sqmkit autorate: %s: %s\n", q.Section, s) }
+	p := autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})
+	bits := plan.MaxPacketBits(q, t.Facts)
+	p.PacketBits = [2]int{bits, bits}
 	d := &autorate.Daemon{Shaper: f, Root: *root, Source: src, Log: logf, Metrics: &autorate.Metrics{CPU: func() (cpuload.Record, bool) { return cpuload.Load(*root, q.Section) }}, StatusFile: autorate.StatusPath(*root, q.Section),
-		Params: autorate.DefaultParams([2]int{lo.Download, lo.Upload}, [2]int{q.Download, q.Upload}, [2]int{hi.Download, hi.Upload})}
+		Params: p}
 	d.Devices = f.Devices()
 	if *verbose {
 		d.Summary = time.Second

@@ -214,10 +214,20 @@ func TestTestOnRouter(t *testing.T) {
 	if len(res.CPU) != 2 {
 		t.Fatalf("cpu %+v", res.CPU)
 	}
+	// the shaper's cost is what the cores did beyond the test's own
+	// process; on this idle host the veths' work can all land in the
+	// test's own ticks for one phase (0 ms per Mbit), not for both
+	costed := 0
 	for _, c := range res.CPU {
-		if c.CPUs != runtime.NumCPU() || c.MsPerMbit <= 0 || c.BusiestShare <= 0 || c.BusiestShare > 1 || c.CeilingMbps < c.ShapedMbps {
+		if c.CPUs != runtime.NumCPU() || c.MsPerMbit < 0 || c.BusiestShare <= 0 || c.BusiestShare > 1 || c.CeilingMbps < c.ShapedMbps {
 			t.Errorf("cpu of %s: %+v", c.Phase, c)
 		}
+		if c.MsPerMbit > 0 {
+			costed++
+		}
+	}
+	if costed == 0 {
+		t.Errorf("no phase cost any CPU beyond the test's own: %+v", res.CPU)
 	}
 	// and kept: the doctor judges the queue's rates against it
 	diag, _, out := sqmkitIn(t, router, bin, true, "doctor", "--root", root, "--json")

@@ -25,6 +25,12 @@ type Params struct {
 	// BloatMs is the added delay (over the baseline) that counts as bloat;
 	// HoldMs the added delay above which the rate is not raised.
 	BloatMs, HoldMs float64
+	// PacketBits is the largest packet on the link, per direction
+	// (plan.MaxPacketBits): a probe behind one waits its time at the rate,
+	// which is no queue, so both thresholds add it. At 3 Mbit/s that is
+	// 4 ms, most of HoldMs: without it a loaded slow link eases to its
+	// floor (TestPacketTimeIsNoQueue).
+	PacketBits [2]int
 	// Window and Votes: bloat is declared when Votes of the last Window
 	// samples of a direction are above BloatMs.
 	Window, Votes int
@@ -255,9 +261,11 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) (Reason, string) {
 	p := c.p
 	clamp := func(v float64) int { return max(p.Min[d], min(p.Max[d], int(math.Round(v)))) }
+	packetMs := float64(p.PacketBits[d]) / float64(ds.rate) // bits / (kbit/s) = ms
+	bloatMs, holdMs := p.BloatMs+packetMs, p.HoldMs+packetMs
 	votes, sum := 0, 0.0
 	for _, v := range ds.window {
-		if v.ms > p.BloatMs {
+		if v.ms > bloatMs {
 			votes++
 		}
 		sum += v.ms
@@ -282,14 +290,14 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			return "", ""
 		}
 		carried := c.capacity(d, ds)
-		cut := math.Min(p.DownMax, math.Max(p.DownMin, mean/float64(p.Drain.Milliseconds())))
+		cut := math.Min(p.DownMax, math.Max(p.DownMin, (mean-packetMs)/float64(p.Drain.Milliseconds())))
 		ds.bloatRate = int(carried)
 		ds.rate = clamp(carried * (1 - cut))
 		ds.lastCut = now
 		ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
 		ds.window = ds.window[:0] // the next decision on fresh samples
-		return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%g ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
-			votes, p.Window, p.BloatMs, mean, int(carried), 100*cut)
+		return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%.1f ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
+			votes, p.Window, bloatMs, mean, int(carried), 100*cut)
 	case ds.load < p.IdleKbit:
 		ds.state = Idle
 		if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
@@ -308,7 +316,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		if !fresh || now.Sub(ds.lastCut) < p.Settle || now.Sub(ds.lastMove) < p.Move {
 			return "", ""
 		}
-		if mean > p.HoldMs {
+		if mean > holdMs {
 			// a queue is building, not yet bloat: the link carries less
 			// than the rate; ease to just under what it carries, so the
 			// queue drains and the rate cruises there instead of riding
@@ -317,7 +325,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			ds.lastMove, ds.lastEase = now, now
 			ds.bloatRate = int(carried)
 			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.Up/4))
-			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%g ms hold, capacity about %d kbit/s: ease off under it", mean, p.HoldMs, int(carried))
+			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%.1f ms hold, capacity about %d kbit/s: ease off under it", mean, holdMs, int(carried))
 		}
 		up := p.Up
 		switch r := float64(ds.rate); {

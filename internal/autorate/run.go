@@ -141,7 +141,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		f.counters[dir] = &counter{path: filepath.Join(d.Root, "sys/class/net", dev), fd: -1}
 		defer f.counters[dir].close()
 	}
-	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s", p.Min[config.Download], p.Max[config.Download], p.Min[config.Upload], p.Max[config.Upload], p.Base[config.Download], p.Base[config.Upload], d.Source.Name())
+	d.log("following %d..%d kbit/s down, %d..%d up from %d/%d, delay from %s, largest packet %d bytes", p.Min[config.Download], p.Max[config.Download], p.Min[config.Upload], p.Max[config.Upload], p.Base[config.Download], p.Base[config.Upload], d.Source.Name(), p.PacketBits[config.Upload]/8)
 	// One timer for everything: each tick reads the replies that came
 	// back and sends the next probe; every Interval it also decides. A
 	// wakeup is what costs on a router (see stamped).

@@ -59,6 +59,13 @@ func nssHeader(f linkinfo.Facts) float64 {
 	return 14
 }
 
+// MaxPacketBits is the largest packet's cost on q's link, in bits: one such
+// packet ahead of a probe delays it by MaxPacketBits / rate, a delay no
+// queue holds (autorate's thresholds add it; internal/autorate, Params).
+func MaxPacketBits(q config.Queue, f linkinfo.Facts) int {
+	return int(8 * wireBytes(q, f, float64(f.MTU)))
+}
+
 // wireBytes is what an IP packet of ipLen bytes costs on q's link as the
 // plan models it: the packet and its overhead, at least the minimum frame
 // (mpu), padded into 53-byte cells of 48 on ATM.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +54,13 @@ func TestRatePerGoodput(t *testing.T) {
 			}
 			if got, want := AckUncounted(qs[0], f), tc.ack/2/1448; math.Abs(got-want) > 1e-9 {
 				t.Errorf("ACKs uncounted %.6f per kbit/s of goodput, want %.6f (%.1f bytes per two segments)", got, want, tc.ack)
+			}
+			// the largest packet on the link: a full frame, as the row's
+			// count for a full-size segment where the plan compensates
+			if tc.proto == "dhcp" && !strings.Contains(tc.opts, "nss") {
+				if got := MaxPacketBits(qs[0], f); got != int(8*tc.want) {
+					t.Errorf("largest packet %d bits, want %d", got, int(8*tc.want))
+				}
 			}
 			// a 64-byte probe is a 92-byte IP packet, every 10 ms
 			probe := 92 + tc.want - 1500
