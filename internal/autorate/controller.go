@@ -44,6 +44,12 @@ type Params struct {
 	// of the rate; Near slows it to a quarter within Near of the rate where
 	// bloat was last seen (the capacity the link showed then).
 	Up, Near float64
+	// GrowMs is how much the mean added delay must rise after an ease-off
+	// for another: a queue over the capacity by the 2 % an ease leaves
+	// grows ~8 ms per Move, while a delay that is no queue of the
+	// bottleneck's (a busy CPU, a queue elsewhere) stays flat, and easing
+	// on it slid the lab's rates to their floor (TestFlatDelayIsNoQueue).
+	GrowMs float64
 	// Cruise is how long a direction holds the rate an ease-off chose
 	// before it probes upward again near that capacity. The queue has no
 	// resting point between empty (rate under capacity) and growing (over
@@ -92,7 +98,7 @@ func DefaultParams(floor, base, ceiling [2]int) Params {
 		// 8 % per 400 ms: from a third of a rate to all of it in ~6 s
 		// (LTE's capacity moves that fast); one raise past the capacity
 		// queues 8 % of it for the ~300 ms bloat detection takes, ~25 ms.
-		Up: 0.08, Near: 0.1, Move: 400 * time.Millisecond,
+		Up: 0.08, Near: 0.1, Move: 400 * time.Millisecond, GrowMs: 1,
 		// 3 s: on a steady loaded line an ease-off and two raises per
 		// ~4 s instead of a change every Move; the eased rate is 2 %
 		// under the capacity, so cruising wastes about that, and a
@@ -181,7 +187,8 @@ type dirState struct {
 	lastCut   time.Time
 	lastMove  time.Time // of the latest raise or idle move
 	lastEase  time.Time
-	bloatRate int // rate carried when bloat was last seen; 0 none
+	bloatRate int     // rate carried when bloat was last seen; 0 none
+	easedMs   float64 // mean added delay at the last ease-off while it stays over the hold; 0 none
 	load      int
 }
 
@@ -295,6 +302,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		ds.rate = clamp(carried * (1 - cut))
 		ds.lastCut = now
 		ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
+		ds.easedMs = 0
 		ds.window = ds.window[:0] // the next decision on fresh samples
 		return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%.1f ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
 			votes, p.Window, bloatMs, mean, int(carried), 100*cut)
@@ -317,16 +325,30 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			return "", ""
 		}
 		if mean > holdMs {
+			if ds.easedMs > 0 && mean < ds.easedMs+p.GrowMs {
+				// eased already and the delay did not grow: under the
+				// capacity a queue drains, over it it grows, so this is
+				// no queue the rate holds. Hold, and probe a quarter step
+				// once a cruise: past the capacity the delay grows, and
+				// that eases
+				if now.Sub(ds.lastMove) < p.Cruise {
+					return "", ""
+				}
+				ds.lastMove = now
+				ds.rate = clamp(float64(ds.rate) * (1 + p.Up/4))
+				return ByRaise, fmt.Sprintf("added delay +%.1f ms over the +%.1f ms hold but not growing since the last ease-off: no queue of this link's; probe up", mean, holdMs)
+			}
 			// a queue is building, not yet bloat: the link carries less
 			// than the rate; ease to just under what it carries, so the
 			// queue drains and the rate cruises there instead of riding
 			// up to the bloat threshold and being cut deeper
 			carried := c.capacity(d, ds)
-			ds.lastMove, ds.lastEase = now, now
+			ds.lastMove, ds.lastEase, ds.easedMs = now, now, mean
 			ds.bloatRate = int(carried)
 			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.Up/4))
 			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%.1f ms hold, capacity about %d kbit/s: ease off under it", mean, holdMs, int(carried))
 		}
+		ds.easedMs = 0
 		up := p.Up
 		switch r := float64(ds.rate); {
 		case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
