@@ -110,13 +110,22 @@ func TestPrepareExt(t *testing.T) {
 // snapshot; its start writes a config cake-autorate itself accepts (the
 // matched variant's thresholds included) before it launches.
 func TestCakeAutorateExt(t *testing.T) {
+	if _, err := exec.LookPath("shellcheck"); err == nil {
+		for _, c := range [][]string{{"-s", "sh", "-x", "lab/ext/cake-autorate/prepare", "lab/ext/cake-autorate/stop"}, {"-s", "bash", "lab/ext/cake-autorate/start"}} {
+			cmd := exec.Command("shellcheck", c...)
+			cmd.Dir = ".." // where prepare's source path starts
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Errorf("shellcheck %s: %v\n%s", c, err, out)
+			}
+		}
+	}
 	repo, _ := filepath.Abs("..")
 	if _, err := os.Stat(filepath.Join(repo, "../shared/openwrt-src")); err != nil {
 		t.Skip("../shared/openwrt-src absent: prepare would clone cake-autorate from upstream (no network here); the lab's trace runs use it")
 	}
 	snap := t.TempDir()
 	os.CopyFS(snap, os.DirFS("ext/cake-autorate"))
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("SQMKIT_CACHE", t.TempDir())
 	if err := prepareExt(repo, snap); err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func allPlan(profiles []string, repo string) []planRun {
 // runs tune alone on them, judged by the CPU (cpuCeilingCheck), since a graded
 // run at 95 % of their line or a sweep there measures the guest's CPU, not
 // the shaper.
-var cpuProfiles = []string{"fiber-fast"}
+var cpuProfiles = []string{"fiber-fast", "vdsl-ptm-pppoe"}
 
 // qosBackends are the OpenWrt package's .qos scripts.
 var qosBackends = []string{"qos:sqmkit-nss.qos", "qos:sqmkit-cake.qos", "qos:sqmkit-fq_codel.qos"}
