@@ -45,8 +45,8 @@ type Params struct {
 	// bloat was last seen (the capacity the link showed then).
 	Up, Near float64
 	// GrowMs is how much the mean added delay must rise after an ease-off
-	// for another: a queue over the capacity by the 2 % an ease leaves
-	// grows ~8 ms per Move, while a delay that is no queue of the
+	// for another: a rate 2 % over the capacity (a quarter step past it)
+	// grows the queue ~8 ms per Move, while a delay that is no queue of the
 	// bottleneck's (a busy CPU, a queue elsewhere) stays flat, and easing
 	// on it slid the lab's rates to their floor (TestFlatDelayIsNoQueue).
 	GrowMs float64
