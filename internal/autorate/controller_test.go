@@ -31,7 +31,7 @@ type link struct {
 	bufferMs float64
 	// packetBits: a loaded direction's probe also waits behind 0–2 of
 	// these at the capacity (one at the shaper, one in the modem), as
-	// real probes do; nil none
+	// real probes do; 0: none
 	packetBits [2]float64
 	rnd        *rand.Rand
 	// floorMs: after the first second (the baseline's), a loaded
