@@ -131,6 +131,8 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.abScenario(t, b, r, *run.AB) }), nil
 	case "trace":
 		return g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends), nil
+	case "rpm":
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.rpmScenario(t, b, r) }), nil
 	case "journey":
 		return g.journey(p), nil
 	case "openwrt-pppoe":

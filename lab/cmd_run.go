@@ -20,8 +20,8 @@ const (
          (make lab-ci, make test)
 `
 	allUsage = `  all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
-         with every backend, tune beside a sweep on every profile; prints one table per profile and
-         rewrites docs/results.md's tables (make lab)
+         with every backend, the reference responsiveness server (rpm), tune beside a sweep on every
+         profile; prints one table per profile and rewrites docs/results.md's tables (make lab)
 `
 	mqUsage = `  mq     [--profiles cable,fiber]  cake and cake_mq side by side on each profile, with the kernel tests (make test
          runs it on cable under --kernel 7, make lab on cable and fiber)
@@ -31,7 +31,11 @@ const (
 	openwrtUsage     = "  openwrt [--profile PPPOE-PROFILE] [--backends service,sqm-scripts]  netifd's PPPoE session drops and returns; the shaper follows\n"
 	hotplugUsage     = "  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session\n"
 	kernelTestsUsage = "  kerneltests  only the Go tests that need the guest kernel (TestLab* in bin/labtests/*.test)\n"
-	tuneUsage        = `  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep] [-6]  sqmkit tune --write from the router, then
+	rpmUsage         = `  rpm    [--profiles adsl-atm,cable]  the reference responsiveness server (network-quality-server's nginx setup) in
+         the server namespace, unshaped and with cake: sqmkit test URL graded beside sqmkit test against sqmkit serve,
+         the RPM of goresponsiveness beside sqmkit's, sqmkit tune --server URL beside sqmkit tune (make lab)
+`
+	tuneUsage = `  tune   --profile NAME|PATH [--backends cake,fq_codel,nss] [--sweep] [-6]  sqmkit tune --write from the router, then
          the full grade at the rates it wrote; --sweep measures the sweep first and checks tune against it;
          -6 tunes over IPv6 (not on PPPoE profiles)
 `
@@ -73,6 +77,16 @@ func runMQ(repo string, args []string) int {
 		plan = append(plan, planRun{Profile: p, Backends: []string{"cake", "cake_mq"}})
 	}
 	return execute(repo, "mq", "mq", "", *kernel, plan, true)
+}
+
+// runRPM runs the reference responsiveness server's scenarios in one
+// boot, profile by profile.
+func runRPM(repo string, args []string) int {
+	fs := flag.NewFlagSet("sqmkit-lab rpm", flag.ExitOnError)
+	profiles := fs.String("profiles", strings.Join(rpmProfiles, ","), "comma-separated profiles")
+	kernel := kernelFlag(fs)
+	fs.Parse(args)
+	return execute(repo, "rpm", "rpm", "", *kernel, rpmPlan(strings.Split(*profiles, ",")), false)
 }
 
 // runKernelTestsCmd runs the kernel tests alone, no scenario.

@@ -85,3 +85,26 @@ func TestIncomplete(t *testing.T) {
 		t.Errorf("a guest that stopped without a panic: %v", err)
 	}
 }
+
+// TestPanickedAtBoot: a kernel that panicked before the guest's program
+// said anything is booted once more; one that panicked later, or a
+// console without a panic, is not.
+func TestPanickedAtBoot(t *testing.T) {
+	early := "[    1.712001] Oops: int3: 0000 [#1] PREEMPT SMP NOPTI\n[    1.735541] Kernel panic - not syncing: Fatal exception in interrupt\r\n"
+	for _, tc := range []struct {
+		name, console, want string
+	}{
+		{"at boot", early, "Kernel panic - not syncing: Fatal exception in interrupt"},
+		{"after the guest started", "lab: clocksource tsc, high-resolution timers on 2 CPUs\n" + early, ""},
+		{"no panic", "[    1.0] virtio_net virtio0: ok\n", ""},
+	} {
+		console := filepath.Join(t.TempDir(), "console.log")
+		os.WriteFile(console, []byte(tc.console), 0o644)
+		if got := panickedAtBoot(console); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := panickedAtBoot(filepath.Join(t.TempDir(), "absent")); got != "" {
+		t.Errorf("no console: %q", got)
+	}
+}

@@ -36,6 +36,7 @@ var labCommands = []labCommand{
 	{"report", reportUsage, false, runReport},
 	{"hotplug", hotplugUsage, false, runHotplug},
 	{"tune", tuneUsage, false, runTune},
+	{"rpm", rpmUsage, false, runRPM},
 	{"sweep", sweepUsage, false, runSweep},
 	{"ab", abUsage, false, runAB},
 	{"trace", traceUsage, false, runTrace},

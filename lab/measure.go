@@ -65,7 +65,11 @@ func (t *topo) sqmkitTest(sqmkit, out, name, only string) (accept.Measurement, *
 		}
 		args = append(args, ph.flag, d.String())
 	}
-	log, err := t.sh.run(nsClient, append(args, "--json", js, "--plot", plot, serverIP)...)
+	target := t.target
+	if len(target) == 0 {
+		target = []string{serverIP}
+	}
+	log, err := t.sh.run(nsClient, append(append(args, "--json", js, "--plot", plot), target...)...)
 	os.WriteFile(filepath.Join(out, name+".test.log"), []byte(log), 0o644)
 	if err != nil {
 		return accept.Measurement{}, nil, err

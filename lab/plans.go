@@ -32,8 +32,23 @@ var ciPlan = []planRun{
 // knee is higher.
 var allSweep = sweepSpec{From: 70, To: 100, Stop: 3}
 
+// rpmProfiles are where `rpm` checks sqmkit against the reference
+// responsiveness server: a slow bloated line, where the guest's CPU has room
+// for the server's TLS beside the router, and cable, where it does not.
+var rpmProfiles = []string{"adsl-atm", "cable"}
+
+// rpmPlan is rpm mode on each profile, unshaped and with cake.
+func rpmPlan(profiles []string) []planRun {
+	var plan []planRun
+	for _, p := range profiles {
+		plan = append(plan, planRun{Profile: p, Backends: []string{unshaped, "cake"}, Mode: "rpm"})
+	}
+	return plan
+}
+
 // allPlan is make lab's matrix: every profile × every backend, the .qos
-// scripts and lab/ext's shapers on cable, the hotplug scenario, and tune's
+// scripts and lab/ext's shapers on cable, the hotplug scenario, the
+// reference responsiveness server (rpmPlan), and tune's
 // acceptance (sqmkit tune beside a sweep) on every profile × sqmkit's
 // backends, each about 15-20 minutes; on cpuProfiles, tune alone.
 func allPlan(profiles []string, repo string) []planRun {
@@ -54,6 +69,7 @@ func allPlan(profiles []string, repo string) []planRun {
 	plan = append(plan, planRun{Profile: "cable", Backends: cable},
 		planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"},
 		planRun{Profile: "cable", Mode: "journey"}, planRun{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"})
+	plan = append(plan, rpmPlan(rpmProfiles)...)
 	for _, n := range shaped {
 		sw := allSweep
 		plan = append(plan, planRun{Profile: n, Backends: sqmkitBackends, Mode: "tune", Sweep: &sw})
@@ -100,7 +116,8 @@ type planRun struct {
 	// sqmkit tune before the grade (tune.go), "sweep" the exhaustive
 	// measurement alone, "journey" the router owner's journey through
 	// LuCI (journey.go; no backends), "openwrt-pppoe" the PPPoE session on
-	// real netifd with each of Backends (service, sqm-scripts; owrt.go).
+	// real netifd with each of Backends (service, sqm-scripts; owrt.go),
+	// "rpm" the reference responsiveness server beside sqmkit serve (rpm.go).
 	Mode string `json:"mode,omitempty"`
 	// Sweep, in tune and sweep modes: the range and its early stop.
 	Sweep *sweepSpec `json:"sweep,omitempty"`

@@ -190,9 +190,27 @@ func markdown(rs []result) string {
 			if r.Trace != nil {
 				fmt.Fprintf(&b, "\n%s\n", traceLine(r.Trace))
 			}
+			if r.RPM != nil {
+				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, rpmLine(r.RPM))
+			}
 		}
 	}
 	return b.String()
+}
+
+// rpmLine says what rpm mode measured beside its row's grade (the
+// reference server's).
+func rpmLine(x *rpmResult) string {
+	own := "-"
+	if x.Own != nil {
+		own = x.Own.Grade
+	}
+	s := fmt.Sprintf("the row's grade is the reference responsiveness server's (sqmkit serve's on the same path: %s); RPM down/up goresponsiveness %.0f/%.0f on %d/%d connections, sqmkit %.0f/%.0f (aggregated as goresponsiveness does %.0f/%.0f)",
+		own, x.Goresponsiveness[0], x.Goresponsiveness[1], x.GoresponsivenessConns[0], x.GoresponsivenessConns[1], x.Sqmkit[0], x.Sqmkit[1], x.SqmkitEarlier[0], x.SqmkitEarlier[1])
+	if x.TuneServe != nil && x.TuneURL != nil {
+		s += fmt.Sprintf("; tune %d/%d kbit/s against sqmkit serve, %d/%d against the reference server", x.TuneServe[0], x.TuneServe[1], x.TuneURL[0], x.TuneURL[1])
+	}
+	return s
 }
 
 // distinct is what f gives for rs, each value once, in first-seen order.

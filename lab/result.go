@@ -46,6 +46,7 @@ type result struct {
 	Trace       *traced         `json:"trace,omitempty"`
 	AB          *abResult       `json:"ab,omitempty"`
 	Journey     *journeyResult  `json:"journey,omitempty"`
+	RPM         *rpmResult      `json:"rpm,omitempty"`
 	CrossChecks []accept.Check  `json:"crosschecks,omitempty"`
 	Doctor      json.RawMessage `json:"doctor,omitempty"`
 	Dir         string          `json:"dir"`

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 )
 
 // shell runs programs, optionally inside a network namespace, and logs each
@@ -76,10 +77,15 @@ func (s *shell) batch(ns, tool string, lines []string) error {
 type proc struct {
 	*exec.Cmd
 	done chan struct{}
+	term bool // stopped with SIGTERM: nginx's master then stops its workers, which a kill leaves running
 }
 
 func (p *proc) stop() {
-	p.Process.Kill()
+	if p.term {
+		p.Process.Signal(syscall.SIGTERM)
+	} else {
+		p.Process.Kill()
+	}
 	<-p.done
 }
 
@@ -96,7 +102,7 @@ func (s *shell) daemon(ns, logPath string, args ...string) (*proc, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", args[0], err)
 	}
-	p := &proc{c, make(chan struct{})}
+	p := &proc{Cmd: c, done: make(chan struct{})}
 	go func() { c.Wait(); f.Close(); close(p.done) }()
 	return p, nil
 }

@@ -30,13 +30,14 @@ var allBackends = append([]string{unshaped}, sqmkitBackends...)
 // with the real ones as soon as they land.
 type tools struct {
 	// sqmkit is the full build (test, serve); router is the router build
-	// the OpenWrt package installs, which the router namespace runs.
-	sqmkit, router, tcshim  string
-	start, test, serve, doc bool
+	// the OpenWrt package installs, which the router namespace runs;
+	// goresp is goresponsiveness, staged for rpm mode (rpm.go).
+	sqmkit, router, tcshim, goresp string
+	start, test, serve, doc        bool
 }
 
 func probeTools(bin string) tools {
-	t := tools{sqmkit: filepath.Join(bin, "sqmkit"), router: filepath.Join(bin, "sqmkit-router"), tcshim: filepath.Join(bin, "tcshim")}
+	t := tools{sqmkit: filepath.Join(bin, "sqmkit"), router: filepath.Join(bin, "sqmkit-router"), tcshim: filepath.Join(bin, "tcshim"), goresp: filepath.Join(bin, "goresponsiveness")}
 	has := func(cmd string) bool {
 		sh := &shell{log: io.Discard}
 		_, err := sh.run("", t.sqmkit, cmd, "-h")

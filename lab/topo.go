@@ -59,6 +59,11 @@ type topo struct {
 	procs  []*proc
 	pppd   *proc // the router's PPPoE client, when the profile has one
 	owrt   bool  // the router's network is netifd's (owrt.go)
+	// target is what `sqmkit test` grades against: the server namespace's
+	// sqmkit serve when empty, else these arguments (a responsiveness
+	// server's config URL, rpm.go)
+	target []string
+	refURL string // the reference responsiveness server's config URL, once started (rpm.go)
 }
 
 // shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS

@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"fmt"
 	"math/big"
 	"net"
@@ -56,4 +57,18 @@ func selfSigned(names []string) (tls.Certificate, error) {
 		return tls.Certificate{}, err
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
+}
+
+// SelfSignedPEM is selfSigned's certificate and key as PEM, for a server
+// we do not run ourselves: the reference server's nginx (internal/refserver).
+func SelfSignedPEM(names []string) (cert, key []byte, err error) {
+	c, err := selfSigned(names)
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := x509.MarshalECPrivateKey(c.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Certificate[0]}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), nil
 }

@@ -19,7 +19,9 @@ import (
 // the way it says, the TCP handshakes are graded; HTTP/2 adds the in-flow
 // GETs and the RPM, and HTTP/1.1 (the router build's) says it has
 // neither, keeping each load on its connection (at most one per stream and
-// POST series, not one per object).
+// POST series, not one per object). Over HTTP/2 h2Uploads uploads run per
+// stream asked, since the server's flow control caps each one's bytes in
+// flight, on the same connections; over HTTP/1.1 one.
 func TestRunPhasesWires(t *testing.T) {
 	defer func(n int64) { uploadSize = n }(uploadSize)
 	uploadSize = 1 << 20 // several POSTs a phase on loopback
@@ -30,14 +32,17 @@ func TestRunPhasesWires(t *testing.T) {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
-			posts, conns := 0, map[string]bool{}
+			posts, conns, active, most := 0, map[string]bool{}, 0, 0
 			addr := startServer(t, s, func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.URL.Path == pathUpload {
 						mu.Lock()
 						posts++
 						conns[r.RemoteAddr] = true
+						active++
+						most = max(most, active)
 						mu.Unlock()
+						defer func() { mu.Lock(); active--; mu.Unlock() }()
 					}
 					h.ServeHTTP(w, r)
 				})
@@ -74,6 +79,15 @@ func TestRunPhasesWires(t *testing.T) {
 			if res.Incomplete != "" {
 				t.Errorf("incomplete: %s", res.Incomplete)
 			}
+			want := cfg.Streams
+			if !http1 {
+				want *= h2Uploads
+			}
+			mu.Lock()
+			if most != want || len(conns) > 2*cfg.Streams {
+				t.Errorf("%d uploads at once on %d connections, want %d on at most %d", most, len(conns), want, 2*cfg.Streams)
+			}
+			mu.Unlock()
 		})
 	}
 }

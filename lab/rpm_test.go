@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sqmkit/sqmkit/lab/internal/accept"
+)
+
+// TestSameLetters: the reference server's letters against sqmkit serve's,
+// overall (the mean of download and upload) and per one-way phase, how
+// many apart; two means astride an edge and within 5 % of it agree.
+func TestSameLetters(t *testing.T) {
+	m := func(down, up float64) accept.Measurement {
+		return accept.Measurement{Phases: []accept.Phase{{Name: accept.Download, AddedMean: down}, {Name: accept.Upload, AddedMean: up},
+			{Name: accept.Bidir, AddedMean: 999}}}
+	}
+	for _, tc := range []struct {
+		name     string
+		ref, own accept.Measurement
+		ok       []bool
+		apart    []float64
+	}{
+		{"same", m(120, 40), m(110, 35), []bool{true, true, true}, []float64{0, 0, 0}},
+		{"upload a letter off", m(120, 40), m(110, 70), []bool{true, true, false}, []float64{0, 0, 1}},
+		{"astride 400 ms, within 5 %", m(376.1, 430.7), m(378.6, 412.6), []bool{true, true, true}, []float64{1, 0, 0}},
+		{"astride 400 ms, one 6 % off", m(376, 450), m(370, 374), []bool{false, true, false}, []float64{1, 0, 1}},
+		{"A+ is not A", m(2, 3), m(7.7, 3), []bool{false, false, true}, []float64{1, 1, 0}},
+		{"two letters apart", m(50, 50), m(250, 50), []bool{false, false, true}, []float64{1, 2, 0}},
+	} {
+		cs := sameLetters(tc.ref, tc.own)
+		if len(cs) != len(tc.ok) {
+			t.Fatalf("%s: %d checks, want %d: %+v", tc.name, len(cs), len(tc.ok), cs)
+		}
+		for i, c := range cs {
+			if c.OK != tc.ok[i] || c.Got != tc.apart[i] {
+				t.Errorf("%s: %s: ok %v got %v, want %v %v", tc.name, c.Name, c.OK, c.Got, tc.ok[i], tc.apart[i])
+			}
+		}
+	}
+	if cs := sameLetters(accept.Measurement{}, m(1, 1)); len(cs) != 1 || cs[0].OK {
+		t.Errorf("a test without phases: %+v", cs)
+	}
+}
+
+// TestRPMBands: sqmkit's RPM in goresponsiveness's aggregation within
+// ±25 % of goresponsiveness's, tune's rates within ±5 %.
+func TestRPMBands(t *testing.T) {
+	rr := &rpmResult{Goresponsiveness: [2]float64{100, 300}, GoresponsivenessConns: [2]int{16, 16}, SqmkitEarlier: [2]float64{124, 220}, Sqmkit: [2]float64{1300, 1400}}
+	cs := rpmChecks(rr)
+	if len(cs) != 2 || !cs[0].OK || cs[1].OK || cs[1].Unproven != "" || !strings.HasPrefix(cs[1].Name, "upload") {
+		t.Errorf("rpmChecks: %+v", cs)
+	}
+	// goresponsiveness without a probe in its last window, and with an
+	// upload whose load generator gave up: neither is graded
+	rr = &rpmResult{Goresponsiveness: [2]float64{math.NaN(), 1073}, GoresponsivenessConns: [2]int{16, 0}, SqmkitEarlier: [2]float64{124, 220}}
+	cs = rpmChecks(rr)
+	if cs[0].OK || cs[0].Unproven == "" || cs[1].OK || !strings.Contains(cs[1].Unproven, "gave up") || !accept.Unproven(cs) {
+		t.Errorf("rpmChecks without goresponsiveness's figures: %+v", cs)
+	}
+	if _, err := json.Marshal(cs); err != nil {
+		t.Error(err)
+	}
+	for _, tc := range []struct {
+		url, serve int
+		ok         bool
+	}{{95000, 100000, true}, {94900, 100000, false}, {105000, 100000, true}, {105100, 100000, false}, {0, 0, false}} {
+		if c := tuneBand("download", tc.url, tc.serve); c.OK != tc.ok {
+			t.Errorf("tuneBand(%d, %d) = %+v, want ok %v", tc.url, tc.serve, c, tc.ok)
+		}
+	}
+}
+
+// TestRPMLine: make lab's line beside an rpm row says whose grade the row
+// is, both clients' RPM, and both tunes.
+func TestRPMLine(t *testing.T) {
+	rr := &rpmResult{Own: &accept.Measurement{Grade: "F"}, Goresponsiveness: [2]float64{math.NaN(), 85}, GoresponsivenessConns: [2]int{16, 0},
+		Sqmkit: [2]float64{446, 989}, SqmkitEarlier: [2]float64{184, 325}, TuneServe: &[2]int{7881, 998}, TuneURL: &[2]int{7734, 992}}
+	got := rpmLine(rr)
+	for _, want := range []string{"sqmkit serve's on the same path: F", "goresponsiveness NaN/85 on 16/0 connections", "sqmkit 446/989", "7881/998 kbit/s against sqmkit serve, 7734/992 against the reference server"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("rpmLine lacks %q: %s", want, got)
+		}
+	}
+}
