@@ -147,12 +147,18 @@ func lastLine(s string) string {
 	return lines[len(lines)-1]
 }
 
+// writeJSON writes v to path, and says so on stderr when it cannot: most
+// callers go on without the file, and a value JSON cannot hold (a NaN) once
+// lost every result of a run without a word.
 func writeJSON(path string, v any) error {
 	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
+	if err == nil {
+		err = os.WriteFile(path, append(b, '\n'), 0o644)
 	}
-	return os.WriteFile(path, append(b, '\n'), 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "lab: writing %s: %v\n", path, err)
+	}
+	return err
 }
 
 func failedNames(cs []accept.Check) string {

@@ -33,6 +33,7 @@ type rpmResult struct {
 	// RPM per direction (download, upload): goresponsiveness's; sqmkit
 	// test --rpm's, the draft's current aggregation; and sqmkit's
 	// latencies aggregated as goresponsiveness does (the earlier text).
+	// 0: no figure (its NaN, which JSON cannot hold: setTheirs).
 	Goresponsiveness [2]float64 `json:"goresponsiveness_rpm"`
 	// GoresponsivenessConns is how many load connections it ended with
 	// per direction; 0: its load generator gave up, and its RPM is of an
@@ -230,8 +231,7 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	if err != nil {
 		return err
 	}
-	rr.Goresponsiveness = [2]float64{down.RPM, up.RPM}
-	rr.GoresponsivenessConns = [2]int{down.Conns, up.Conns}
+	rr.setTheirs(down, up)
 	if err := g.settle(filepath.Base(dir) + " rpm"); err != nil {
 		return err
 	}
@@ -250,6 +250,18 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	return nil
 }
 
+// setTheirs keeps goresponsiveness's figures, a NaN or an infinite RPM
+// as 0: result.json and summary.json are JSON, which has neither, and a
+// value that cannot be written loses the whole file (TestRPMBands).
+func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
+	for i, d := range []refserver.Theirs{down, up} {
+		rr.Goresponsiveness[i], rr.GoresponsivenessConns[i] = 0, d.Conns
+		if !math.IsNaN(d.RPM) && !math.IsInf(d.RPM, 0) {
+			rr.Goresponsiveness[i] = d.RPM
+		}
+	}
+}
+
 // rpmChecks hold sqmkit's RPM, aggregated as goresponsiveness does,
 // within rpmBand of goresponsiveness's per direction. The figure sqmkit
 // prints (the draft's current aggregation) is recorded beside it, not
@@ -266,7 +278,7 @@ func rpmChecks(rr *rpmResult) []accept.Check {
 		switch {
 		case rr.GoresponsivenessConns[i] == 0:
 			c.OK, c.Got, c.Unproven = false, 0, "goresponsiveness's load generator gave up (0 connections): its first connection had not started within its first second"
-		case math.IsNaN(rr.Goresponsiveness[i]):
+		case rr.Goresponsiveness[i] == 0:
 			c.OK, c.Got, c.Unproven = false, 0, "goresponsiveness's last window held no completed probe (RPM NaN)"
 		case math.IsNaN(ratio) || math.IsInf(ratio, 0): // not JSON
 			c.OK, c.Got = false, 0

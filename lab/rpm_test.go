@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/refserver"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
 
@@ -46,7 +47,8 @@ func TestSameLetters(t *testing.T) {
 }
 
 // TestRPMBands: sqmkit's RPM in goresponsiveness's aggregation within
-// ±25 % of goresponsiveness's, tune's rates within ±5 %.
+// ±25 % of goresponsiveness's, tune's rates within ±5 %; goresponsiveness's
+// NaN kept as 0 (setTheirs), so the result stays JSON.
 func TestRPMBands(t *testing.T) {
 	rr := &rpmResult{Goresponsiveness: [2]float64{100, 300}, GoresponsivenessConns: [2]int{16, 16}, SqmkitEarlier: [2]float64{124, 220}, Sqmkit: [2]float64{1300, 1400}}
 	cs := rpmChecks(rr)
@@ -55,12 +57,13 @@ func TestRPMBands(t *testing.T) {
 	}
 	// goresponsiveness without a probe in its last window, and with an
 	// upload whose load generator gave up: neither is graded
-	rr = &rpmResult{Goresponsiveness: [2]float64{math.NaN(), 1073}, GoresponsivenessConns: [2]int{16, 0}, SqmkitEarlier: [2]float64{124, 220}}
+	rr = &rpmResult{SqmkitEarlier: [2]float64{124, 220}}
+	rr.setTheirs(refserver.Theirs{RPM: math.NaN(), Conns: 16}, refserver.Theirs{RPM: 1073})
 	cs = rpmChecks(rr)
 	if cs[0].OK || cs[0].Unproven == "" || cs[1].OK || !strings.Contains(cs[1].Unproven, "gave up") || !accept.Unproven(cs) {
 		t.Errorf("rpmChecks without goresponsiveness's figures: %+v", cs)
 	}
-	if _, err := json.Marshal(cs); err != nil {
+	if _, err := json.Marshal(result{RPM: rr, Checks: cs}); err != nil {
 		t.Error(err)
 	}
 	for _, tc := range []struct {
