@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -301,15 +300,7 @@ func (g *guest) tuneAgainst(sh *shell, sq, root, dev, dir, name string, server .
 	if err != nil {
 		return nil, fmt.Errorf("sqmkit tune against %s: %w", strings.Join(server, " "), err)
 	}
-	var o tune.Outcome
-	b, err := os.ReadFile(js)
-	if err == nil {
-		err = json.Unmarshal(b, &o)
-	}
-	if err != nil || o.Search == nil {
-		return nil, fmt.Errorf("%s: %v", js, err)
-	}
-	return &o, nil
+	return readOutcome(js)
 }
 
 // tuneBand wants tune's rate against the reference server within

@@ -357,13 +357,9 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 		sh.run(nsRouter, sq, "stop", "--root", sc.root)
 		return fmt.Errorf("sqmkit tune: %w", err)
 	}
-	var o tune.Outcome
-	bs, err := os.ReadFile(js)
-	if err == nil {
-		err = json.Unmarshal(bs, &o)
-	}
-	if err != nil || o.Search == nil {
-		return fmt.Errorf("%s: %v", js, err)
+	o, err := readOutcome(js)
+	if err != nil {
+		return err
 	}
 	d, u := o.Search.Download, o.Search.Upload
 	r.Tune = &tuned{LineDown: t.p.Down, LineUp: t.p.Up, Rule95Down: t.p.Down * 95 / 100, Rule95Up: t.p.Up * 95 / 100,
@@ -411,7 +407,7 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	} else if sw := r.Sweep; sw != nil {
 		r.Checks = append(r.Checks, againstSweep("download", d.RateKbit, sw.BestDown), againstSweep("upload", u.RateKbit, sw.BestUp))
 	} else {
-		floor := floorChecks(*r.Test, o, t.p.Down, t.p.Up)
+		floor := floorChecks(*r.Test, *o, t.p.Down, t.p.Up)
 		r.Checks = append(r.Checks, floor...)
 		for _, c := range floor {
 			if c.OK && c.Got < minLineShare {
@@ -427,6 +423,19 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 	}
 	g.say("%s", line)
 	return nil
+}
+
+// readOutcome reads the search a `sqmkit tune --json` wrote.
+func readOutcome(js string) (*tune.Outcome, error) {
+	var o tune.Outcome
+	b, err := os.ReadFile(js)
+	if err == nil {
+		err = json.Unmarshal(b, &o)
+	}
+	if err != nil || o.Search == nil {
+		return nil, fmt.Errorf("%s: %v", js, err)
+	}
+	return &o, nil
 }
 
 // cpuVerdicts are the phases a tune named CPU-bound: the line
