@@ -50,6 +50,9 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 		if r.Mode == "journey" { // one scenario: the browser's part, then a grade
 			k, per = 1, journeyWait+10*time.Minute
 		}
+		if r.Mode == "rpm" { // two grades, two RPM clients and two tunes (rpm.go)
+			per = 20 * time.Minute
+		}
 		n += k
 		timeout += time.Duration(k) * per
 	}

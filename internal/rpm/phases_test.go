@@ -32,17 +32,17 @@ func TestRunPhasesWires(t *testing.T) {
 				t.Fatal(err)
 			}
 			var mu sync.Mutex
-			posts, conns, active, most := 0, map[string]bool{}, 0, 0
+			posts, conns, active, most := 0, map[string]bool{}, map[string]int{}, 0
 			addr := startServer(t, s, func(h http.Handler) http.Handler {
 				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					if r.URL.Path == pathUpload {
 						mu.Lock()
 						posts++
 						conns[r.RemoteAddr] = true
-						active++
-						most = max(most, active)
+						active[r.RemoteAddr]++
+						most = max(most, active[r.RemoteAddr])
 						mu.Unlock()
-						defer func() { mu.Lock(); active--; mu.Unlock() }()
+						defer func() { mu.Lock(); active[r.RemoteAddr]--; mu.Unlock() }()
 					}
 					h.ServeHTTP(w, r)
 				})
@@ -79,13 +79,15 @@ func TestRunPhasesWires(t *testing.T) {
 			if res.Incomplete != "" {
 				t.Errorf("incomplete: %s", res.Incomplete)
 			}
-			want := cfg.Streams
+			// per connection: a phase's uploads may still be ending on
+			// its connections while the next phase's start on new ones
+			want := 1
 			if !http1 {
-				want *= h2Uploads
+				want = h2Uploads
 			}
 			mu.Lock()
-			if most != want || len(conns) > 2*cfg.Streams {
-				t.Errorf("%d uploads at once on %d connections, want %d on at most %d", most, len(conns), want, 2*cfg.Streams)
+			if most != want || !http1 && most < 2 || len(conns) > 2*cfg.Streams {
+				t.Errorf("%d uploads at once on a connection (%d connections), want %d (over HTTP/2 several) on at most %d connections", most, len(conns), want, 2*cfg.Streams)
 			}
 			mu.Unlock()
 		})
