@@ -66,7 +66,7 @@ func (t *topo) refServer(sqmkit string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("nginx is not installed (scripts/deps.sh installs it): %w", err)
 	}
-	dir := filepath.Join(t.dir, "refserver")
+	dir := t.refDir()
 	url, err := refserver.Write(dir, serverIP, "127.0.0.1:4043")
 	if err != nil {
 		return "", err
@@ -90,6 +90,9 @@ func (t *topo) refServer(sqmkit string) (string, error) {
 	return url, nil
 }
 
+// refDir is where refServer lays the reference server out, on the guest's tmpfs.
+func (t *topo) refDir() string { return filepath.Join(t.dir, "refserver") }
+
 // rpmScenario grades the path (unshaped, or with the backend at the lab's
 // 95 % rates) with `sqmkit test URL` against the reference server and
 // with `sqmkit test` against sqmkit serve, each through the noise gate,
@@ -103,7 +106,7 @@ func (g *guest) rpmScenario(t *topo, name string, r *result) error {
 		return err
 	}
 	defer func() {
-		os.WriteFile(filepath.Join(r.Dir, "nginx-error.log"), []byte(refserver.Log(filepath.Join(t.dir, "refserver"))), 0o644)
+		os.WriteFile(filepath.Join(r.Dir, "nginx-error.log"), []byte(refserver.Log(t.refDir())), 0o644)
 	}()
 	shaped := name != unshaped
 	var sh *shell

@@ -75,9 +75,8 @@ func Command(nginx, dir string) []string {
 
 // Failed is nginx's error log when it says the server did not start.
 func Failed(dir string) error {
-	b, _ := os.ReadFile(filepath.Join(dir, "error.log"))
-	if strings.Contains(string(b), "[emerg]") {
-		return fmt.Errorf("nginx did not start:\n%s", b)
+	if l := Log(dir); strings.Contains(l, "[emerg]") {
+		return fmt.Errorf("nginx did not start:\n%s", l)
 	}
 	return nil
 }
