@@ -14,13 +14,13 @@ import (
 )
 
 // TestReferenceResponsivenessServer: the real protocol's server and
-// client. Behind a bloated 20 Mbit/s tbf (250 ms of queue each way), the
+// client. Behind a bloated modem (bloatedPath), the
 // reference responsiveness server (network-quality-server's nginx setup:
 // Debian's nginx with its configuration, /slurp on a backend as that
 // setup asks, here sqmkit serve --rpm's upload sink, since the setup's own
 // Go and Swift backends are not pinned) is graded by `sqmkit test URL`:
-// its download with the letter `sqmkit test` gives against sqmkit serve
-// on the same path, and so is the router build's (HTTP/1.1). goresponsiveness (the draft's authors' client, built from its
+// with the letters `sqmkit test` gives against sqmkit serve on the same
+// path, and so is the router build's (HTTP/1.1). goresponsiveness (the draft's authors' client, built from its
 // pinned commit by scripts/goresponsiveness.sh) and `sqmkit test --rpm`
 // then measure the RPM against the same server, and the log sets their
 // figures side by side (docs/results.md: they differ, and why).
@@ -37,8 +37,7 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 		tctest.Missing(t, "goresponsiveness did not build (scripts/goresponsiveness.sh): %v", err)
 	}
 	goresp := strings.TrimSpace(string(gr))
-	srv, cli := tctest.NewPair(t, "rq", 84)
-	bloat(t, srv, cli)
+	srv, cli := bloatedPath(t, "rq", 84)
 	bin := buildSqmkit(t)
 	dir := t.TempDir()
 	url, err := refserver.Write(dir, srv.Addr, "127.0.0.1:4043")
@@ -64,17 +63,17 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	if !ref.RTTOnly || ref.RPM == nil {
 		t.Errorf("reference server's result: rtt_only %v, rpm %+v", ref.RTTOnly, ref.RPM)
 	}
-	sameDownloadGrade(t, ref, grade["sqmkit serve"])
+	sameGrades(t, ref, grade["sqmkit serve"])
 
 	// The router build speaks HTTP/1.1 to the same nginx (its TLS and
-	// HTTP/1.1 client, no HTTP/2): the same download letter, and it says
+	// HTTP/1.1 client, no HTTP/2): the same letters, and it says
 	// what it cannot measure.
 	const routerName = "reference server, router build"
 	onRouter := gradeEach(t, cli, buildSqmkit(t, "router"), map[string][]string{routerName: {url, "--rpm-insecure"}}, nil)[routerName]
 	if !onRouter.RTTOnly || onRouter.RPM != nil || !strings.Contains(strings.Join(onRouter.Notes, " "), "over HTTP/1.1") {
 		t.Errorf("router build against the reference server: rtt_only %v, rpm %+v, notes %q", onRouter.RTTOnly, onRouter.RPM, onRouter.Notes)
 	}
-	sameDownloadGrade(t, onRouter, grade["sqmkit serve"])
+	sameGrades(t, onRouter, grade["sqmkit serve"])
 
 	// The RPM as the draft measures it (connections added to saturation,
 	// to stability), per direction: goresponsiveness as it ships, then

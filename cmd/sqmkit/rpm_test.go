@@ -55,12 +55,11 @@ func TestRPMThroughBottleneck(t *testing.T) {
 
 // TestTestAgainstResponsivenessServer: `sqmkit test URL` runs the same
 // phases against a responsiveness server (here sqmkit serve --rpm) as
-// against sqmkit serve, through a bloated 20 Mbit/s tbf holding 250 ms
-// each way, and grades the download with the same letter; its result has
+// against sqmkit serve, through a bloated modem (bloatedPath), and grades
+// them with the same letters; its result has
 // round trips only, says so, and carries the RPM.
 func TestTestAgainstResponsivenessServer(t *testing.T) {
-	srv, cli := tctest.NewPair(t, "rph", 81)
-	bloat(t, srv, cli)
+	srv, cli := bloatedPath(t, "rph", 81)
 	bin := buildSqmkit(t)
 	addr := srv.Addr + ":4443"
 	serveRPM(t, srv, bin, srv.Addr+":8693", addr)
@@ -69,7 +68,7 @@ func TestTestAgainstResponsivenessServer(t *testing.T) {
 	if !h.RTTOnly || h.RPM == nil || h.RPM.RPM <= 0 || !strings.Contains(strings.Join(h.Notes, " "), "no one-way split") {
 		t.Errorf("responsiveness result: rtt_only %v, rpm %+v, notes %q", h.RTTOnly, h.RPM, h.Notes)
 	}
-	sameDownloadGrade(t, h, s)
+	sameGrades(t, h, s)
 	for _, p := range h.Phases {
 		if p.Name == bbresult.PhaseDownload && (p.DownloadMbps < 14 || p.DownloadMbps > 20.5) {
 			t.Errorf("download goodput %.1f Mbit/s through a 20 Mbit/s tbf", p.DownloadMbps)
@@ -77,13 +76,19 @@ func TestTestAgainstResponsivenessServer(t *testing.T) {
 	}
 }
 
-// bloat puts 250 ms of queue at 20 Mbit/s on both ends: a download fills
-// it about halfway on average, so its added delay sits in C's middle
-// (60-200 ms), far from either edge, whichever server is measured.
-func bloat(t *testing.T, ns ...*tctest.Netns) {
-	for _, n := range ns {
-		n.Exec(t, "tc", "qdisc", "add", "dev", n.Dev, "root", "tbf", "rate", "20mbit", "burst", "16k", "limit", "625000")
+// bloatedPath: server ⇄ modem ⇄ client, 20 Mbit/s each way with 150 ms
+// of queue on the modem (tctest.NewRouted) and loss-based TCP at both
+// ends (tctest.LossBased): a load keeps it nearly full, about 130 ms on
+// average, C's middle (60-200 ms), far from either edge, whichever
+// server is measured. In a larger buffer the senders' windows, not the
+// buffer, bound the queue, and its mean moved by 70 ms between runs.
+func bloatedPath(t *testing.T, name string, subnet int) (srv, cli *tctest.Netns) {
+	srv, modem, cli := tctest.NewRouted(t, name, subnet)
+	tctest.LossBased(t, srv, cli)
+	for _, dev := range []string{modem.Dev, modem.Peer} {
+		modem.Exec(t, "tc", "qdisc", "add", "dev", dev, "root", "tbf", "rate", "20mbit", "burst", "16k", "limit", "375000")
 	}
+	return srv, cli
 }
 
 // gradeEach runs `sqmkit test` from cli against each target (a name and
@@ -115,27 +120,31 @@ func gradeEach(t *testing.T, cli *tctest.Netns, bin string, targets map[string][
 	return out
 }
 
-// sameDownloadGrade: both servers fill the server side's queue with TCP,
-// so the download is graded alike. The upload's bottleneck here is the
-// client's own tbf, where TCP small queues hold each socket's backlog to
-// a millisecond or so: its delay follows the client's socket count, not
-// the line, and moves a letter or two between runs. The lab, whose
-// bottleneck is a modem past the router, compares every letter (sqmkit-lab rpm).
-func sameDownloadGrade(t *testing.T, rtt, own *bbresult.Result) {
+// sameGrades: both servers fill the modem's queue with loss-based TCP
+// (bloatedPath), so the download, the upload and the overall grade get
+// the same letters (docs/results.md has the runs, against BBR senders and
+// a bottleneck on the client's own device, where they did not).
+func sameGrades(t *testing.T, rtt, own *bbresult.Result) {
 	t.Helper()
-	letter := func(r *bbresult.Result) (string, float64) {
+	type grade struct {
+		letter string
+		ms     float64
+	}
+	grades := func(r *bbresult.Result) map[string]grade {
+		g := map[string]grade{"overall": {r.Grades.DSLReports, r.Grades.DSLReportsAddedMs}}
 		for _, p := range r.Phases {
-			if p.Name == bbresult.PhaseDownload {
-				return p.Grade, p.AddedMean
+			if p.Name == bbresult.PhaseDownload || p.Name == bbresult.PhaseUpload {
+				g[string(p.Name)] = grade{p.Grade, p.AddedMean}
 			}
 		}
-		return "", 0
+		return g
 	}
-	a, am := letter(rtt)
-	b, bm := letter(own)
-	if a == "" || a != b || rtt.Grades.DSLReports == "" {
-		t.Errorf("download grades: responsiveness server %s (+%.1f ms), sqmkit serve %s (+%.1f ms); overall %s (+%.1f) and %s (+%.1f); want the same letter on one path",
-			a, am, b, bm, rtt.Grades.DSLReports, rtt.Grades.DSLReportsAddedMs, own.Grades.DSLReports, own.Grades.DSLReportsAddedMs)
+	a, b := grades(rtt), grades(own)
+	for _, name := range []string{string(bbresult.PhaseDownload), string(bbresult.PhaseUpload), "overall"} {
+		if a[name].letter == "" || a[name].letter != b[name].letter {
+			t.Errorf("%s grades: responsiveness server %s (+%.1f ms), sqmkit serve %s (+%.1f ms); want the same letter on one path",
+				name, a[name].letter, a[name].ms, b[name].letter, b[name].ms)
+		}
 	}
 }
 

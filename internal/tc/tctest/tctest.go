@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -133,4 +135,72 @@ func (ns *Netns) Exec(t testing.TB, name string, args ...string) string {
 		t.Fatalf("%s %v in %s: %v: %s", name, args, ns.Name, err, out)
 	}
 	return string(out)
+}
+
+// NewRouted creates a ⇄ r ⇄ b: a at 10.<subnet>.0.1/24 and b at
+// 10.<subnet>.1.1/24, each routed through r, which forwards between its
+// two devices (r.Dev faces a, r.Peer faces b). A queue on r's devices is
+// past the senders' own stacks, as a modem's is: TCP small queues bound
+// what a socket holds in its own host's qdiscs, so a bottleneck on a's or
+// b's device never fills the way a line's does.
+func NewRouted(t testing.TB, name string, subnet int) (a, r, b *Netns) {
+	t.Helper()
+	NeedRoot(t)
+	pid := os.Getpid()
+	ns := func(suffix string) *Netns {
+		n := &Netns{Name: fmt.Sprintf("sqmkit-test-%s%s-%d", name, suffix, pid)}
+		t.Cleanup(func() { exec.Command("ip", "netns", "del", n.Name).Run() })
+		return n
+	}
+	a, r, b = ns("a"), ns("r"), ns("b")
+	a.Dev, r.Dev, r.Peer, b.Dev = name+"a", name+"ra", name+"rb", name+"b"
+	a.Peer, b.Peer = r.Dev, r.Peer
+	a.Addr, r.Addr, b.Addr = fmt.Sprintf("10.%d.0.1", subnet), fmt.Sprintf("10.%d.0.254", subnet), fmt.Sprintf("10.%d.1.1", subnet)
+	cmds := [][]string{
+		{"netns", "add", a.Name}, {"netns", "add", r.Name}, {"netns", "add", b.Name},
+		{"link", "add", a.Dev, "netns", a.Name, "type", "veth", "peer", "name", r.Dev, "netns", r.Name},
+		{"link", "add", b.Dev, "netns", b.Name, "type", "veth", "peer", "name", r.Peer, "netns", r.Name},
+		{"-n", r.Name, "addr", "add", r.Addr + "/24", "dev", r.Dev},
+		{"-n", r.Name, "addr", "add", fmt.Sprintf("10.%d.1.254/24", subnet), "dev", r.Peer},
+		{"-n", r.Name, "link", "set", r.Peer, "up"},
+	}
+	for _, n := range []*Netns{a, r, b} {
+		cmds = append(cmds, []string{"-n", n.Name, "link", "set", n.Dev, "up"}, []string{"-n", n.Name, "link", "set", "lo", "up"})
+	}
+	for i, n := range []*Netns{a, b} {
+		cmds = append(cmds, []string{"-n", n.Name, "addr", "add", n.Addr + "/24", "dev", n.Dev},
+			[]string{"-n", n.Name, "route", "add", "default", "via", fmt.Sprintf("10.%d.%d.254", subnet, i)})
+	}
+	for _, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
+		}
+	}
+	r.Exec(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	return a, r, b
+}
+
+// LossBased makes new TCP sockets in each namespace loss-based (cubic,
+// the kernel's own default), as a bloated line's senders are in the lab's
+// guest. A host whose default is BBR keeps a bloated buffer a few tens of
+// ms full once started, by an amount that moves with each run, so two
+// servers on one path graded a letter apart. A namespace may only pick
+// what the host allows unprivileged sockets: cubic joins that list until
+// t ends (sockets keep what they were created with).
+func LossBased(t testing.TB, ns ...*Netns) {
+	t.Helper()
+	const allowed = "/proc/sys/net/ipv4/tcp_allowed_congestion_control"
+	b, err := os.ReadFile(allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if old := strings.TrimSpace(string(b)); !slices.Contains(strings.Fields(old), "cubic") {
+		if err := os.WriteFile(allowed, []byte(old+" cubic"), 0o644); err != nil {
+			Missing(t, "cannot allow cubic in namespaces (%s): %v", allowed, err)
+		}
+		t.Cleanup(func() { os.WriteFile(allowed, []byte(old), 0o644) })
+	}
+	for _, n := range ns {
+		n.Exec(t, "sysctl", "-qw", "net.ipv4.tcp_congestion_control=cubic")
+	}
 }

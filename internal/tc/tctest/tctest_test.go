@@ -28,3 +28,19 @@ func TestMissingFailsUnderCI(t *testing.T) {
 		}
 	}
 }
+
+// TestRouted: a and b reach each other through r only, and LossBased
+// leaves their new sockets on cubic whatever the host's default is.
+func TestRouted(t *testing.T) {
+	a, r, b := NewRouted(t, "rt", 97)
+	LossBased(t, a, b)
+	a.Exec(t, "ping", "-c", "1", "-W", "2", b.Addr)
+	if route := a.Exec(t, "ip", "route", "get", b.Addr); !strings.Contains(route, "via "+r.Addr) {
+		t.Errorf("a's route to b: %s", route)
+	}
+	for _, n := range []*Netns{a, b} {
+		if cc := strings.TrimSpace(n.Exec(t, "sysctl", "-n", "net.ipv4.tcp_congestion_control")); cc != "cubic" {
+			t.Errorf("%s: congestion control %q", n.Name, cc)
+		}
+	}
+}
