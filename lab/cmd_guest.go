@@ -86,6 +86,7 @@ func runGuest(planPath string) int {
 		say("kernel tests: %s %s", r.Status, r.Error)
 		rs = append(rs, r)
 		writeJSON(filepath.Join(lp.Out, "summary.json"), rs)
+		writeJSON(filepath.Join(lp.Out, progressFile), progress{KernelTests: true})
 	}
 	byRun := make([][]result, len(lp.Runs)) // each run's results, for secondPass
 	all := func() []result {
@@ -103,6 +104,7 @@ func runGuest(planPath string) int {
 		}
 		byRun[i] = got
 		writeJSON(filepath.Join(lp.Out, "summary.json"), all())
+		writeJSON(filepath.Join(lp.Out, progressFile), progress{KernelTests: lp.KernelTests, RunsDone: i + 1})
 	}
 	if g.secondPass(lp.Runs, byRun, g.runPlan) {
 		writeJSON(filepath.Join(lp.Out, "summary.json"), all())

@@ -63,7 +63,7 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 	defer unlock()
 	fmt.Printf("sqmkit-lab: booting %s (kernel %s, %d scenarios), results in %s\n", filepath.Base(k.Kernel), k.Series, n, out)
 	console := filepath.Join(out, "console.log")
-	boot := func() error {
+	boot := func(planPath string) error {
 		return vm.Run(context.Background(), vm.Config{
 			Kernel: k.Kernel, Initrd: initrd, Results: out, Modules: k.VMModules, Path: k.TC, Forward: port, ForwardTo: guestJourneyPort,
 			Cmd:     []string{filepath.Join(out, "bin", "sqmkit-lab"), "guest", planPath},
@@ -90,15 +90,45 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 			Out:     os.Stdout,
 		})
 	}
-	err = boot()
+	err = boot(planPath)
 	// A kernel that panics while it boots, before the guest's program ran
 	// (TCG met a half-patched instruction once on 7.2), proved nothing
 	// either way: boot it once more (TestPanickedAtBoot).
 	if why := panickedAtBoot(console); why != "" {
 		fmt.Printf("sqmkit-lab: the guest's kernel panicked while booting, before any scenario (%s); booting it once more (the first console: console-boot1.log)\n", why)
 		os.Rename(console, filepath.Join(out, "console-boot1.log"))
-		err = boot()
+		err = boot(planPath)
 	}
+	rs, rerr := guestResults(out, err)
+	// A kernel that panics later (6.12 under TCG, in the slab allocator,
+	// in different scenarios each time) leaves the plan's later entries
+	// unrun: a second guest runs those, once, and the first one's
+	// results and console are kept beside its own (TestResumePlan).
+	if why := panicLine(readFile(console)); why != "" && err == nil {
+		rest, done, perr := resumePlan(out, planPath)
+		if perr != nil {
+			return nil, perr
+		}
+		if rest != "" {
+			fmt.Printf("sqmkit-lab: the guest's kernel panicked after %d entries of the plan (%s); a new guest runs the rest (the first console: console-part1.log, its results: summary-part1.json)\n", done, why)
+			os.Rename(console, filepath.Join(out, "console-part1.log"))
+			os.Rename(filepath.Join(out, "summary.json"), filepath.Join(out, "summary-part1.json"))
+			// the journey's browser starts on ready.json: the first guest's must not start it
+			os.Rename(filepath.Join(out, "journey"), filepath.Join(out, "journey-part1"))
+			more, merr := guestResults(out, boot(rest))
+			rs, rerr = append(rs, more...), merr
+			writeJSON(filepath.Join(out, "summary.json"), rs)
+		}
+	}
+	if rerr != nil {
+		return rs, rerr
+	}
+	return rs, incomplete(rs, n, console)
+}
+
+// guestResults reads the results a guest wrote (summary.json); err is its
+// run's error, which wins over a missing summary.
+func guestResults(out string, err error) ([]result, error) {
 	var rs []result
 	b, rerr := os.ReadFile(filepath.Join(out, "summary.json"))
 	if rerr == nil {
@@ -110,7 +140,43 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 	if rerr != nil {
 		return nil, fmt.Errorf("the guest wrote no summary (%v); see %s", rerr, filepath.Join(out, "console.log"))
 	}
-	return rs, incomplete(rs, n, console)
+	return rs, nil
+}
+
+// progress is how far a guest got through its plan's entries, written
+// after each one (progressFile, in the run's directory).
+type progress struct {
+	KernelTests bool `json:"kernel_tests"` // they ran (they come first)
+	RunsDone    int  `json:"runs_done"`
+}
+
+const progressFile = "progress.json"
+
+// resumePlan writes the plan of what a guest did not finish
+// (plan-rest.json: the kernel tests unless they ran, and the entries
+// after the last it finished) and returns its path and how many entries
+// were done; "" when it finished them all.
+func resumePlan(out, planPath string) (rest string, done int, err error) {
+	var p progress
+	var lp labPlan
+	if b, err := os.ReadFile(filepath.Join(out, progressFile)); err == nil {
+		json.Unmarshal(b, &p)
+	}
+	b, err := os.ReadFile(planPath)
+	if err == nil {
+		err = json.Unmarshal(b, &lp)
+	}
+	if err != nil || p.RunsDone >= len(lp.Runs) {
+		return "", p.RunsDone, err
+	}
+	lp.Runs, lp.KernelTests = lp.Runs[p.RunsDone:], lp.KernelTests && !p.KernelTests
+	rest = filepath.Join(out, "plan-rest.json")
+	return rest, p.RunsDone, writeJSON(rest, lp)
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
 }
 
 // panickedAtBoot is the panic line of a console whose kernel panicked

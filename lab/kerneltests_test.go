@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -106,5 +108,56 @@ func TestPanickedAtBoot(t *testing.T) {
 	}
 	if got := panickedAtBoot(filepath.Join(t.TempDir(), "absent")); got != "" {
 		t.Errorf("no console: %q", got)
+	}
+}
+
+// TestResumePlan: after a guest's kernel panicked, the plan of what is
+// left holds the entries after the last one it finished, and the kernel
+// tests only when they had not run; a guest that finished every entry
+// leaves nothing to resume.
+func TestResumePlan(t *testing.T) {
+	runs := []planRun{{Profile: "a", Backends: []string{"none", "cake"}}, {Profile: "b", Mode: "journey"}, {Profile: "c", Backends: []string{"cake"}}}
+	for _, tc := range []struct {
+		name     string
+		progress string // "": none written
+		want     []string
+		kernel   bool
+	}{
+		{"in the kernel tests", "", []string{"a", "b", "c"}, true},
+		{"in the first entry", `{"kernel_tests": true}`, []string{"a", "b", "c"}, false},
+		{"in the second entry", `{"kernel_tests": true, "runs_done": 1}`, []string{"b", "c"}, false},
+		{"after the last entry", `{"kernel_tests": true, "runs_done": 3}`, nil, false},
+	} {
+		out := t.TempDir()
+		planPath := filepath.Join(out, "plan.json")
+		writeJSON(planPath, labPlan{Runs: runs, KernelTests: true, Commit: "abc1234"})
+		if tc.progress != "" {
+			os.WriteFile(filepath.Join(out, progressFile), []byte(tc.progress), 0o644)
+		}
+		rest, _, err := resumePlan(out, planPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tc.want == nil {
+			if rest != "" {
+				t.Errorf("%s: resumes %s", tc.name, rest)
+			}
+			continue
+		}
+		var lp labPlan
+		b, err := os.ReadFile(rest)
+		if err == nil {
+			err = json.Unmarshal(b, &lp)
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, r := range lp.Runs {
+			got = append(got, r.Profile)
+		}
+		if !slices.Equal(got, tc.want) || lp.KernelTests != tc.kernel || lp.Commit != "abc1234" {
+			t.Errorf("%s: runs %v, kernel tests %v, commit %q; want %v, %v", tc.name, got, lp.KernelTests, lp.Commit, tc.want, tc.kernel)
+		}
 	}
 }
