@@ -174,6 +174,7 @@ func resumePlan(out, planPath string) (rest string, done int, err error) {
 	return rest, p.RunsDone, writeJSON(rest, lp)
 }
 
+// readFile is path's text, "" when it cannot be read.
 func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
@@ -182,11 +183,11 @@ func readFile(path string) string {
 // panickedAtBoot is the panic line of a console whose kernel panicked
 // before the guest's program said anything ("lab: "), "" otherwise.
 func panickedAtBoot(console string) string {
-	b, err := os.ReadFile(console)
-	if err != nil || strings.Contains(string(b), "lab: ") {
+	c := readFile(console)
+	if strings.Contains(c, "lab: ") {
 		return ""
 	}
-	return panicLine(string(b))
+	return panicLine(c)
 }
 
 // panicLine is a console's first "Kernel panic" line, cleaned; "" without one.
@@ -213,10 +214,8 @@ func incomplete(rs []result, n int, console string) error {
 		return nil
 	}
 	why := ""
-	if b, err := os.ReadFile(console); err == nil {
-		if p := panicLine(string(b)); p != "" {
-			why = " (the guest's kernel panicked: " + p + ")"
-		}
+	if p := panicLine(readFile(console)); p != "" {
+		why = " (the guest's kernel panicked: " + p + ")"
 	}
 	return fmt.Errorf("the guest stopped after %d of %d scenarios%s; the rest were not run, see %s", got, n, why, console)
 }

@@ -57,16 +57,12 @@ func NewNetns(t testing.TB, name string) *Netns {
 	NeedRoot(t)
 	ns := &Netns{Name: fmt.Sprintf("sqmkit-test-%s-%d", name, os.Getpid()), Dev: "wan", Peer: "wanpeer"}
 	exec.Command("ip", "netns", "del", ns.Name).Run() // leftover of a killed run
-	for _, args := range [][]string{
+	ip(t, [][]string{
 		{"netns", "add", ns.Name},
 		{"-n", ns.Name, "link", "add", ns.Dev, "type", "veth", "peer", "name", ns.Peer},
 		{"-n", ns.Name, "link", "set", ns.Dev, "up"},
 		{"-n", ns.Name, "link", "set", ns.Peer, "up"},
-	} {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
+	})
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns.Name).Run() })
 	return ns
 }
@@ -94,12 +90,18 @@ func NewPair(t testing.TB, name string, subnet int) (a, b *Netns) {
 		cmds = append(cmds, []string{"-n", ns.Name, "addr", "add", ns.Addr + "/24", "dev", ns.Dev},
 			[]string{"-n", ns.Name, "link", "set", ns.Dev, "up"}, []string{"-n", ns.Name, "link", "set", "lo", "up"})
 	}
+	ip(t, cmds)
+	return a, b
+}
+
+// ip runs each of cmds with ip, in order, and ends t at the first that fails.
+func ip(t testing.TB, cmds [][]string) {
+	t.Helper()
 	for _, args := range cmds {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
 	}
-	return a, b
 }
 
 // Do runs fn on an OS thread that has entered the namespace, so fn's netlink
@@ -171,11 +173,7 @@ func NewRouted(t testing.TB, name string, subnet int) (a, r, b *Netns) {
 		cmds = append(cmds, []string{"-n", n.Name, "addr", "add", n.Addr + "/24", "dev", n.Dev},
 			[]string{"-n", n.Name, "route", "add", "default", "via", fmt.Sprintf("10.%d.%d.254", subnet, i)})
 	}
-	for _, args := range cmds {
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %v: %v: %s", args, err, out)
-		}
-	}
+	ip(t, cmds)
 	r.Exec(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	return a, r, b
 }
