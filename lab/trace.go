@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,8 +76,15 @@ type traced struct {
 	// live processes and what they reaped), per hour of trace; the
 	// processes it spawned during the run. -1: no controller.
 	CPUPerHour float64 `json:"cpu_s_per_hour"`
-	Processes  int     `json:"processes"`
-	Changes    int     `json:"rate_changes"`
+	// CPUByCommand splits CPUPerHour by the processes' command names
+	// (a reaped child counts in its parent's).
+	CPUByCommand map[string]float64 `json:"cpu_s_per_hour_by_command,omitempty"`
+	// CPUKernelShare is the part of it spent in the kernel (stime): the
+	// system calls, and the packets' softirqs that ran while the
+	// controller was on the CPU (tick accounting charges them to it).
+	CPUKernelShare float64 `json:"cpu_kernel_share"`
+	Processes      int     `json:"processes"`
+	Changes        int     `json:"rate_changes"`
 	// Noise is the host gauge over the loaded part of the run (nil
 	// without a gauge); a noisy run is not kept (traceRuns).
 	Noise *noise.Stats `json:"host_noise,omitempty"`
@@ -314,7 +322,19 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl str
 	x.Trace, x.Controller = tr.Name, ctl
 	x.CPUPerHour, x.Processes = -1, -1
 	if tree != nil {
-		x.CPUPerHour = (treeCPU(tree) - cpu0) * float64(time.Hour) / float64(tr.Duration())
+		x.CPUPerHour, x.CPUByCommand = 0, map[string]float64{}
+		perHour := float64(time.Hour) / float64(tr.Duration())
+		kernel := 0.0
+		for comm, c := range treeCPU(tree) {
+			if v := (c.User + c.Sys - cpu0[comm].User - cpu0[comm].Sys) * perHour; v > 0 {
+				x.CPUByCommand[comm] = v
+				x.CPUPerHour += v
+				kernel += (c.Sys - cpu0[comm].Sys) * perHour
+			}
+		}
+		if x.CPUPerHour > 0 {
+			x.CPUKernelShare = kernel / x.CPUPerHour
+		}
 		x.Processes = tree.Counts().Processes
 	}
 	x.Changes = max(len(rates)-1, 0)
@@ -333,8 +353,8 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl str
 	if x.Noise != nil {
 		host = fmt.Sprintf("; host: other processes %.1f%%, vCPUs ran %.0f%% and waited %.1f%%", 100*x.Noise.Foreign, 100*x.Noise.Busy, 100*x.Noise.Steal)
 	}
-	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h, %d processes%s",
-		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, x.Processes, host)
+	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h%s, %.0f%% in the kernel, %d processes%s",
+		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, cpuSplit(x.CPUByCommand), 100*x.CPUKernelShare, x.Processes, host)
 	// a trace run is a measurement (the figures are the result); sqmkit's
 	// own controllers are also held to bars only a following one meets
 	r.Status = "pass"
@@ -430,31 +450,72 @@ func traceFigures(res *bbresult.Result, tr *trace.Trace) traced {
 	return x
 }
 
+// cpuTime is CPU seconds in user space and in the kernel.
+type cpuTime struct{ User, Sys float64 }
+
 // treeCPU is the CPU seconds of a controller's live processes and of the
-// children they reaped.
-func treeCPU(t *procevents.Tree) float64 {
+// children they reaped, by command name.
+func treeCPU(t *procevents.Tree) map[string]cpuTime {
+	by := map[string]cpuTime{}
 	if t == nil {
-		return 0
+		return by
 	}
-	total := 0.0
 	for _, pid := range t.Pids() {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 		if err != nil {
 			continue
 		}
-		// fields after the command's closing parenthesis: state is 3rd
-		// of stat; utime, stime, cutime, cstime are the 14th..17th
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-		if len(f) < 15 {
-			continue
-		}
-		for _, v := range f[11:15] {
-			n, _ := strconv.ParseFloat(v, 64)
-			total += n / clockTicks
+		if comm, c, ok := statCPU(string(b)); ok {
+			sum := by[comm]
+			sum.User += c.User
+			sum.Sys += c.Sys
+			by[comm] = sum
 		}
 	}
-	return total
+	return by
+}
+
+// statCPU reads one /proc/PID/stat: "pid (comm) state ...", where utime,
+// stime, cutime and cstime are the 14th..17th fields, the 12th..15th after
+// comm (which may hold spaces and parentheses itself).
+func statCPU(s string) (comm string, c cpuTime, ok bool) {
+	open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || end < open {
+		return "", c, false
+	}
+	f := strings.Fields(s[end+1:])
+	if len(f) < 15 {
+		return "", c, false
+	}
+	var v [4]float64
+	for i, field := range f[11:15] {
+		n, err := strconv.ParseFloat(field, 64)
+		if err != nil {
+			return "", c, false
+		}
+		v[i] = n / clockTicks
+	}
+	return s[open+1 : end], cpuTime{User: v[0] + v[2], Sys: v[1] + v[3]}, true
+}
+
+// cpuSplit is " (a 250, b 40)": the three commands that cost most, when
+// there is more than one.
+func cpuSplit(by map[string]float64) string {
+	if len(by) < 2 {
+		return ""
+	}
+	comms := make([]string, 0, len(by))
+	for c := range by {
+		comms = append(comms, c)
+	}
+	sort.Slice(comms, func(i, j int) bool {
+		return by[comms[i]] > by[comms[j]] || by[comms[i]] == by[comms[j]] && comms[i] < comms[j]
+	})
+	var parts []string
+	for _, c := range comms[:min(3, len(comms))] {
+		parts = append(parts, fmt.Sprintf("%s %.0f", c, by[c]))
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 // clockTicks is USER_HZ, which is 100 on every Linux architecture.

@@ -90,3 +90,30 @@ func TestControllers(t *testing.T) {
 		}
 	}
 }
+
+// TestStatCPU: a controller's CPU by command, from /proc/PID/stat lines
+// whose command names hold spaces and parentheses.
+func TestStatCPU(t *testing.T) {
+	for _, c := range []struct {
+		stat      string
+		comm      string
+		user, sys float64
+		ok        bool
+	}{
+		{"412 (sqmkit) S 1 412 412 0 -1 4194560 900 0 0 0 250 50 7 3 20 0 4 0 100 0 0", "sqmkit", 2.57, 0.53, true},
+		{"9 (tc -batch (x)) R 1 9 9 0 -1 0 0 0 0 0 1 2 3 4 20 0", "tc -batch (x)", 0.04, 0.06, true},
+		{"9 (sleep) R 1 9 9 0 -1 0 0 0 0 0 1 2", "", 0, 0, false},
+		{"9 sleep R 1", "", 0, 0, false},
+	} {
+		comm, got, ok := statCPU(c.stat)
+		if comm != c.comm || ok != c.ok || math.Abs(got.User-c.user) > 1e-9 || math.Abs(got.Sys-c.sys) > 1e-9 {
+			t.Errorf("statCPU(%q) = %q %+v %v, want %q %v/%v %v", c.stat, comm, got, ok, c.comm, c.user, c.sys, c.ok)
+		}
+	}
+	if got, want := cpuSplit(map[string]float64{"sqmkit": 250.4, "tc": 40, "sh": 1, "ip": 1}), " (sqmkit 250, tc 40, ip 1)"; got != want {
+		t.Errorf("cpuSplit = %q, want %q", got, want)
+	}
+	if got := cpuSplit(map[string]float64{"bash": 1200}); got != "" {
+		t.Errorf("one command split as %q", got)
+	}
+}

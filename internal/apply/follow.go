@@ -10,6 +10,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/plan"
+	"github.com/sqmkit/sqmkit/internal/statefile"
 	"github.com/sqmkit/sqmkit/internal/tc"
 )
 
@@ -42,12 +43,19 @@ type Follower struct {
 	by  string
 	cur *plan.Plan
 	s   Sender
+	// the queue's two locks, their files kept open between changes: a
+	// change is then a few system calls besides tc's (TestFollowKeepsLocks)
+	lock *statefile.Kept
+	job  *joblock.Handle
 }
 
 // Follow starts following t's running queue; by names the caller in the
 // kept rates (status shows it).
 func Follow(t Target, by string, o Options) (*Follower, error) {
-	f := &Follower{t: t, o: o, by: by}
+	f := &Follower{t: t, o: o, by: by, lock: o.Locks.keep(t.Queue.Interface)}
+	if o.Jobs != "" {
+		f.job = joblock.NewHandle(o.Jobs, joblock.QueueName(t.Queue.Interface))
+	}
 	if _, err := f.Resync(); err != nil {
 		return nil, err
 	}
@@ -72,7 +80,7 @@ func (f *Follower) Devices() (devs [2]string) {
 // Resync reads the live tree and takes the rates it runs at; the tree must
 // be the plan at those rates (a start's job otherwise).
 func (f *Follower) Resync() (config.Rates, error) {
-	release, err := f.o.Locks.acquire(f.t.Queue.Interface, false)
+	release, err := f.o.Locks.acquireKept(f.lock, f.t.Queue.Interface)
 	if err != nil {
 		return config.Rates{}, err
 	}
@@ -102,9 +110,9 @@ func (p *Paused) Error() string {
 // leaves the queue at its previous rates (Rate's rollback) or says that
 // it is not: then Resync, or a start, is needed.
 func (f *Follower) Set(to config.Rates) error {
-	if f.o.Jobs != "" {
+	if f.job != nil {
 		dev := f.t.Queue.Interface
-		l, err := joblock.Take(f.o.Jobs, joblock.QueueName(dev), joblock.Holder{Kind: joblock.AutorateChange, PID: os.Getpid(), Started: time.Now()})
+		release, err := f.job.Take(joblock.Holder{Kind: joblock.AutorateChange, PID: os.Getpid(), Started: time.Now()})
 		var busy *joblock.Busy
 		if errors.As(err, &busy) {
 			return &Paused{Device: dev, Holder: busy.Holder}
@@ -112,9 +120,9 @@ func (f *Follower) Set(to config.Rates) error {
 		if err != nil {
 			return err
 		}
-		defer l.Release()
+		defer release()
 	}
-	release, err := f.o.Locks.acquire(f.t.Queue.Interface, false)
+	release, err := f.o.Locks.acquireKept(f.lock, f.t.Queue.Interface)
 	if err != nil {
 		return err
 	}
@@ -165,8 +173,14 @@ func (f *Follower) send(lines [][]string) error {
 	return err
 }
 
-// Close ends the long-lived tc.
+// Close ends the long-lived tc and closes the lock files.
 func (f *Follower) Close() error {
+	if f.lock != nil {
+		f.lock.Close()
+	}
+	if f.job != nil {
+		f.job.Close()
+	}
 	if f.s == nil {
 		return nil
 	}

@@ -2,8 +2,11 @@ package apply
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/drift"
@@ -144,5 +147,67 @@ func TestFollowPausesForJobs(t *testing.T) {
 	lock.Release()
 	if err := f.Set(config.Rates{Download: 15000}); err != nil || f.Rates().Download != 15000 {
 		t.Errorf("after the tune: %v %+v", err, f.Rates())
+	}
+}
+
+// TestFollowKeepsLocks: a follower keeps its two lock files open between
+// changes, but holds neither lock between them (a start and a tune take
+// them); a job lock file made anew (its directory removed) is the one a
+// change then takes.
+func TestFollowKeepsLocks(t *testing.T) {
+	k := newFake()
+	o := fakeOptions(t, k)
+	o.Jobs = filepath.Join(t.TempDir(), "jobs")
+	o.Locks = &Locks{Dir: t.TempDir(), Wait: 50 * time.Millisecond}
+	tg := target(config.Cake)
+	if r := Start([]Target{tg}, o)[0]; r.Failed() {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	f, err := Follow(tg, "autorate", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Set(config.Rates{Download: 15000}); err != nil {
+		t.Fatal(err)
+	}
+	lockFile, _ := f.lock.File()
+	for i, down := range []int{16000, 17000} {
+		if err := f.Set(config.Rates{Download: down}); err != nil {
+			t.Fatal(err)
+		}
+		if now, _ := f.lock.File(); now != lockFile {
+			t.Errorf("change %d opened the lock file again", i)
+		}
+		release, err := o.Locks.Acquire("wan", false)
+		if err != nil {
+			t.Fatalf("a start after change %d: %v", i, err)
+		}
+		release()
+		l, err := joblock.Take(o.Jobs, joblock.QueueName("wan"), joblock.Holder{Kind: "tune"})
+		if err != nil {
+			t.Fatalf("a tune after change %d: %v", i, err)
+		}
+		l.Release()
+	}
+	release, err := o.Locks.Acquire("wan", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Set(config.Rates{Download: 18000}); err == nil || !strings.Contains(err.Error(), "another sqmkit is changing wan") {
+		t.Errorf("a change while a start holds the lock: %v", err)
+	}
+	release()
+	if err := os.RemoveAll(o.Jobs); err != nil {
+		t.Fatal(err)
+	}
+	l, err := joblock.Take(o.Jobs, joblock.QueueName("wan"), joblock.Holder{Kind: "tune", PID: 78})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	var paused *Paused
+	if err := f.Set(config.Rates{Download: 18000}); !errors.As(err, &paused) || paused.Holder.PID != 78 {
+		t.Errorf("a change while a tune holds the job lock made anew: %v", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // DefaultLockDir holds one lock file per interface. /var/run is a tmpfs on
@@ -64,17 +66,49 @@ func (l *Locks) acquire(iface string, coalesce bool) (func(), error) {
 		defer pending.Close() // once this start holds the lock, the next event may wait
 	}
 	path := filepath.Join(l.Dir, iface+".lock")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := statefile.OpenLock(path)
 	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, err
 	}
+	if err := l.wait(f, iface); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// wait flocks f, iface's lock file, waiting up to l.Wait for its holder.
+func (l *Locks) wait(f *os.File, iface string) error {
 	deadline := time.Now().Add(l.Wait)
 	for syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 		if time.Now().After(deadline) {
-			f.Close()
-			return nil, fmt.Errorf("another sqmkit is changing %s's shaper (lock %s) and did not finish within %s; try again when it is done", iface, path, l.Wait)
+			return fmt.Errorf("another sqmkit is changing %s's shaper (lock %s) and did not finish within %s; try again when it is done", iface, f.Name(), l.Wait)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return func() { f.Close() }, nil
+	return nil
+}
+
+// keep is iface's lock for a process that changes its shaper again and
+// again (a Follower), its file kept open between (acquireKept).
+func (l *Locks) keep(iface string) *statefile.Kept {
+	if l == nil {
+		return nil
+	}
+	return &statefile.Kept{Path: filepath.Join(l.Dir, iface+".lock")}
+}
+
+// acquireKept is acquire (without coalescing) through a kept lock file.
+func (l *Locks) acquireKept(k *statefile.Kept, iface string) (func(), error) {
+	if l == nil {
+		return func() {}, nil
+	}
+	f, err := k.File()
+	if err != nil {
+		return nil, fmt.Errorf("lock: %w", err)
+	}
+	if err := l.wait(f, iface); err != nil {
+		return nil, err
+	}
+	return func() { syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }, nil
 }

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // Holder is who holds a lock: what it runs, its pid, since when.
@@ -42,6 +44,10 @@ func (b *Busy) Error() string {
 	h := b.Holder
 	if h.Kind == "" {
 		return fmt.Sprintf("%s is busy: another job holds it; wait for it to end", b.Name)
+	}
+	if h.Kind == AutorateChange {
+		// a change lasts a moment; its Started is the Handle's first write
+		return fmt.Sprintf("%s is busy: autorate (pid %d) is changing its rates; wait for it to end", b.Name, h.PID)
 	}
 	s := fmt.Sprintf("%s is busy: a %s is running", b.Name, h.Kind)
 	if h.What != "" {
@@ -64,39 +70,91 @@ func Take(dir, name string, h Holder) (*Lock, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	f, err := openLock(path(dir, name))
+	f, err := statefile.OpenLock(path(dir, name))
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}); err != nil {
-		f.Close()
-		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
-			held, _ := read(path(dir, name))
-			return nil, &Busy{Name: name, Holder: held}
-		}
-		return nil, fmt.Errorf("lock %s: %w", path(dir, name), err)
-	}
 	l := &Lock{f: f}
-	if err := l.Owner(h); err != nil {
-		l.Release()
+	if err := l.take(name, h); err != nil {
+		f.Close()
 		return nil, err
 	}
 	return l, nil
 }
 
-// openLock opens a lock file for writing: a regular file only, never
-// through a symlink, never blocking on a FIFO planted there.
-func openLock(p string) (*os.File, error) {
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock %s: %w", p, err)
+// take locks l's file and writes h as its owner.
+func (l *Lock) take(name string, h Holder) error {
+	if err := l.lock(name); err != nil {
+		return err
 	}
-	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("lock %s: not a regular file", p)
+	if err := l.Owner(h); err != nil {
+		l.unlock()
+		return err
 	}
-	return f, nil
+	return nil
 }
+
+// lock locks l's file without waiting; held, a *Busy naming the holder.
+func (l *Lock) lock(name string) error {
+	if err := unix.FcntlFlock(l.f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart}); err != nil {
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			held, _ := read(l.f.Name())
+			return &Busy{Name: name, Holder: held}
+		}
+		return fmt.Errorf("lock %s: %w", l.f.Name(), err)
+	}
+	return nil
+}
+
+// unlock lets the lock go and keeps the file open.
+func (l *Lock) unlock() {
+	unix.FcntlFlock(l.f.Fd(), unix.F_OFD_SETLK, &unix.Flock_t{Type: unix.F_UNLCK, Whence: io.SeekStart})
+}
+
+// Handle is name's lock in dir for a process that takes it again and
+// again (autorate, at each rate change), its file kept open between
+// (statefile.Kept). Its owner is written when the file is not as this
+// handle last wrote it (new, or another holder wrote itself since), so a
+// take is mostly two fcntl calls and an fstat.
+type Handle struct {
+	name  string
+	k     statefile.Kept
+	wrote *os.File
+	size  int64
+	mtime syscall.Timespec
+}
+
+// NewHandle is name's lock in dir; nothing is opened until Take.
+func NewHandle(dir, name string) *Handle {
+	return &Handle{name: name, k: statefile.Kept{Path: path(dir, name)}}
+}
+
+// Take takes the lock without waiting, naming h as its owner, until
+// release; a held lock is a *Busy error naming the holder.
+func (hd *Handle) Take(h Holder) (release func(), err error) {
+	f, err := hd.k.File()
+	if err != nil {
+		return nil, err
+	}
+	l := &Lock{f: f}
+	if err := l.lock(hd.name); err != nil {
+		return nil, err
+	}
+	var st syscall.Stat_t
+	if err := syscall.Fstat(int(f.Fd()), &st); err != nil || hd.wrote != f || st.Size != hd.size || st.Mtim != hd.mtime {
+		if err := l.Owner(h); err != nil {
+			l.unlock()
+			return nil, err
+		}
+		if syscall.Fstat(int(f.Fd()), &st) == nil {
+			hd.wrote, hd.size, hd.mtime = f, st.Size, st.Mtim
+		}
+	}
+	return l.unlock, nil
+}
+
+// Close closes the lock's file.
+func (hd *Handle) Close() { hd.k.Close() }
 
 // Owner writes h as the lock's owner (a job's pid, once it is started).
 func (l *Lock) Owner(h Holder) error {

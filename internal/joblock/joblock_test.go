@@ -123,3 +123,66 @@ func TestPlanted(t *testing.T) {
 		t.Errorf("written through the symlink: %q", b)
 	}
 }
+
+// TestHandle: a handle's take names it the owner while held, writes
+// itself again after another holder wrote itself, and not otherwise.
+func TestHandle(t *testing.T) {
+	dir := t.TempDir()
+	hd := NewHandle(dir, "queue-wan")
+	defer hd.Close()
+	me := Holder{Kind: AutorateChange, PID: 41}
+	heldBy := func() Holder {
+		t.Helper()
+		_, err := Take(dir, "queue-wan", Holder{Kind: "tune"})
+		var busy *Busy
+		if !errors.As(err, &busy) {
+			t.Fatalf("a tune took the handle's lock: %v", err)
+		}
+		return busy.Holder
+	}
+	mtime := func() time.Time {
+		st, err := os.Stat(path(dir, "queue-wan"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.ModTime()
+	}
+	release, err := hd.Take(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := heldBy(); h.Kind != AutorateChange || h.PID != 41 {
+		t.Errorf("held by %+v", h)
+	}
+	release()
+	written := mtime()
+	time.Sleep(20 * time.Millisecond) // past the filesystem clock's granularity
+	release, err = hd.Take(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !mtime().Equal(written) {
+		t.Error("the owner was written again though nobody else wrote it")
+	}
+	release()
+	tune, err := Take(dir, "queue-wan", Holder{Kind: "tune", PID: 7})
+	if err != nil {
+		t.Fatalf("the handle still holds the lock after release: %v", err)
+	}
+	if _, err := hd.Take(me); err == nil || !strings.Contains(err.Error(), "a tune is running") {
+		t.Errorf("a take while a tune holds it: %v", err)
+	}
+	tune.Release()
+	release, err = hd.Take(me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	h := heldBy()
+	if h.Kind != AutorateChange || h.PID != 41 {
+		t.Errorf("after a tune wrote itself, held by %+v", h)
+	}
+	if msg := (&Busy{Name: "queue-wan", Holder: h}).Error(); !strings.Contains(msg, "autorate (pid 41) is changing its rates") {
+		t.Errorf("message %q", msg)
+	}
+}

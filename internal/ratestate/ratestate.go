@@ -68,10 +68,7 @@ func Load(dir, iface string) (r Rates, ok bool, err error) {
 
 // Save keeps iface's rates, replacing the file whole.
 func Save(dir, iface string, r Rates) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	b, _ := json.Marshal(r)
+	b, _ := json.Marshal(r) // statefile.Write makes dir
 	return statefile.Write(path(dir, iface), b, 0o644)
 }
 

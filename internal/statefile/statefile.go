@@ -112,3 +112,58 @@ func Create(path string) (*os.File, error) {
 	}
 	return f, nil
 }
+
+// OpenLock opens a lock file for reading and writing, made if missing: a
+// regular file only, never through a symlink, never blocking on a FIFO
+// planted there.
+func OpenLock(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("lock %s: not a regular file", path)
+	}
+	return f, nil
+}
+
+// Kept is a lock file that a long-lived process takes again and again
+// (autorate, at each rate change): it stays open between uses, so a use
+// costs an fstat besides the lock's own calls, not a walk of its path, an
+// open and a close. A file no longer linked (removed, or replaced by a
+// rename over it) is opened again from its path, so the lock is always
+// the one other processes take (TestKept).
+type Kept struct {
+	Path string
+	f    *os.File
+}
+
+// File is the open lock file, opened (with its directory made) on first
+// use and again once Path no longer names it.
+func (k *Kept) File() (*os.File, error) {
+	if k.f != nil {
+		var st syscall.Stat_t
+		if syscall.Fstat(int(k.f.Fd()), &st) == nil && st.Nlink > 0 {
+			return k.f, nil
+		}
+		k.Close()
+	}
+	if err := os.MkdirAll(filepath.Dir(k.Path), 0o755); err != nil {
+		return nil, err
+	}
+	f, err := OpenLock(k.Path)
+	if err != nil {
+		return nil, err
+	}
+	k.f = f
+	return f, nil
+}
+
+// Close closes the file (and with it any lock this process held on it).
+func (k *Kept) Close() {
+	if k.f != nil {
+		k.f.Close()
+		k.f = nil
+	}
+}

@@ -90,3 +90,61 @@ func TestPlanted(t *testing.T) {
 		t.Errorf("over the limit: %v", err)
 	}
 }
+
+// TestKept: a kept lock file is opened once while its path names it, and
+// again once the path was removed or replaced; a symlink planted there is
+// refused.
+func TestKept(t *testing.T) {
+	dir := t.TempDir()
+	k := &Kept{Path: filepath.Join(dir, "locks", "wan.lock")}
+	defer k.Close()
+	first, err := k.File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := k.File(); err != nil || again != first {
+		t.Fatalf("a second use opened again: %v", err)
+	}
+	for _, change := range []struct {
+		name string
+		do   func() error
+	}{
+		{"removed", func() error { return os.Remove(k.Path) }},
+		{"replaced", func() error { return os.WriteFile(k.Path+".new", nil, 0o600) }},
+	} {
+		prev, _ := k.File()
+		if err := change.do(); err != nil {
+			t.Fatal(err)
+		}
+		if change.name == "replaced" {
+			if err := os.Rename(k.Path+".new", k.Path); err != nil {
+				t.Fatal(err)
+			}
+		}
+		f, err := k.File()
+		if err != nil {
+			t.Fatalf("%s: %v", change.name, err)
+		}
+		var a, b syscall.Stat_t
+		if err := syscall.Fstat(int(f.Fd()), &a); err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Stat(k.Path, &b); err != nil {
+			t.Fatal(err)
+		}
+		if f == prev || a.Ino != b.Ino {
+			t.Errorf("%s: the kept file is not the one the path names", change.name)
+		}
+	}
+	k.Close()
+	os.Remove(k.Path)
+	if err := os.Symlink(filepath.Join(dir, "elsewhere"), k.Path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.File(); err == nil {
+		t.Error("a symlink at the lock's path was followed")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "elsewhere")); err == nil {
+		t.Error("the symlink's target was created")
+	}
+}
