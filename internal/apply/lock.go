@@ -105,7 +105,7 @@ func (l *Locks) acquireKept(k *statefile.Kept, iface string) (func(), error) {
 	}
 	f, err := k.File()
 	if err != nil {
-		return nil, fmt.Errorf("lock: %w", err)
+		return nil, err
 	}
 	if err := l.wait(f, iface); err != nil {
 		return nil, err
