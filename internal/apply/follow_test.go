@@ -122,17 +122,9 @@ func TestFollowOnHostKernel(t *testing.T) {
 // follower's change is not made (Paused, naming the holder); once the
 // job ends it is.
 func TestFollowPausesForJobs(t *testing.T) {
-	k := newFake()
-	o := fakeOptions(t, k)
+	o := fakeOptions(t, newFake())
 	o.Jobs = t.TempDir()
-	tg := target(config.Cake)
-	if r := Start([]Target{tg}, o)[0]; r.Failed() {
-		t.Fatalf("start: %s %v", r.State, r.Err)
-	}
-	f, err := Follow(tg, "autorate", o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := startFollowing(t, o)
 	lock, err := joblock.Take(o.Jobs, joblock.QueueName("wan"), joblock.Holder{Kind: "tune", PID: 77})
 	if err != nil {
 		t.Fatal(err)
@@ -155,19 +147,10 @@ func TestFollowPausesForJobs(t *testing.T) {
 // them); a job lock file made anew (its directory removed) is the one a
 // change then takes.
 func TestFollowKeepsLocks(t *testing.T) {
-	k := newFake()
-	o := fakeOptions(t, k)
+	o := fakeOptions(t, newFake())
 	o.Jobs = filepath.Join(t.TempDir(), "jobs")
 	o.Locks = &Locks{Dir: t.TempDir(), Wait: 50 * time.Millisecond}
-	tg := target(config.Cake)
-	if r := Start([]Target{tg}, o)[0]; r.Failed() {
-		t.Fatalf("start: %s %v", r.State, r.Err)
-	}
-	f, err := Follow(tg, "autorate", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f := startFollowing(t, o)
 	if err := f.Set(config.Rates{Download: 15000}); err != nil {
 		t.Fatal(err)
 	}
@@ -210,4 +193,20 @@ func TestFollowKeepsLocks(t *testing.T) {
 	if err := f.Set(config.Rates{Download: 18000}); !errors.As(err, &paused) || paused.Holder.PID != 78 {
 		t.Errorf("a change while a tune holds the job lock made anew: %v", err)
 	}
+}
+
+// startFollowing starts a cake queue with o and follows it until the test
+// ends.
+func startFollowing(t *testing.T, o Options) *Follower {
+	t.Helper()
+	tg := target(config.Cake)
+	if r := Start([]Target{tg}, o)[0]; r.Failed() {
+		t.Fatalf("start: %s %v", r.State, r.Err)
+	}
+	f, err := Follow(tg, "autorate", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
