@@ -320,19 +320,7 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl str
 	x.Trace, x.Controller = tr.Name, ctl
 	x.CPUPerHour, x.Processes = -1, -1
 	if tree != nil {
-		x.CPUPerHour, x.CPUByCommand = 0, map[string]float64{}
-		perHour := float64(time.Hour) / float64(tr.Duration())
-		kernel := 0.0
-		for comm, c := range treeCPU(tree) {
-			if v := (c.User + c.Sys - cpu0[comm].User - cpu0[comm].Sys) * perHour; v > 0 {
-				x.CPUByCommand[comm] = v
-				x.CPUPerHour += v
-				kernel += (c.Sys - cpu0[comm].Sys) * perHour
-			}
-		}
-		if x.CPUPerHour > 0 {
-			x.CPUKernelShare = kernel / x.CPUPerHour
-		}
+		x.CPUPerHour, x.CPUByCommand, x.CPUKernelShare = cpuUse(cpu0, treeCPU(tree), float64(time.Hour)/float64(tr.Duration()))
 		x.Processes = tree.Counts().Processes
 	}
 	x.Changes = max(len(rates)-1, 0)

@@ -91,7 +91,8 @@ func TestControllers(t *testing.T) {
 	}
 }
 
-// TestStatCPU: a controller's CPU by command, from /proc/PID/stat lines
+// TestStatCPU: a controller's CPU by command (cpuUse: what it used between
+// two readings, and its kernel share), from /proc/PID/stat lines
 // whose command names hold spaces and parentheses.
 func TestStatCPU(t *testing.T) {
 	for _, c := range []struct {
@@ -109,6 +110,11 @@ func TestStatCPU(t *testing.T) {
 		if comm != c.comm || ok != c.ok || math.Abs(got.User-c.user) > 1e-9 || math.Abs(got.Sys-c.sys) > 1e-9 {
 			t.Errorf("statCPU(%q) = %q %+v %v, want %q %v/%v %v", c.stat, comm, got, ok, c.comm, c.user, c.sys, c.ok)
 		}
+	}
+	total, by, kernel := cpuUse(map[string]cpuTime{"sqmkit": {User: 1, Sys: 1}, "sleep": {User: 1}},
+		map[string]cpuTime{"sqmkit": {User: 2, Sys: 4}, "sleep": {User: 1}, "tc": {User: 0.5, Sys: 0.5}}, 10)
+	if total != 50 || len(by) != 2 || by["sqmkit"] != 40 || by["tc"] != 10 || math.Abs(kernel-0.7) > 1e-9 {
+		t.Errorf("cpuUse = %v %v %v, want 50 (sqmkit 40, tc 10), 0.7 in the kernel", total, by, kernel)
 	}
 	if got, want := cpuSplit(map[string]float64{"sqmkit": 250.4, "tc": 40, "sh": 1, "ip": 1}), " (sqmkit 250, tc 40, ip 1)"; got != want {
 		t.Errorf("cpuSplit = %q, want %q", got, want)

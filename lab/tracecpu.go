@@ -62,6 +62,25 @@ func statCPU(s string) (comm string, c cpuTime, ok bool) {
 	return s[open+1 : end], cpuTime{User: v[0] + v[2], Sys: v[1] + v[3]}, true
 }
 
+// cpuUse is what the tree used between two readings, scaled by perHour:
+// in all, by command (those that used any), and the kernel's share of it.
+func cpuUse(before, after map[string]cpuTime, perHour float64) (total float64, by map[string]float64, kernelShare float64) {
+	by = map[string]float64{}
+	kernel := 0.0
+	for comm, c := range after {
+		b := before[comm]
+		if v := (c.User + c.Sys - b.User - b.Sys) * perHour; v > 0 {
+			by[comm] = v
+			total += v
+			kernel += (c.Sys - b.Sys) * perHour
+		}
+	}
+	if total > 0 {
+		kernelShare = kernel / total
+	}
+	return total, by, kernelShare
+}
+
 // cpuSplit is " (a 250, b 40)": the three commands that cost most, when
 // there is more than one.
 func cpuSplit(by map[string]float64) string {
