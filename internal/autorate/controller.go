@@ -44,11 +44,13 @@ type Params struct {
 	// of the rate; Near slows it to a quarter within Near of the rate where
 	// bloat was last seen (the capacity the link showed then).
 	Up, Near float64
-	// GrowMs is how much the mean added delay must rise after an ease-off
-	// for another: a rate 2 % over the capacity (a quarter step past it)
-	// grows the queue ~8 ms per Move, while a delay that is no queue of the
-	// bottleneck's (a busy CPU, a queue elsewhere) stays flat, and easing
-	// on it slid the lab's rates to their floor (TestFlatDelayIsNoQueue).
+	// GrowMs is how much the mean added delay must rise to be a queue
+	// that grows: after an ease-off for another, after a raise near the
+	// capacity (beyond the window's noise) for an ease-off. A rate 2 %
+	// over the capacity (a quarter step past it) grows the queue ~8 ms per
+	// Move, while a delay that is no queue of the bottleneck's (a busy
+	// CPU, a queue elsewhere) stays flat, and easing on it slid the lab's
+	// rates to their floor (TestFlatDelayIsNoQueue).
 	GrowMs float64
 	// Cruise is how long a direction holds the rate an ease-off chose
 	// before it probes upward again near that capacity. The queue has no
@@ -64,7 +66,8 @@ type Params struct {
 	Move time.Duration
 	// DownMin and DownMax bound the cut on bloat, as a share of the
 	// capacity the link showed; within them the cut is the share that
-	// drains the delay seen in Drain.
+	// drains the delay seen in Drain. An ease-off drains the newest
+	// sample's delay in Drain too, from a quarter step up to DownMin.
 	DownMin, DownMax float64
 	Drain            time.Duration
 	// Refractory is the least time between two cuts (a cut needs a round
@@ -189,6 +192,7 @@ type dirState struct {
 	lastEase  time.Time
 	bloatRate int     // rate carried when bloat was last seen; 0 none
 	easedMs   float64 // mean added delay at the last ease-off while it stays over the hold; 0 none
+	probedMs  float64 // mean added delay at the last raise near the capacity; -1 none
 	load      int
 }
 
@@ -199,7 +203,7 @@ func New(p Params, now time.Time) (*Controller, error) {
 	}
 	c := &Controller{p: p, last: now, t0: now}
 	for d := range c.dirs {
-		c.dirs[d] = dirState{rate: p.Base[d], state: Idle}
+		c.dirs[d] = dirState{rate: p.Base[d], state: Idle, probedMs: -1}
 	}
 	return c, nil
 }
@@ -277,11 +281,19 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		}
 		sum += v.ms
 	}
-	mean := 0.0
-	if len(ds.window) > 0 {
-		mean = sum / float64(len(ds.window))
+	mean, spread := 0.0, 0.0
+	if n := float64(len(ds.window)); n > 0 {
+		mean = sum / n
+		for _, v := range ds.window {
+			spread += (v.ms - mean) * (v.ms - mean)
+		}
+		spread = 2 * math.Sqrt(spread/n/n) // twice the mean's standard error
 	}
 	fresh := now.Sub(c.last) < 3*p.Interval // a sample since about the last step
+	// a raise near the capacity is judged at the next decision while
+	// loaded; any other state forgets it
+	probedMs := ds.probedMs
+	ds.probedMs = -1
 	switch {
 	case stalled:
 		ds.state = Stalled
@@ -321,11 +333,24 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		return ByIdle, "idle: back toward the base rate"
 	case c.loaded(d):
 		ds.state = Loaded
-		if !fresh || now.Sub(ds.lastCut) < p.Settle || now.Sub(ds.lastMove) < p.Move {
+		if !fresh || now.Sub(ds.lastCut) < p.Settle {
+			ds.probedMs = probedMs // not judged yet
 			return "", ""
 		}
-		if mean > holdMs {
-			if ds.easedMs > 0 && mean < ds.easedMs+p.GrowMs {
+		// A raise near the capacity that put the rate over it grows the
+		// queue by a few ms a Move (a download's TCP fills the modem at
+		// its own pace once the shaper stops dropping), under the hold
+		// for a Move or two; a raise on top doubled the growth, and the
+		// excursion's peak was every probe's p95. So the delay's rise
+		// since that raise, beyond the window's own noise, eases at once,
+		// not a Move later (TestProbeNearCapacity).
+		overProbe := probedMs >= 0 && mean > probedMs+p.GrowMs+spread
+		if !overProbe && now.Sub(ds.lastMove) < p.Move {
+			ds.probedMs = probedMs
+			return "", ""
+		}
+		if mean > holdMs || overProbe {
+			if !overProbe && ds.easedMs > 0 && mean < ds.easedMs+p.GrowMs {
 				// eased already and the delay did not grow: under the
 				// capacity a queue drains, over it it grows, so this is
 				// no queue the rate holds. Hold, and probe a quarter step
@@ -345,7 +370,13 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			carried := c.capacity(d, ds)
 			ds.lastMove, ds.lastEase, ds.easedMs = now, now, mean
 			ds.bloatRate = int(carried)
-			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.Up/4))
+			// under what it carries by enough to drain the newest sample's
+			// queue in Drain, a quarter step to DownMin
+			newest := ds.window[len(ds.window)-1].ms - packetMs
+			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - math.Min(p.DownMin, math.Max(p.Up/4, newest/float64(p.Drain.Milliseconds())))))
+			if overProbe {
+				return ByEase, fmt.Sprintf("added delay rose from +%.1f to +%.1f ms since the raise near the capacity, about %d kbit/s: over it; ease off under it", probedMs, mean, int(carried))
+			}
 			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%.1f ms hold, capacity about %d kbit/s: ease off under it", mean, holdMs, int(carried))
 		}
 		ds.easedMs = 0
@@ -364,6 +395,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			default:
 				up /= 4 // near the capacity the link showed last time: carefully
 			}
+			ds.probedMs = mean
 		}
 		ds.lastMove = now
 		ds.rate = clamp(float64(ds.rate) * (1 + up))
