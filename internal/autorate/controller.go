@@ -309,7 +309,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			return "", ""
 		}
 		carried := c.capacity(d, ds)
-		cut := math.Min(p.DownMax, math.Max(p.DownMin, (mean-packetMs)/float64(p.Drain.Milliseconds())))
+		cut := p.drainShare(mean-packetMs, p.DownMin, p.DownMax)
 		ds.bloatRate = int(carried)
 		ds.rate = clamp(carried * (1 - cut))
 		ds.lastCut = now
@@ -373,7 +373,7 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 			// under what it carries by enough to drain the newest sample's
 			// queue in Drain, a quarter step to DownMin
 			newest := ds.window[len(ds.window)-1].ms - packetMs
-			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - math.Min(p.DownMin, math.Max(p.Up/4, newest/float64(p.Drain.Milliseconds())))))
+			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.drainShare(newest, p.Up/4, p.DownMin)))
 			if overProbe {
 				return ByEase, fmt.Sprintf("added delay rose from +%.1f to +%.1f ms since the raise near the capacity, about %d kbit/s: over it; ease off under it", probedMs, mean, int(carried))
 			}
@@ -404,6 +404,12 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		ds.state = Steady
 		return "", ""
 	}
+}
+
+// drainShare is the share of the rate to give up so that a queue of ms
+// drains in Drain, within lo and hi: a cut's and an ease-off's depth.
+func (p Params) drainShare(ms, lo, hi float64) float64 {
+	return math.Min(hi, math.Max(lo, ms/float64(p.Drain.Milliseconds())))
 }
 
 // capacity is what the link carries in direction d now, from the load and
