@@ -137,7 +137,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
-				sockopt.SetNotSentLowat(c, notSentLowat) // our own uploads must not bloat our own socket
+				c = sockopt.Replenish(c) // our own uploads must not bloat our own socket
 				if onDial != nil {
 					onDial(c)
 				}
@@ -219,8 +219,10 @@ func (l *loader) moved(up bool) int64 {
 	return l.bytes.Load()
 }
 
-// run is one direction: add load connections until goodput is stable, then
-// probe until responsiveness is stable or MaxStage is over. It returns the
+// run is one direction: a load connection added every interval up to
+// MaxConns, also after goodput is stable, as the draft's algorithm does
+// (TestMeasureAddsConnectionsPastSaturation), then probe until
+// responsiveness is stable or MaxStage is over. It returns the
 // final window's probe times for the pooled RPM.
 type run struct {
 	m   *measurer
@@ -305,9 +307,10 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 			goodput = append(goodput, ma)
 			if saturated = stable(goodput); saturated {
 				m.opts.Log(fmt.Sprintf("rpm: %s goodput stable at %.1f Mbit/s with %d connections after %.1f s", name, ma*8/1e6, len(r.loaders), time.Since(start).Seconds()))
-			} else if len(r.loaders) < m.opts.MaxConns {
-				r.addLoader()
 			}
+		}
+		if len(r.loaders) < m.opts.MaxConns {
+			r.addLoader()
 		}
 		conf := ""
 		if saturated {
@@ -468,7 +471,7 @@ func (m *measurer) load(ctx context.Context, l *loader, up bool) error {
 	var req *http.Request
 	var err error
 	if up {
-		req, err = http.NewRequestWithContext(ctx, http.MethodPost, m.eps.Upload.String(), &zeroReader{n: &l.bytes})
+		req, err = http.NewRequestWithContext(ctx, http.MethodPost, m.eps.Upload.String(), &zeroReader{n: &l.bytes, limit: l.unsent})
 		if err == nil {
 			req.Header.Set("Content-Type", "application/octet-stream")
 		}
@@ -505,12 +508,33 @@ func (m *measurer) load(ctx context.Context, l *loader, up bool) error {
 }
 
 // zeroReader is an endless upload body that counts what the transport took.
-type zeroReader struct{ n *atomic.Int64 }
+// Each read is at most what limit allows, the socket's unsent mark (5 ms of
+// the connection's rate, loader.unsent): the transport writes one DATA frame
+// per read, and a request on the same connection waits for the frame being
+// written, so frames of the transport's own size (up to 512 kB where the
+// server allows large frames) kept self probes waiting hundreds of ms behind
+// our own upload (TestZeroReaderKeepsToLimit).
+type zeroReader struct {
+	n     *atomic.Int64
+	limit func() (int, bool)
+}
 
 func (z *zeroReader) Read(p []byte) (int, error) {
+	if n, ok := z.limit(); ok {
+		p = p[:min(len(p), n)]
+	}
 	clear(p)
 	z.n.Add(int64(len(p)))
 	return len(p), nil
+}
+
+// unsent is what l's connection may hold unsent (sockopt.Unsent); false
+// before it is connected.
+func (l *loader) unsent() (int, bool) {
+	if c := l.conn.Load(); c != nil {
+		return sockopt.Unsent(*c)
+	}
+	return 0, false
 }
 
 func (m *measurer) multiplexed() bool { return true }

@@ -4,6 +4,7 @@ package rpm
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -84,6 +85,69 @@ func TestMeasureLoopback(t *testing.T) {
 	bb := res.BBResult()
 	if bb.RPM != res.RPM || bb.DownloadMbps != res.DownloadMbps || bb.UploadMbps != res.UploadMbps || !strings.HasSuffix(bb.URL, pathWellKnown) {
 		t.Errorf("BBResult %+v does not match %+v", bb, res)
+	}
+}
+
+// The draft adds a load-generating connection at every interval, up to
+// MNP, also once goodput is saturated: more connections than a saturated
+// line needs are what reveal how much the path will buffer (a bloated
+// modem that four window-limited uploads leave half empty fills with
+// sixteen). A stage that ran past its saturation must end with more
+// connections than it saturated with.
+func TestMeasureAddsConnectionsPastSaturation(t *testing.T) {
+	s, err := NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, s, nil)
+	var logs logSink
+	opts := quick(&logs)
+	opts.MaxConns = 16
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := Measure(ctx, addr, opts)
+	if err != nil {
+		t.Fatalf("Measure: %v\nlog:\n%s", err, strings.Join(logs.lines(), "\n"))
+	}
+	for _, st := range []struct {
+		name string
+		Stage
+	}{{"download", res.Download}, {"upload", res.Upload}} {
+		var conns int
+		var after float64
+		for _, l := range logs.lines() {
+			if _, err := fmt.Sscanf(l, "rpm: "+st.name+" goodput stable at %f Mbit/s with %d connections after %f s", new(float64), &conns, &after); err == nil {
+				break
+			}
+			conns = 0
+		}
+		if conns == 0 {
+			t.Errorf("%s: no goodput saturation logged: %q", st.name, logs.lines())
+			continue
+		}
+		intervals := int((st.Seconds - after) / opts.Interval.Seconds())
+		if want := min(opts.MaxConns, conns+intervals-1); st.Conns < want {
+			t.Errorf("%s: saturated with %d connections after %.1f s, ended with %d after %.1f s; want at least %d", st.name, conns, after, st.Conns, st.Seconds, want)
+		}
+	}
+}
+
+// An upload body's reads, each one DATA frame, keep to the connection's
+// unsent mark, so a self probe waits behind at most that much of our own
+// upload; with no mark (not yet connected, not Linux) the transport's
+// buffer decides.
+func TestZeroReaderKeepsToLimit(t *testing.T) {
+	for _, tc := range []struct {
+		mark int
+		ok   bool
+		want int
+	}{{4000, true, 4000}, {1 << 20, true, 512 << 10}, {0, false, 512 << 10}} {
+		var n atomic.Int64
+		z := &zeroReader{n: &n, limit: func() (int, bool) { return tc.mark, tc.ok }}
+		got, err := z.Read(make([]byte, 512<<10))
+		if err != nil || got != tc.want || n.Load() != int64(tc.want) {
+			t.Errorf("mark %d (%v): read %d, counted %d, %v; want %d", tc.mark, tc.ok, got, n.Load(), err, tc.want)
+		}
 	}
 }
 

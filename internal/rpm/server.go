@@ -81,11 +81,6 @@ const (
 	// overloaded server, rather than a closed socket; beyond those, closed.
 	maxHandshakes       = 128
 	handshakesPerClient = 16
-	// notSentLowat keeps the unsent backlog in each socket to about 0.3 ms at
-	// 1 Gbit/s, so a probe answer on a loaded connection is not stuck behind
-	// megabytes the server has queued itself (the draft's advice for test
-	// endpoints: the server must not be the bloat it measures).
-	notSentLowat = 32 << 10
 )
 
 // chunk is the large object's content, written again and again: the
@@ -362,8 +357,10 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			c.Close()
 			continue
 		}
-		sockopt.SetNotSentLowat(c, notSentLowat)
-		return &limitConn{Conn: c, slot: slot, identified: handshake, busy: busy}, nil
+		// A probe answer on a loaded connection must not wait behind what
+		// the server queued itself: the server must not be the bloat it
+		// measures.
+		return &limitConn{Conn: sockopt.Replenish(c), slot: slot, identified: handshake, busy: busy}, nil
 	}
 }
 

@@ -180,7 +180,7 @@ func TestLargeDownloadStreamsWithFlatMemory(t *testing.T) {
 func TestUploadSinkCountsBytes(t *testing.T) {
 	s, addr := newTestServer(t, ServerConfig{})
 	const n = 10<<20 + 7
-	resp, err := h2Client(t, s).Post("https://"+addr+pathUpload, "application/octet-stream", io.LimitReader(&zeroReader{n: new(atomic.Int64)}, n))
+	resp, err := h2Client(t, s).Post("https://"+addr+pathUpload, "application/octet-stream", io.LimitReader(&zeroReader{n: new(atomic.Int64), limit: new(loader).unsent}, n))
 	if err != nil {
 		t.Fatal(err)
 	}

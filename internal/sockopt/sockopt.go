@@ -4,7 +4,10 @@
 // acknowledged byte count, and the kernel's receive stamp on probes.
 package sockopt
 
-import "net"
+import (
+	"net"
+	"time"
+)
 
 // BulkLowat is the TCP_NOTSENT_LOWAT both ends of the bufferbloat test set
 // on bulk senders. Without it the kernel lets megabytes of unsent data pile
@@ -17,12 +20,16 @@ const BulkLowat = 16 << 10
 // TuneBulk sets BulkLowat on c (see SetNotSentLowat).
 func TuneBulk(c net.Conn) { SetNotSentLowat(c, BulkLowat) }
 
-// rawConn is what the options act on: a TCP connection's file descriptor.
-func rawConn(c net.Conn) (interface{ Control(func(uintptr)) error }, bool) {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return nil, false
-	}
-	rc, err := tc.SyscallConn()
-	return rc, err == nil
+// ReplenishTime is how much of a connection's throughput Replenish lets
+// wait unsent in its socket: the 5 ms the responsiveness draft asks of test
+// clients and servers (its TCP_REPLENISH_TIME, emulated with
+// TCP_NOTSENT_LOWAT where the kernel lacks it).
+const ReplenishTime = 5 * time.Millisecond
+
+// replenishLowat is the mark for a connection sending bytesPerSec: its
+// ReplenishTime's worth, at least one full segment (less would hold back
+// what the kernel could send in one packet) and at most 4 MB (the kernel's
+// usual send buffer ceiling).
+func replenishLowat(bytesPerSec float64) int {
+	return int(max(1500, min(4<<20, bytesPerSec*ReplenishTime.Seconds())))
 }

@@ -3,6 +3,7 @@ package sockopt
 import (
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -18,6 +19,79 @@ func SetNotSentLowat(c net.Conn, bytes int) {
 			unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, bytes)
 		})
 	}
+}
+
+// replenished is a TCP connection whose TCP_NOTSENT_LOWAT follows its
+// throughput (Replenish). A fixed mark is the wrong size at every rate but
+// one: 32 KB is 0.3 ms at 1 Gbit/s but 200 ms on each of sixteen
+// connections sharing 20 Mbit/s, where a request multiplexed onto one waits
+// behind its own connection's backlog (TestReplenishFollowsRate).
+type replenished struct {
+	*net.TCPConn
+	next  atomic.Int64 // unix nanoseconds of the next update
+	lowat atomic.Int64 // the mark last set
+}
+
+// replenishEvery bounds the cost: the kernel's rate is read at most this
+// often, however many writes the connection makes.
+const replenishEvery = 10 * time.Millisecond
+
+func (r *replenished) Write(b []byte) (int, error) {
+	if now := time.Now().UnixNano(); now >= r.next.Load() {
+		r.next.Store(now + int64(replenishEvery))
+		r.update()
+	}
+	return r.TCPConn.Write(b)
+}
+
+// Replenish returns c, when it is a TCP connection, with its unsent
+// backlog kept to ReplenishTime of its throughput, as the responsiveness
+// draft asks of both ends of a test. The rate is the kernel's delivery
+// rate (which a sample limited by the application only ever raises, so a
+// small mark cannot talk itself smaller), or before its first sample what
+// the congestion window allows per round trip.
+func Replenish(c net.Conn) net.Conn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return c
+	}
+	r := &replenished{TCPConn: tc}
+	r.update()
+	return r
+}
+
+// Unsent is what c, a connection from Replenish, may now hold unsent: the
+// size a writer's own chunks should keep to, so that what queues in it
+// ahead of the socket waits no longer than what queues in the socket.
+func Unsent(c net.Conn) (int, bool) {
+	r, ok := c.(*replenished)
+	if !ok {
+		return 0, false
+	}
+	return int(r.lowat.Load()), r.lowat.Load() > 0
+}
+
+// update sets the mark from the kernel's view of the connection.
+func (r *replenished) update() {
+	rc, err := r.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err != nil {
+			return
+		}
+		rate := float64(info.Delivery_rate)
+		if rate == 0 && info.Rtt > 0 {
+			rate = float64(info.Snd_cwnd) * float64(info.Snd_mss) / (float64(info.Rtt) / 1e6)
+		}
+		if lowat := replenishLowat(rate); int64(lowat) != r.lowat.Load() {
+			if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_NOTSENT_LOWAT, lowat) == nil {
+				r.lowat.Store(int64(lowat))
+			}
+		}
+	})
 }
 
 // BytesAcked is the number of bytes the peer acknowledged on c (TCP_INFO).
@@ -127,4 +201,17 @@ func WriteSegments(c net.Conn, b []byte) (bool, error) {
 		return true, err
 	}
 	return true, werr
+}
+
+// rawConn is what the options act on: a TCP connection's file descriptor.
+func rawConn(c net.Conn) (interface{ Control(func(uintptr)) error }, bool) {
+	if r, ok := c.(*replenished); ok {
+		c = r.TCPConn
+	}
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil, false
+	}
+	rc, err := tc.SyscallConn()
+	return rc, err == nil
 }

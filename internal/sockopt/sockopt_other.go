@@ -11,6 +11,13 @@ import (
 // send buffer.
 func SetNotSentLowat(net.Conn, int) {}
 
+// Replenish needs Linux's TCP_NOTSENT_LOWAT and TCP_INFO; elsewhere c is
+// returned as it is.
+func Replenish(c net.Conn) net.Conn { return c }
+
+// Unsent: no mark outside Linux (Replenish).
+func Unsent(net.Conn) (int, bool) { return 0, false }
+
 // BytesAcked needs Linux's TCP_INFO; elsewhere callers count body bytes.
 func BytesAcked(net.Conn) (int64, bool) { return 0, false }
 
