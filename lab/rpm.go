@@ -7,13 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/refserver"
-	"github.com/sqmkit/sqmkit/internal/rpm"
 	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
@@ -219,12 +217,12 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	if err := g.settle(filepath.Base(dir) + " rpm"); err != nil {
 		return err
 	}
-	// At its default of up to 100 probe rounds a second, each a new TLS
-	// connection, goresponsiveness starves the emulated guest's CPU: its
-	// probes then take seconds to complete and its last window holds none
-	// (RPM NaN). It probes as often as sqmkit does here.
-	theirs, err := t.sh.run(nsClient, g.tools.goresp, "--url", url, "--insecure-skip-verify", "--rpm.timeout", "30",
-		"--rpm.mps", strconv.Itoa(int(time.Second/rpm.DefaultEvery)))
+	// The draft's parameters where goresponsiveness's defaults depart
+	// from them (refserver.GoresponsivenessArgs, ClientLowat).
+	if err := t.sh.must(nsClient, []string{"sysctl", "-qw", refserver.ClientLowat}); err != nil {
+		return err
+	}
+	theirs, err := t.sh.run(nsClient, append([]string{g.tools.goresp}, refserver.GoresponsivenessArgs(url)...)...)
 	os.WriteFile(filepath.Join(dir, "goresponsiveness.log"), []byte(theirs), 0o644)
 	if err != nil {
 		return fmt.Errorf("goresponsiveness: %w", err)

@@ -21,9 +21,11 @@ import (
 // Go and Swift backends are not pinned) is graded by `sqmkit test URL`:
 // with the letters `sqmkit test` gives against sqmkit serve on the same
 // path, and so is the router build's (HTTP/1.1). goresponsiveness (the draft's authors' client, built from its
-// pinned commit by scripts/goresponsiveness.sh) and `sqmkit test --rpm`
-// then measure the RPM against the same server, and the log sets their
-// figures side by side (docs/results.md: they differ, and why).
+// pinned commit by scripts/goresponsiveness.sh, with the draft's parameters
+// where its defaults depart from them: refserver.GoresponsivenessArgs) and
+// `sqmkit test --rpm` then measure the RPM against the same server, and the
+// log sets their figures side by side (docs/results.md: where they differ,
+// and why).
 func TestReferenceResponsivenessServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: runs about a minute of tests through a tbf")
@@ -75,15 +77,16 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	}
 	sameGrades(t, onRouter, grade["sqmkit serve"])
 
-	// The RPM as the draft measures it (connections added to saturation,
-	// to stability), per direction: goresponsiveness as it ships, then
-	// sqmkit test --rpm, one after the other on the same path.
+	// The RPM as the draft measures it (a connection added every interval,
+	// to stability), per direction: goresponsiveness, then sqmkit test
+	// --rpm, one after the other on the same path.
 	// goresponsiveness aggregates as the draft's earlier versions did, the
 	// mean of the foreign and the loaded latencies; sqmkit follows the
 	// current text, the mean of the two rates (docs/commands.md,
 	// "Responsiveness (RPM)"), so sqmkit's latencies are also aggregated
 	// as goresponsiveness does.
-	out, err := exec.Command("ip", "netns", "exec", cli.Name, goresp, "--url", url, "--insecure-skip-verify", "--rpm.timeout", "30").CombinedOutput()
+	cli.Exec(t, "sysctl", "-qw", refserver.ClientLowat)
+	out, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name, goresp}, refserver.GoresponsivenessArgs(url)...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("goresponsiveness: %v\n%s", err, out)
 	}

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 // Stage is one direction of `sqmkit test --rpm`'s printed result: its RPM
@@ -37,6 +40,30 @@ func Stages(out []byte) ([]Stage, error) {
 func (s Stage) EarlierDraft() float64 {
 	return 60000 / ((s.Load + (s.TCP+s.TLS+s.GET)/3) / 2)
 }
+
+// GoresponsivenessArgs are goresponsiveness's arguments against url,
+// with the draft's parameters where its defaults depart from them (read
+// in its source at its pin, docs/results.md has the runs):
+//   - --rpm.tmp 95: its trimmed mean keeps the given percentage of the
+//     fastest probes (utilities.TrimBy), so its default of 5 averages the
+//     fastest 5 %; 95 keeps the fastest 95 %, the draft's TMP.
+//   - --rpm.mps: it reads PTC but never applies it, and at its default of
+//     100 probe rounds a second (each a new TLS connection) its probes take
+//     a quarter of a 20 Mbit/s line and starve a small host's CPU; it
+//     probes at sqmkit's own rate in a test instead (rpm.DefaultEvery).
+func GoresponsivenessArgs(url string) []string {
+	mps := strconv.Itoa(int(time.Second / rpm.DefaultEvery))
+	return []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
+}
+
+// ClientLowat is the sysctl a client's namespace gets before
+// goresponsiveness runs in it: it sets no TCP_NOTSENT_LOWAT, so its upload
+// GETs wait behind its own socket's backlog, where the draft asks a client
+// to keep 5 ms of its throughput unsent (sqmkit does, sockopt.Replenish).
+// A namespace-wide mark cannot follow each connection's rate; one segment
+// is the nearest fixed one on the lab's lines, where sixteen connections
+// share at most 40 Mbit/s.
+const ClientLowat = "net.ipv4.tcp_notsent_lowat=1500"
 
 // Theirs is one direction of goresponsiveness's result: its RPM (the
 // single-sided trimmed mean; NaN when its last window held no probe) and
