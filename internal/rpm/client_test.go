@@ -3,6 +3,7 @@
 package rpm
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -50,15 +51,25 @@ func quick(logs *logSink) Options {
 
 func measure(t *testing.T, wrap func(http.Handler) http.Handler) Result {
 	t.Helper()
+	res, _ := measureWith(t, wrap, 0)
+	return res
+}
+
+// measureWith is measure with up to maxConns load connections (0: quick's)
+// and its log.
+func measureWith(t *testing.T, wrap func(http.Handler) http.Handler, maxConns int) (Result, *logSink) {
+	t.Helper()
 	s, err := NewServer(ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := startServer(t, s, wrap)
-	var logs logSink
+	logs := &logSink{}
+	opts := quick(logs)
+	opts.MaxConns = cmp.Or(maxConns, opts.MaxConns)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	res, err := Measure(ctx, addr, quick(&logs))
+	res, err := Measure(ctx, addr, opts)
 	if err != nil {
 		t.Fatalf("Measure: %v\nlog:\n%s", err, strings.Join(logs.lines(), "\n"))
 	}
@@ -66,7 +77,7 @@ func measure(t *testing.T, wrap func(http.Handler) http.Handler) Result {
 	if !logs.contains("rpm: config https://" + addr + "/.well-known/nq") {
 		t.Errorf("config decision not logged: %q", logs.lines())
 	}
-	return res
+	return res, logs
 }
 
 func TestMeasureLoopback(t *testing.T) {
@@ -95,20 +106,8 @@ func TestMeasureLoopback(t *testing.T) {
 // sixteen). A stage that ran past its saturation must end with more
 // connections than it saturated with.
 func TestMeasureAddsConnectionsPastSaturation(t *testing.T) {
-	s, err := NewServer(ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := startServer(t, s, nil)
-	var logs logSink
-	opts := quick(&logs)
-	opts.MaxConns = 16
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	res, err := Measure(ctx, addr, opts)
-	if err != nil {
-		t.Fatalf("Measure: %v\nlog:\n%s", err, strings.Join(logs.lines(), "\n"))
-	}
+	const maxConns = 16
+	res, logs := measureWith(t, nil, maxConns)
 	for _, st := range []struct {
 		name string
 		Stage
@@ -125,8 +124,8 @@ func TestMeasureAddsConnectionsPastSaturation(t *testing.T) {
 			t.Errorf("%s: no goodput saturation logged: %q", st.name, logs.lines())
 			continue
 		}
-		intervals := int((st.Seconds - after) / opts.Interval.Seconds())
-		if want := min(opts.MaxConns, conns+intervals-1); st.Conns < want {
+		intervals := int((st.Seconds - after) / quick(logs).Interval.Seconds())
+		if want := min(maxConns, conns+intervals-1); st.Conns < want {
 			t.Errorf("%s: saturated with %d connections after %.1f s, ended with %d after %.1f s; want at least %d", st.name, conns, after, st.Conns, st.Seconds, want)
 		}
 	}
