@@ -218,11 +218,19 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 		return err
 	}
 	// The draft's parameters where goresponsiveness's defaults depart
-	// from them (refserver.GoresponsivenessArgs, ClientLowat).
+	// from them (refserver.GoresponsivenessArgs, ClientLowat); the client
+	// namespace serves the next scenarios, so its mark is put back.
+	was, err := t.sh.run(nsClient, "sysctl", "-n", refserver.LowatSysctl)
+	if err != nil {
+		return err
+	}
 	if err := t.sh.must(nsClient, []string{"sysctl", "-qw", refserver.ClientLowat}); err != nil {
 		return err
 	}
 	theirs, err := t.sh.run(nsClient, append([]string{g.tools.goresp}, refserver.GoresponsivenessArgs(url)...)...)
+	if rerr := t.sh.must(nsClient, []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + strings.TrimSpace(was)}); rerr != nil && err == nil {
+		err = rerr
+	}
 	os.WriteFile(filepath.Join(dir, "goresponsiveness.log"), []byte(theirs), 0o644)
 	if err != nil {
 		return fmt.Errorf("goresponsiveness: %w", err)

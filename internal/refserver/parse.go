@@ -62,8 +62,12 @@ func GoresponsivenessArgs(url string) []string {
 // to keep 5 ms of its throughput unsent (sqmkit does, sockopt.Replenish).
 // A namespace-wide mark cannot follow each connection's rate; one segment
 // is the nearest fixed one on the lab's lines, where sixteen connections
-// share at most 40 Mbit/s.
-const ClientLowat = "net.ipv4.tcp_notsent_lowat=1500"
+// share at most 40 Mbit/s. A namespace that outlives the run gets its
+// LowatSysctl back afterwards.
+const (
+	LowatSysctl = "net.ipv4.tcp_notsent_lowat"
+	ClientLowat = LowatSysctl + "=1500"
+)
 
 // Theirs is one direction of goresponsiveness's result: its RPM (the
 // single-sided trimmed mean; NaN when its last window held no probe) and

@@ -1,7 +1,8 @@
 // Package sockopt holds the socket options the bufferbloat test and
 // autorate need so that latency is measured in the network, not in our own
-// buffers or scheduling: a small TCP not-sent low-water mark, the
-// acknowledged byte count, and the kernel's receive stamp on probes.
+// buffers or scheduling: a small TCP not-sent low-water mark (fixed, or
+// following the connection's rate), the acknowledged byte count, and the
+// kernel's receive stamp on probes.
 package sockopt
 
 import (
