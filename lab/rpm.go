@@ -33,8 +33,8 @@ type rpmResult struct {
 	// 0: no figure (its NaN, which JSON cannot hold: setTheirs).
 	Goresponsiveness [2]float64 `json:"goresponsiveness_rpm"`
 	// GoresponsivenessConns is how many load connections it ended with
-	// per direction; 0: its load generator gave up, and its RPM is of an
-	// unloaded link.
+	// per direction (held to sqmkit's: rpmFigures); 0: its load generator
+	// gave up, and its RPM is of an unloaded link.
 	GoresponsivenessConns [2]int     `json:"goresponsiveness_connections"`
 	Sqmkit                [2]float64 `json:"sqmkit_rpm"`
 	SqmkitEarlier         [2]float64 `json:"sqmkit_rpm_earlier_draft"`
@@ -45,12 +45,9 @@ type rpmResult struct {
 }
 
 // rpmTuneBand is how close tune's rates against the reference server must
-// land to its rates against sqmkit serve, and rpmBand how close sqmkit's
-// RPM to goresponsiveness's (issue #52).
-const (
-	rpmTuneBand = 0.05
-	rpmBand     = 0.25
-)
+// land to its rates against sqmkit serve (issue #52); refserver.Band is
+// how close sqmkit's RPM to goresponsiveness's.
+const rpmTuneBand = 0.05
 
 // refServer starts the reference responsiveness server in the server
 // namespace, once per lab: nginx, and `sqmkit serve --rpm` on the
@@ -211,51 +208,67 @@ func astride(a, b float64) bool {
 // letterRank orders the grade letters, A+ first; -1 for none.
 func letterRank(l string) int { return slices.Index([]string{"A+", "A", "B", "C", "D", "F"}, l) }
 
-// rpmFigures runs goresponsiveness, then `sqmkit test --rpm URL`, from the
-// client against the reference server, and keeps both logs.
+// rpmFigures runs `sqmkit test --rpm URL`, then goresponsiveness once per
+// direction held to the connections sqmkit ended with, from the client
+// against the reference server, and keeps every log.
 func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	if err := g.settle(filepath.Base(dir) + " rpm"); err != nil {
 		return err
 	}
-	// The draft's parameters where goresponsiveness's defaults depart
-	// from them (refserver.GoresponsivenessArgs, ClientLowat); the client
-	// namespace serves the next scenarios, so its mark is put back.
-	was, err := t.sh.run(nsClient, "sysctl", "-n", refserver.LowatSysctl)
-	if err != nil {
-		return err
+	return t.endpointLowat(func() error {
+		ours, err := t.sh.run(nsClient, g.tools.sqmkit, "test", "--rpm", url, "--rpm-insecure", "--quiet")
+		os.WriteFile(filepath.Join(dir, "sqmkit-rpm.log"), []byte(ours), 0o644)
+		if err != nil {
+			return fmt.Errorf("sqmkit test --rpm: %w", err)
+		}
+		st, err := refserver.Stages([]byte(ours))
+		if err != nil {
+			return err
+		}
+		var theirs [2]refserver.Theirs
+		for i, s := range st {
+			rr.Sqmkit[i], rr.SqmkitEarlier[i] = s.RPM, s.EarlierDraft()
+			if err := g.settle(filepath.Base(dir) + " rpm"); err != nil {
+				return err
+			}
+			out, err := t.sh.run(nsClient, append([]string{g.tools.goresp}, refserver.GoresponsivenessArgs(url, s.Conns)...)...)
+			os.WriteFile(filepath.Join(dir, "goresponsiveness-"+s.Direction+".log"), []byte(out), 0o644)
+			if err != nil {
+				return fmt.Errorf("goresponsiveness: %w", err)
+			}
+			down, up, err := refserver.Goresponsiveness([]byte(out))
+			if err != nil {
+				return err
+			}
+			theirs[i] = []refserver.Theirs{down, up}[i]
+		}
+		rr.setTheirs(theirs[0], theirs[1])
+		return nil
+	})
+}
+
+// endpointLowat runs fn with the client's and the server's namespaces at
+// refserver.EndpointLowat, and puts their marks back after it: both
+// namespaces serve the next scenarios.
+func (t *topo) endpointLowat(fn func() error) error {
+	was := map[string]string{}
+	for _, ns := range []string{nsClient, nsServer} {
+		v, err := t.sh.run(ns, "sysctl", "-n", refserver.LowatSysctl)
+		if err != nil {
+			return err
+		}
+		was[ns] = strings.TrimSpace(v)
+		if err := t.sh.must(ns, []string{"sysctl", "-qw", refserver.EndpointLowat}); err != nil {
+			return err
+		}
 	}
-	if err := t.sh.must(nsClient, []string{"sysctl", "-qw", refserver.ClientLowat}); err != nil {
-		return err
+	err := fn()
+	for ns, v := range was {
+		if rerr := t.sh.must(ns, []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + v}); rerr != nil && err == nil {
+			err = rerr
+		}
 	}
-	theirs, err := t.sh.run(nsClient, append([]string{g.tools.goresp}, refserver.GoresponsivenessArgs(url)...)...)
-	if rerr := t.sh.must(nsClient, []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + strings.TrimSpace(was)}); rerr != nil && err == nil {
-		err = rerr
-	}
-	os.WriteFile(filepath.Join(dir, "goresponsiveness.log"), []byte(theirs), 0o644)
-	if err != nil {
-		return fmt.Errorf("goresponsiveness: %w", err)
-	}
-	down, up, err := refserver.Goresponsiveness([]byte(theirs))
-	if err != nil {
-		return err
-	}
-	rr.setTheirs(down, up)
-	if err := g.settle(filepath.Base(dir) + " rpm"); err != nil {
-		return err
-	}
-	ours, err := t.sh.run(nsClient, g.tools.sqmkit, "test", "--rpm", url, "--rpm-insecure", "--quiet")
-	os.WriteFile(filepath.Join(dir, "sqmkit-rpm.log"), []byte(ours), 0o644)
-	if err != nil {
-		return fmt.Errorf("sqmkit test --rpm: %w", err)
-	}
-	st, err := refserver.Stages([]byte(ours))
-	if err != nil {
-		return err
-	}
-	for i, s := range st {
-		rr.Sqmkit[i], rr.SqmkitEarlier[i] = s.RPM, s.EarlierDraft()
-	}
-	return nil
+	return err
 }
 
 // setTheirs keeps goresponsiveness's figures, a NaN or an infinite RPM
@@ -271,7 +284,7 @@ func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 }
 
 // rpmChecks hold sqmkit's RPM, aggregated as goresponsiveness does,
-// within rpmBand of goresponsiveness's per direction. The figure sqmkit
+// within refserver.Band of goresponsiveness's per direction. The figure sqmkit
 // prints (the draft's current aggregation) is recorded beside it, not
 // held to the band: under a standing queue the two aggregations differ
 // several-fold by design (docs/results.md). A direction goresponsiveness
@@ -282,7 +295,7 @@ func rpmChecks(rr *rpmResult) []accept.Check {
 	for i, dir := range []string{"download", "upload"} {
 		ratio := rr.SqmkitEarlier[i] / rr.Goresponsiveness[i]
 		c := accept.Check{Name: dir + " RPM, sqmkit's latencies as goresponsiveness aggregates / goresponsiveness's", Got: ratio,
-			Want: fmt.Sprintf("%.2f–%.2f", 1-rpmBand, 1+rpmBand), OK: ratio >= 1-rpmBand && ratio <= 1+rpmBand}
+			Want: fmt.Sprintf("%.2f–%.2f", 1-refserver.Band, 1+refserver.Band), OK: ratio >= 1-refserver.Band && ratio <= 1+refserver.Band}
 		switch {
 		case rr.GoresponsivenessConns[i] == 0:
 			c.OK, c.Got, c.Unproven = false, 0, "goresponsiveness's load generator gave up (0 connections): its first connection had not started within its first second"

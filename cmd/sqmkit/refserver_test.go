@@ -3,6 +3,7 @@
 package main
 
 import (
+	"fmt"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -23,8 +24,8 @@ import (
 // path, and so is the router build's (HTTP/1.1). goresponsiveness (the draft's authors' client, built from its
 // pinned commit by scripts/goresponsiveness.sh, with the draft's parameters
 // where its defaults depart from them: refserver.GoresponsivenessArgs) and
-// `sqmkit test --rpm` then measure the RPM against the same server, and the
-// log sets their figures side by side (docs/results.md: where they differ,
+// `sqmkit test --rpm` then measure the RPM against the same server, within
+// twice refserver.Band of each other (docs/results.md: where they differ,
 // and why).
 func TestReferenceResponsivenessServer(t *testing.T) {
 	if testing.Short() {
@@ -78,33 +79,48 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	sameGrades(t, onRouter, grade["sqmkit serve"])
 
 	// The RPM as the draft measures it (a connection added every interval,
-	// to stability), per direction: goresponsiveness, then sqmkit test
-	// --rpm, one after the other on the same path.
+	// to stability): sqmkit test --rpm, then goresponsiveness once per
+	// direction, held to the connections sqmkit ended with, one after the
+	// other on the same path, both endpoints' backlogs kept small as the
+	// draft asks (refserver.GoresponsivenessArgs, EndpointLowat).
 	// goresponsiveness aggregates as the draft's earlier versions did, the
 	// mean of the foreign and the loaded latencies; sqmkit follows the
 	// current text, the mean of the two rates (docs/commands.md,
 	// "Responsiveness (RPM)"), so sqmkit's latencies are also aggregated
-	// as goresponsiveness does.
-	cli.Exec(t, "sysctl", "-qw", refserver.ClientLowat)
-	out, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name, goresp}, refserver.GoresponsivenessArgs(url)...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("goresponsiveness: %v\n%s", err, out)
-	}
-	down, up, err := refserver.Goresponsiveness(out)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// as goresponsiveness does. make lab holds that figure to the issue's
+	// refserver.Band (lab/rpm.go, rpmChecks); a single run here can land
+	// just past it (docs/results.md), so this test fails at twice the band:
+	// a load, a stop or an aggregation that is not the draft's, as the ramp
+	// that stopped adding connections at saturation was.
+	srv.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
+	cli.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
 	b, err := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", url, "--rpm-insecure", "--quiet").CombinedOutput()
 	if err != nil {
 		t.Fatalf("sqmkit test --rpm: %v\n%s", err, b)
 	}
-	t.Logf("goresponsiveness:\n%s\nsqmkit test --rpm:\n%s", out, b)
+	t.Logf("sqmkit test --rpm:\n%s", b)
 	ours, err := refserver.Stages(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, want := range []float64{down.RPM, up.RPM} {
-		got := ours[i].EarlierDraft()
-		t.Logf("%s: goresponsiveness %.0f RPM; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM (%+.0f %%)", ours[i].Direction, want, got, 100*(got/want-1))
+	for i, st := range ours {
+		out, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name, goresp}, refserver.GoresponsivenessArgs(url, st.Conns)...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("goresponsiveness: %v\n%s", err, out)
+		}
+		t.Logf("goresponsiveness held to %d connections:\n%s", st.Conns, out)
+		down, up, err := refserver.Goresponsiveness(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []refserver.Theirs{down, up}[i]
+		got := st.EarlierDraft()
+		ratio := got / want.RPM
+		msg := fmt.Sprintf("%s on %d connections: goresponsiveness %.0f RPM; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM (%+.0f %%)", st.Direction, st.Conns, want.RPM, got, 100*(ratio-1))
+		if !(ratio >= 1-2*refserver.Band && ratio <= 1+2*refserver.Band) { // and a NaN
+			t.Errorf("%s, outside ±%.0f %%\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
+			continue
+		}
+		t.Logf("%s; within the issue's ±%.0f %%: %v", msg, 100*refserver.Band, ratio >= 1-refserver.Band && ratio <= 1+refserver.Band)
 	}
 }

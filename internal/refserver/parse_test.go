@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Stage{{"download", 15102, 0.1, 4.4, 4.6, 5.8}, {"upload", 16703, 0.5, 3.7, 3.2, 6.7}}
+	want := []Stage{{"download", 15102, 0.1, 4.4, 4.6, 5.8, 9}, {"upload", 16703, 0.5, 3.7, 3.2, 6.7, 5}}
 	for i, s := range st {
 		if s != want[i] {
 			t.Errorf("stage %d = %+v, want %+v", i, s, want[i])
