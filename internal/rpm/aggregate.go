@@ -79,6 +79,18 @@ func (m means) rpm() float64 {
 	return r
 }
 
+// delay is what the responsiveness's stability is judged on: the mean of
+// the foreign round trip and the loaded GET, in milliseconds (NaN when a
+// kind is missing). The RPM's mean of two rates follows the faster kind:
+// with foreign probes at 45 ms a loaded GET that climbs from 1.5 to 2 s
+// moves it by 1 %, and it would pass the draft's 5 % test while the
+// queue behind the load still grows; the delay moves by a third.
+// goresponsiveness judges the sum of the two, the same test
+// (TestStabilityFollowsLoadedDelay).
+func (m means) delay() float64 {
+	return ((m.TCP+m.TLS+m.HTTPForeign)/3 + m.HTTPSelf) / 2
+}
+
 // stable reports whether the last mad values agree within stdTolerance of
 // the newest one — the draft's test for both goodput and responsiveness.
 func stable(xs []float64) bool {

@@ -123,3 +123,34 @@ func TestMovingAverage(t *testing.T) {
 		}
 	}
 }
+
+// The responsiveness is stable when the delay behind the load has stopped
+// growing: a loaded GET that still climbs 8 % an interval behind foreign
+// probes at 45 ms is not, though the RPM (a mean of rates, led by the fast
+// foreign half) hardly moves; a steady one is, whatever its size.
+func TestStabilityFollowsLoadedDelay(t *testing.T) {
+	window := func(loaded ...float64) (rpm, delay []float64) {
+		for _, l := range loaded {
+			m := means{TCP: 45, TLS: 45, HTTPForeign: 45, HTTPSelf: l}
+			rpm, delay = append(rpm, m.rpm()), append(delay, m.delay())
+		}
+		return rpm, delay
+	}
+	for _, tc := range []struct {
+		name   string
+		loaded []float64
+		want   bool
+	}{
+		{"climbing 8 % an interval", []float64{1500, 1620, 1750, 1890}, false},
+		{"steady at 1.9 s", []float64{1890, 1900, 1880, 1895}, true},
+		{"steady at 50 ms", []float64{50, 51, 49, 50}, true},
+	} {
+		rpm, delay := window(tc.loaded...)
+		if got := stable(delay); got != tc.want {
+			t.Errorf("%s: stable(delay %v) = %v, want %v", tc.name, delay, got, tc.want)
+		}
+		if !stable(rpm) {
+			t.Errorf("%s: the RPM %v was expected to look stable (the case the delay is for)", tc.name, rpm)
+		}
+	}
+}

@@ -238,6 +238,7 @@ type run struct {
 	inflight [2]chan struct{} // foreign, self
 	lost     atomic.Int64     // probes that failed
 	lastErr  atomic.Pointer[error]
+	waiting  waiting // self probes not yet returned
 }
 
 // maxInflight bounds outstanding probes of each kind: under seconds of
@@ -275,7 +276,7 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 	var (
 		perInterval []float64 // bytes per interval
 		goodput     []float64 // moving averages, bytes/s
-		rpms        []float64
+		delays      []float64 // the window's mean delay per interval (means.delay)
 		saturated   bool
 		last        int64
 		notes       []string
@@ -284,8 +285,8 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 		select {
 		case <-parent.Done():
 			// cut short: what the last intervals measured, said as such
-			st, win := r.summary(i, goodputOf(perInterval, m.opts.Interval), "cut short", start)
-			notes = append(notes, r.lostNote(name)...)
+			st, win, waited := r.summary(i, goodputOf(perInterval, m.opts.Interval), "cut short", start, name)
+			notes = append(append(notes, waited...), r.lostNote(name)...)
 			return st, win, append(notes, fmt.Sprintf("%s cut short after %.1f s: %v", name, time.Since(start).Seconds(), parent.Err())), parent.Err()
 		case err := <-r.errc:
 			return Stage{}, latencies{}, nil, fmt.Errorf("rpm: %s: %w", name, err)
@@ -314,17 +315,17 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 		}
 		conf := ""
 		if saturated {
-			if v := r.window(i).means().rpm(); !math.IsNaN(v) {
-				rpms = append(rpms, v)
+			if v := r.window(i).means().delay(); !math.IsNaN(v) {
+				delays = append(delays, v)
 			}
-			if stable(rpms) {
+			if stable(delays) {
 				conf = "high"
 			}
 		}
 		if conf == "" && time.Since(start) >= m.opts.MaxStage {
 			// The draft's confidence levels for a run cut short by the limit.
 			conf = "low"
-			if saturated && len(rpms) >= mad {
+			if saturated && len(delays) >= mad {
 				conf = "medium"
 			}
 			if !saturated {
@@ -334,8 +335,8 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 			}
 		}
 		if conf != "" {
-			st, win := r.summary(i, ma, conf, start)
-			notes = append(notes, r.lostNote(name)...)
+			st, win, waited := r.summary(i, ma, conf, start, name)
+			notes = append(append(notes, waited...), r.lostNote(name)...)
 			if math.IsNaN(st.RPM) {
 				return st, win, notes, fmt.Errorf("rpm: %s: no foreign or no self probe completed in the last %d intervals%s", name, mad, r.lastError())
 			}
@@ -345,10 +346,21 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 	}
 }
 
-// summary is the stage as the window ending at interval i measured it.
-func (r *run) summary(i int, goodput float64, conf string, start time.Time) (Stage, latencies) {
+// summary is the stage as the window ending at interval i measured it;
+// with no loaded probe returned in it, those still waiting count at their
+// age (waiting), the confidence is low, and the note says so.
+func (r *run) summary(i int, goodput float64, conf string, start time.Time, name string) (Stage, latencies, []string) {
 	win := r.window(i)
+	var note []string
+	ages := r.waiting.ages()
+	waited := len(win.HTTPSelf) == 0 && len(ages) > 0
+	if waited {
+		win.HTTPSelf, conf = ages, "low"
+	}
 	mn := win.means()
+	if waited {
+		note = append(note, fmt.Sprintf("%s: no loaded probe returned in the last %d intervals; the %d still waiting count at their age so far, so the loaded latency (%.1f s) is a floor and the RPM a ceiling", name, mad, len(ages), mn.HTTPSelf/1000))
+	}
 	r.mu.Lock()
 	conns := len(r.loaders)
 	r.mu.Unlock()
@@ -357,7 +369,7 @@ func (r *run) summary(i int, goodput float64, conf string, start time.Time) (Sta
 		Probes:     len(win.TCP) + len(win.HTTPSelf),
 		Confidence: conf, Seconds: time.Since(start).Seconds(), Lost: int(r.lost.Load()),
 		TCPms: mn.TCP, TLSms: mn.TLS, HTTPForeignMs: mn.HTTPForeign, HTTPSelfMs: mn.HTTPSelf,
-	}, win
+	}, win, note
 }
 
 // goodputOf is the draft's moving average goodput in bytes per second; 0

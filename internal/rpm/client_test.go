@@ -317,3 +317,46 @@ func TestMeasureCutShortKeepsResult(t *testing.T) {
 		t.Errorf("cut short: %+v RPM %v, want the download measured so far", res.Download, res.RPM)
 	}
 }
+
+// A loaded GET that waits longer than the final window (a slow, bloated
+// uplink shared by sixteen uploads) still counts, at its age so far:
+// here the server never answers a 1-byte GET on a connection that carries
+// the load, so no self probe returns. The stage reports a loaded latency
+// of at least its waiting probes' ages, at low confidence, and says so,
+// instead of failing the test or reporting only the foreign probes.
+func TestMeasureCountsWaitingSelfProbes(t *testing.T) {
+	var mu sync.Mutex
+	loaded := map[string]int{} // remote address → load streams open on it
+	stall := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			switch r.URL.Path {
+			case pathLarge, pathUpload:
+				mu.Lock()
+				loaded[r.RemoteAddr]++
+				mu.Unlock()
+				defer func() { mu.Lock(); loaded[r.RemoteAddr]--; mu.Unlock() }()
+			case pathSmall:
+				mu.Lock()
+				busy := loaded[r.RemoteAddr] > 0
+				mu.Unlock()
+				if busy {
+					<-r.Context().Done()
+					return
+				}
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	res, _ := measureWith(t, stall, 0)
+	for _, st := range []struct {
+		name string
+		Stage
+	}{{"download", res.Download}, {"upload", res.Upload}} {
+		if st.Confidence != "low" || !(st.HTTPSelfMs >= 200) || math.IsNaN(st.RPM) || !(st.RPM > 0) {
+			t.Errorf("%s: %+v; want a finite RPM at low confidence with loaded probes counted at their age (≥ one interval)", st.name, st.Stage)
+		}
+		if !strings.Contains(strings.Join(res.Notes, " "), st.name+": no loaded probe returned") {
+			t.Errorf("%s: notes %q do not say the loaded probes were still waiting", st.name, res.Notes)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptrace"
+	"sync"
 	"time"
 )
 
@@ -90,6 +91,7 @@ func (r *run) selfProbe() {
 	if !ok {
 		return
 	}
+	defer r.waiting.start()()
 	d, reused, err := r.m.self(r.ctx, l)
 	if err != nil {
 		r.probeFailed(fmt.Errorf("self probe: %w", err))
@@ -109,4 +111,44 @@ func (m *measurer) self(ctx context.Context, l *loader) (d time.Duration, reused
 		return 0, false, err
 	}
 	return time.Since(start), reused, nil
+}
+
+// waiting holds the start of each self probe that has not returned. On a
+// slow, bloated uplink a loaded GET can wait longer than the final window
+// (sixteen uploads share 1 Mbit/s behind 800 ms of buffer: lab-notes), and
+// a window of only the probes fast enough to return would have no loaded
+// figure at all, or a flattering one; those still waiting are counted at
+// their age instead (TestMeasureCountsWaitingSelfProbes).
+type waiting struct {
+	mu sync.Mutex
+	n  int
+	at map[int]time.Time
+}
+
+// start registers a probe and returns the func that deregisters it.
+func (w *waiting) start() func() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.at == nil {
+		w.at = map[int]time.Time{}
+	}
+	w.n++
+	id := w.n
+	w.at[id] = time.Now()
+	return func() {
+		w.mu.Lock()
+		delete(w.at, id)
+		w.mu.Unlock()
+	}
+}
+
+// ages are the waiting probes' ages so far, in milliseconds.
+func (w *waiting) ages() []float64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var a []float64
+	for _, t := range w.at {
+		a = append(a, ms(time.Since(t)))
+	}
+	return a
 }
