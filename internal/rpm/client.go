@@ -348,14 +348,17 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 
 // summary is the stage as the window ending at interval i measured it;
 // with no loaded probe returned in it, those still waiting count at their
-// age (waiting), the confidence is low, and the note says so.
+// age (waiting), a finished stage's confidence is low, and the note says so.
 func (r *run) summary(i int, goodput float64, conf string, start time.Time, name string) (Stage, latencies, []string) {
 	win := r.window(i)
 	var note []string
 	ages := r.waiting.ages()
 	waited := len(win.HTTPSelf) == 0 && len(ages) > 0
 	if waited {
-		win.HTTPSelf, conf = ages, "low"
+		win.HTTPSelf = ages
+		if conf != "cut short" {
+			conf = "low"
+		}
 	}
 	mn := win.means()
 	if waited {

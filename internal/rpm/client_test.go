@@ -298,23 +298,27 @@ func TestMeasureCountsFailedProbesAsLost(t *testing.T) {
 // A test cut short (the user's ^C, a deadline) still returns what it
 // measured, marked as cut short.
 func TestMeasureCutShortKeepsResult(t *testing.T) {
-	s, err := NewServer(ServerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := startServer(t, s, nil)
-	var logs logSink
-	opts := quick(&logs)
-	// a stage needs at least four intervals to be stable: cut in the first
-	opts.MaxStage, opts.Interval = time.Minute, time.Second
-	ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
-	defer cancel()
-	res, err := Measure(ctx, addr, opts)
-	if err == nil {
-		t.Fatal("Measure past its deadline returned no error")
-	}
-	if res.Download.Confidence != "cut short" || res.Download.Mbps <= 0 || res.Download.Probes == 0 || !(res.RPM > 0) {
-		t.Errorf("cut short: %+v RPM %v, want the download measured so far", res.Download, res.RPM)
+	// also when no loaded GET has returned: its waiting probes count, and
+	// the stage is still said to be cut short (TestMeasureCountsWaitingSelfProbes)
+	for name, wrap := range map[string]func(http.Handler) http.Handler{"answered": nil, "loaded GETs waiting": stallLoaded()} {
+		s, err := NewServer(ServerConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := startServer(t, s, wrap)
+		var logs logSink
+		opts := quick(&logs)
+		// a stage needs at least four intervals to be stable: cut in the first
+		opts.MaxStage, opts.Interval = time.Minute, time.Second
+		ctx, cancel := context.WithTimeout(context.Background(), 3500*time.Millisecond)
+		res, err := Measure(ctx, addr, opts)
+		cancel()
+		if err == nil {
+			t.Fatalf("%s: Measure past its deadline returned no error", name)
+		}
+		if res.Download.Confidence != "cut short" || res.Download.Mbps <= 0 || res.Download.Probes == 0 || !(res.RPM > 0) {
+			t.Errorf("%s: cut short: %+v RPM %v, want the download measured so far", name, res.Download, res.RPM)
+		}
 	}
 }
 
@@ -325,9 +329,26 @@ func TestMeasureCutShortKeepsResult(t *testing.T) {
 // of at least its waiting probes' ages, at low confidence, and says so,
 // instead of failing the test or reporting only the foreign probes.
 func TestMeasureCountsWaitingSelfProbes(t *testing.T) {
+	res, _ := measureWith(t, stallLoaded(), 0)
+	for _, st := range []struct {
+		name string
+		Stage
+	}{{"download", res.Download}, {"upload", res.Upload}} {
+		if st.Confidence != "low" || !(st.HTTPSelfMs >= 200) || math.IsNaN(st.RPM) || !(st.RPM > 0) {
+			t.Errorf("%s: %+v; want a finite RPM at low confidence with loaded probes counted at their age (≥ one interval)", st.name, st.Stage)
+		}
+		if !strings.Contains(strings.Join(res.Notes, " "), st.name+": no loaded probe returned") {
+			t.Errorf("%s: notes %q do not say the loaded probes were still waiting", st.name, res.Notes)
+		}
+	}
+}
+
+// stallLoaded never answers a 1-byte GET on a connection that carries a
+// load: no self probe returns.
+func stallLoaded() func(http.Handler) http.Handler {
 	var mu sync.Mutex
 	loaded := map[string]int{} // remote address → load streams open on it
-	stall := func(h http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch r.URL.Path {
 			case pathLarge, pathUpload:
@@ -346,17 +367,5 @@ func TestMeasureCountsWaitingSelfProbes(t *testing.T) {
 			}
 			h.ServeHTTP(w, r)
 		})
-	}
-	res, _ := measureWith(t, stall, 0)
-	for _, st := range []struct {
-		name string
-		Stage
-	}{{"download", res.Download}, {"upload", res.Upload}} {
-		if st.Confidence != "low" || !(st.HTTPSelfMs >= 200) || math.IsNaN(st.RPM) || !(st.RPM > 0) {
-			t.Errorf("%s: %+v; want a finite RPM at low confidence with loaded probes counted at their age (≥ one interval)", st.name, st.Stage)
-		}
-		if !strings.Contains(strings.Join(res.Notes, " "), st.name+": no loaded probe returned") {
-			t.Errorf("%s: notes %q do not say the loaded probes were still waiting", st.name, res.Notes)
-		}
 	}
 }
