@@ -252,17 +252,20 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 // namespaces serve the next scenarios.
 func (t *topo) endpointLowat(fn func() error) error {
 	was := map[string]string{}
-	for _, ns := range []string{nsClient, nsServer} {
-		v, err := t.sh.run(ns, "sysctl", "-n", refserver.LowatSysctl)
-		if err != nil {
-			return err
+	err := func() error {
+		for _, ns := range []string{nsClient, nsServer} {
+			v, err := t.sh.run(ns, "sysctl", "-n", refserver.LowatSysctl)
+			if err != nil {
+				return err
+			}
+			was[ns] = strings.TrimSpace(v)
+			if err := t.sh.must(ns, []string{"sysctl", "-qw", refserver.EndpointLowat}); err != nil {
+				return err
+			}
 		}
-		was[ns] = strings.TrimSpace(v)
-		if err := t.sh.must(ns, []string{"sysctl", "-qw", refserver.EndpointLowat}); err != nil {
-			return err
-		}
-	}
-	err := fn()
+		return fn()
+	}()
+	// every mark read is put back, also when setting the next one failed
 	for ns, v := range was {
 		if rerr := t.sh.must(ns, []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + v}); rerr != nil && err == nil {
 			err = rerr
@@ -295,7 +298,7 @@ func rpmChecks(rr *rpmResult) []accept.Check {
 	for i, dir := range []string{"download", "upload"} {
 		ratio := rr.SqmkitEarlier[i] / rr.Goresponsiveness[i]
 		c := accept.Check{Name: dir + " RPM, sqmkit's latencies as goresponsiveness aggregates / goresponsiveness's", Got: ratio,
-			Want: fmt.Sprintf("%.2f–%.2f", 1-refserver.Band, 1+refserver.Band), OK: ratio >= 1-refserver.Band && ratio <= 1+refserver.Band}
+			Want: fmt.Sprintf("%.2f–%.2f", 1-refserver.Band, 1+refserver.Band), OK: refserver.Within(ratio, refserver.Band)}
 		switch {
 		case rr.GoresponsivenessConns[i] == 0:
 			c.OK, c.Got, c.Unproven = false, 0, "goresponsiveness's load generator gave up (0 connections): its first connection had not started within its first second"

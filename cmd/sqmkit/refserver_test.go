@@ -117,10 +117,10 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 		got := st.EarlierDraft()
 		ratio := got / want.RPM
 		msg := fmt.Sprintf("%s on %d connections: goresponsiveness %.0f RPM; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM (%+.0f %%)", st.Direction, st.Conns, want.RPM, got, 100*(ratio-1))
-		if !(ratio >= 1-2*refserver.Band && ratio <= 1+2*refserver.Band) { // and a NaN
+		if !refserver.Within(ratio, 2*refserver.Band) {
 			t.Errorf("%s, outside ±%.0f %%\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
 			continue
 		}
-		t.Logf("%s; within the issue's ±%.0f %%: %v", msg, 100*refserver.Band, ratio >= 1-refserver.Band && ratio <= 1+refserver.Band)
+		t.Logf("%s; within the issue's ±%.0f %%: %v", msg, 100*refserver.Band, refserver.Within(ratio, refserver.Band))
 	}
 }

@@ -70,6 +70,10 @@ func GoresponsivenessArgs(url string, conns int) []string {
 // #52), both run with GoresponsivenessArgs and EndpointLowat.
 const Band = 0.25
 
+// Within says whether ours/theirs lies within band of 1; a NaN (no
+// figure) does not.
+func Within(ratio, band float64) bool { return ratio >= 1-band && ratio <= 1+band }
+
 // EndpointLowat is the sysctl the namespaces of goresponsiveness and of
 // the reference server's nginx get for the comparison: neither sets
 // TCP_NOTSENT_LOWAT, so their loaded GETs wait behind their own sockets'

@@ -45,3 +45,14 @@ func TestParse(t *testing.T) {
 		t.Error("sqmkit output without an upload read")
 	}
 }
+
+func TestWithin(t *testing.T) {
+	for _, tc := range []struct {
+		ratio float64
+		want  bool
+	}{{1, true}, {0.75, true}, {1.25, true}, {0.74, false}, {1.26, false}, {math.NaN(), false}, {math.Inf(1), false}} {
+		if got := Within(tc.ratio, Band); got != tc.want {
+			t.Errorf("Within(%v, %v) = %v, want %v", tc.ratio, Band, got, tc.want)
+		}
+	}
+}
