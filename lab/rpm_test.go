@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/refserver"
+	"github.com/sqmkit/sqmkit/internal/search"
+	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 )
 
@@ -85,6 +88,43 @@ func TestRPMLine(t *testing.T) {
 	for _, want := range []string{"sqmkit serve's on the same path: F", "goresponsiveness NaN/85 on 16/0 connections", "sqmkit 446/989", "7881/998 kbit/s against sqmkit serve, 7734/992 against the reference server"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("rpmLine lacks %q: %s", want, got)
+		}
+	}
+}
+
+// TestTuneChecks: tune against the URL within ±5 % of tune against sqmkit
+// serve; where only the URL's tune found the router's CPU the bound, lower
+// rates leave the band unproven and the CPU verdict is held to the lab's
+// gauge (here none, so that check fails), while higher ones still fail.
+func TestTuneChecks(t *testing.T) {
+	bound := &bbresult.PhaseCPU{Phase: "bidirectional", Bound: true, Busiest: 1, BusiestShare: 0.93, ShapedMbps: 33.9, SelfCores: 1}
+	outcome := func(down, up int, cpu *bbresult.PhaseCPU) *tune.Outcome {
+		return &tune.Outcome{Search: &search.Result{Download: search.Choice{RateKbit: down}, Upload: search.Choice{RateKbit: up}, BidirCPU: cpu}}
+	}
+	for _, tc := range []struct {
+		name       string
+		serve, ref *tune.Outcome
+		checks     int
+		unproven   []bool // per band check
+		ok         []bool
+	}{
+		{"within", outcome(39500, 7900, nil), outcome(38000, 7800, nil), 2, []bool{false, false}, []bool{true, true}},
+		{"lower, no CPU bound", outcome(39500, 7900, nil), outcome(29000, 5800, nil), 2, []bool{false, false}, []bool{false, false}},
+		{"lower, CPU-bound against the URL", outcome(39500, 7900, nil), outcome(29000, 5800, bound), 3, []bool{true, true}, []bool{false, false, false}},
+		{"higher, CPU-bound against the URL", outcome(30000, 6000, nil), outcome(39500, 7900, bound), 3, []bool{false, false}, []bool{false, false, false}},
+		{"CPU-bound against both", outcome(39500, 7900, bound), outcome(29000, 5800, bound), 2, []bool{false, false}, []bool{false, false}},
+	} {
+		cs, err := (&guest{}).tuneChecks(tc.serve, tc.ref)
+		if err != nil || len(cs) != tc.checks {
+			t.Fatalf("%s: %d checks, %v: %+v", tc.name, len(cs), err, cs)
+		}
+		for i, c := range cs {
+			if c.OK != tc.ok[i] || i < 2 && (c.Unproven != "") != tc.unproven[i] {
+				t.Errorf("%s: check %d = %+v, want ok %v, unproven %v", tc.name, i, c, tc.ok[i], tc.unproven[min(i, 1)])
+			}
+		}
+		if tc.checks == 3 && !strings.Contains(cs[2].Name, "CPU ceiling") {
+			t.Errorf("%s: third check %q, want the CPU ceiling against the gauge", tc.name, cs[2].Name)
 		}
 	}
 }

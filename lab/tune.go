@@ -390,13 +390,9 @@ func (g *guest) tuneScenario(t *topo, name string, r *result, sp *sweepSpec, kep
 		// gives way to the CPU's ceilings, each checked against the lab's gauge
 		r.Checks = append(r.Checks, cpuUnderLine(d.RateKbit+u.RateKbit, t.p.Down+t.p.Up), doctorCPUCheck(doc))
 		for _, c := range cs {
-			var busiest float64
-			if g.noise != nil {
-				st, err := g.noise.Window(c.From, c.To)
-				if err != nil {
-					return fmt.Errorf("noise gauge over tune's CPU-bound phase: %w", err)
-				}
-				busiest = st.Busiest
+			busiest, err := g.busiestOver(*c)
+			if err != nil {
+				return err
 			}
 			check, lab := cpuCeilingCheck(*c, busiest)
 			r.Checks = append(r.Checks, check)
@@ -448,6 +444,20 @@ func cpuVerdicts(r *search.Result) []*bbresult.PhaseCPU {
 		}
 	}
 	return out
+}
+
+// busiestOver is the lab's gauge over a phase tune called CPU-bound: the
+// busiest vCPU's run time seen from the host, a share (0 without the
+// gauge, which no ceiling then matches).
+func (g *guest) busiestOver(c bbresult.PhaseCPU) (float64, error) {
+	if g.noise == nil {
+		return 0, nil
+	}
+	st, err := g.noise.Window(c.From, c.To)
+	if err != nil {
+		return 0, fmt.Errorf("noise gauge over tune's CPU-bound phase: %w", err)
+	}
+	return st.Busiest, nil
 }
 
 // cpuTolerance: the lab's gauge and the product's may differ this much on

@@ -79,10 +79,10 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	sameGrades(t, onRouter, grade["sqmkit serve"])
 
 	// The RPM as the draft measures it (a connection added every interval,
-	// to stability): sqmkit test --rpm, then goresponsiveness once per
-	// direction, held to the connections sqmkit ended with, one after the
-	// other on the same path, both endpoints' backlogs kept small as the
-	// draft asks (refserver.GoresponsivenessArgs, EndpointLowat).
+	// to stability): goresponsiveness, then sqmkit test --rpm held to the
+	// connections it ended with in each direction, one after the other on
+	// the same path, both endpoints' backlogs kept small as the draft asks
+	// (refserver.Compare, GoresponsivenessArgs, EndpointLowat).
 	// goresponsiveness aggregates as the draft's earlier versions did, the
 	// mean of the foreign and the loaded latencies; sqmkit follows the
 	// current text, the mean of the two rates (docs/commands.md,
@@ -94,29 +94,24 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	// server's backlog left to grow.
 	srv.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
 	cli.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
-	b, err := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", url, "--rpm-insecure", "--quiet").CombinedOutput()
-	if err != nil {
-		t.Fatalf("sqmkit test --rpm: %v\n%s", err, b)
+	run := func(argv ...string) (string, error) {
+		b, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name}, argv...)...).CombinedOutput()
+		return string(b), err
 	}
-	t.Logf("sqmkit test --rpm:\n%s", b)
-	ours, err := refserver.Stages(b)
+	c, err := refserver.Compare(run, goresp, bin, url, nil)
+	for _, o := range c.Outputs {
+		t.Logf("%s:\n%s", o.Name, o.Text)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, st := range ours {
-		out, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name, goresp}, refserver.GoresponsivenessArgs(url, st.Conns)...)...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("goresponsiveness: %v\n%s", err, out)
+	for i, st := range c.Ours {
+		want, got := c.Theirs[i], st.EarlierDraft()
+		if want.Conns > 0 && st.Conns > want.Conns {
+			t.Errorf("%s: sqmkit held with --rpm-conns %d ended on %d connections", st.Direction, want.Conns, st.Conns)
 		}
-		t.Logf("goresponsiveness held to %d connections:\n%s", st.Conns, out)
-		down, up, err := refserver.Goresponsiveness(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []refserver.Theirs{down, up}[i]
-		got := st.EarlierDraft()
 		ratio := got / want.RPM
-		msg := fmt.Sprintf("%s on %d connections: goresponsiveness %.0f RPM; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM (%+.0f %%)", st.Direction, st.Conns, want.RPM, got, 100*(ratio-1))
+		msg := fmt.Sprintf("%s: goresponsiveness %.0f RPM on %d connections; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM on %d (%+.0f %%)", st.Direction, want.RPM, want.Conns, got, st.Conns, 100*(ratio-1))
 		if !refserver.Within(ratio, 2*refserver.Band) {
 			t.Errorf("%s, outside ±%.0f %%\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
 			continue

@@ -19,8 +19,8 @@ import (
 // router's CPU would measure itself as much as the network.
 // A test cut short returns what it measured (nil when nothing) with the
 // error.
-func measureRPM(ctx context.Context, url string, insecure bool) (*bbresult.RPM, []string, error) {
-	r, err := rpm.Measure(ctx, url, rpm.Options{Insecure: insecure})
+func measureRPM(ctx context.Context, url string, opts rpmOptions) (*bbresult.RPM, []string, error) {
+	r, err := rpm.Measure(ctx, url, rpm.Options{Insecure: opts.insecure, MaxConns: opts.conns})
 	if err != nil && (r.Download.Probes == 0 || math.IsNaN(r.RPM)) {
 		return nil, r.Notes, err
 	}

@@ -13,7 +13,7 @@ import (
 // errRPMNotBuilt: see rpm_full.go.
 var errRPMNotBuilt = errors.New("the responsiveness (RPM) test is not in the router build; run it from a computer with a full build")
 
-func measureRPM(context.Context, string, bool) (*bbresult.RPM, []string, error) {
+func measureRPM(context.Context, string, rpmOptions) (*bbresult.RPM, []string, error) {
 	return nil, nil, errRPMNotBuilt
 }
 

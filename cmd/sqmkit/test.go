@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -44,6 +45,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	flentFile := fs.String("flent", "", "write a flent rrul data file to `FILE.flent.gz` (open with flent -i)")
 	rpmURL := fs.String("rpm", "", "also measure responsiveness (RPM) against this `URL` or host[:port] (an RPM server, e.g. 'sqmkit serve --rpm'); alone, without SERVER, only RPM")
 	rpmInsecure := fs.Bool("rpm-insecure", false, "accept a responsiveness server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
+	rpmConns := fs.Int("rpm-conns", rpm.MaxConns, "with --rpm: the most load connections per direction, `N` from 1 to 16 (the draft's maximum, 16)")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
 	root := fs.String("root", "/", "on a router: read its queues (/etc/config/sqm) and devices under `DIR`")
 	anyRoute := fs.Bool("any-route", false, "on a router: test even when the route to SERVER leaves by a device no queue shapes (and skip the counter check)")
@@ -52,11 +54,15 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	pos := fs.Args()
+	if err := checkRPMConns(*rpmConns, *rpmURL != "" || !flagSet(fs, "rpm-conns")); err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
+		return 2
+	}
 	if *compare {
 		return runCompare(pos, stdout, stderr)
 	}
 	if len(pos) == 0 && *rpmURL != "" {
-		return runRPMOnly(*rpmURL, *rpmInsecure, stdout, stderr)
+		return runRPMOnly(*rpmURL, rpmOptions{*rpmInsecure, *rpmConns}, stdout, stderr)
 	}
 	if len(pos) > 1 {
 		fmt.Fprintln(stderr, "sqmkit test: want one SERVER at most (see -h)")
@@ -157,7 +163,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
-		r, notes, err := measureRPM(ctx, *rpmURL, *rpmInsecure)
+		r, notes, err := measureRPM(ctx, *rpmURL, rpmOptions{*rpmInsecure, *rpmConns})
 		res.RPM = r // what was measured, also when cut short
 		for _, n := range notes {
 			res.Notes = append(res.Notes, "rpm: "+n)
@@ -175,10 +181,10 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 
 // runRPMOnly runs just the responsiveness test, for servers that speak
 // only that protocol (Apple's, goresponsiveness').
-func runRPMOnly(url string, insecure bool, stdout, stderr io.Writer) int {
+func runRPMOnly(url string, opts rpmOptions, stdout, stderr io.Writer) int {
 	ctx, stop := stopSignals()
 	defer stop()
-	r, notes, err := measureRPM(ctx, url, insecure)
+	r, notes, err := measureRPM(ctx, url, opts)
 	if r != nil {
 		cut := ""
 		if err != nil {
@@ -194,6 +200,24 @@ func runRPMOnly(url string, insecure bool, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// rpmOptions are test's flags for the responsiveness test (--rpm).
+type rpmOptions struct {
+	insecure bool
+	conns    int
+}
+
+// checkRPMConns refuses an --rpm-conns out of range, or given without
+// --rpm (withRPM false), where it would silently change nothing.
+func checkRPMConns(n int, withRPM bool) error {
+	switch {
+	case !withRPM:
+		return errors.New("--rpm-conns sets the responsiveness test's connections: give it with --rpm URL")
+	case n < 1 || n > rpm.MaxConns:
+		return fmt.Errorf("--rpm-conns %d: want 1 to %d load connections per direction", n, rpm.MaxConns)
+	}
+	return nil
 }
 
 func writeOutputs(res *bbresult.Result, jsonFile, plotFile, flentFile string, stdout, stderr io.Writer) int {

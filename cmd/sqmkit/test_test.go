@@ -40,6 +40,10 @@ func TestTestUsageErrors(t *testing.T) {
 		{"--port", "70000", "host"},
 		{"host", "--bogus"},
 		{"--compare", "only-one.json"},
+		{"--rpm-conns", "8", "host"},           // without --rpm it would change nothing
+		{"--rpm", "host", "--rpm-conns", "0"},  // 1 to rpm.MaxConns
+		{"--rpm", "host", "--rpm-conns", "17"}, // never more than the draft's
+		{"host", "--rpm", "host", "--rpm-conns", "x"},
 	} {
 		var stderr strings.Builder
 		if code := runTest(args, io.Discard, &stderr); code != 2 || stderr.Len() == 0 {

@@ -178,10 +178,18 @@ func TestPrintTuneCPUBound(t *testing.T) {
 	var b bytes.Buffer
 	printTune(&b, &tune.Outcome{Search: &r}, "cake")
 	for _, want := range []string{"CPU-bound at 35000 kbit/s: with the shaper open cpu1 was busy 97% (90% softirq)", "fix: fq_codel",
-		"bidirectional: CPU-bound at 61500 kbit/s both ways together: cpu0 was busy 95% (70% softirq)"} {
+		"bidirectional: CPU-bound at 61500 kbit/s both ways together: cpu0 was busy 95% (70% softirq)", "that is the router's ceiling, not the line's"} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("printed:\n%s\nwant %q", b.String(), want)
 		}
+	}
+	// tune's own TLS to a responsiveness server took a core of the router's
+	// two: the ceiling is not the router's alone, and it says so
+	r.BidirCPU = &bbresult.PhaseCPU{Busiest: 1, BusiestShare: 0.93, BusiestSoftirq: 0.27, CPUs: 2, ShapedMbps: 33.9, SelfCores: 1.0, Bound: true}
+	b.Reset()
+	printTune(&b, &tune.Outcome{Search: &r}, "cake")
+	if want := "while tune's own load and TLS took 100% of a core of it"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "both rates came down to fit it; that is the router's ceiling, not the line's") {
+		t.Errorf("printed:\n%s\nwant %q", b.String(), want)
 	}
 }
 

@@ -26,9 +26,14 @@ const BoundShare = 0.90
 // CPU, held it.
 const shaperShare = 0.85
 
-// selfShare: a test that took this much of a core itself (a router
+// SelfShare: a test that took this much of a core itself (a router
 // running the load over TLS) was its own competitor on a saturated core.
-const selfShare = 0.25
+const SelfShare = 0.25
+
+// SelfBound says whether c was CPU-bound with the test itself among the
+// load on the router's CPU (SelfShare of a core or more): the router then
+// shapes more than c's rate when the test runs elsewhere.
+func SelfBound(c bbresult.PhaseCPU) bool { return c.Bound && c.SelfCores >= SelfShare }
 
 // minShaped is the least shaped rate, in Mbit/s, whose cost is judged: a
 // phase that moved nothing costs nothing per Mbit.
@@ -57,7 +62,7 @@ func Costs(res *bbresult.Result, samples []Sample, sh Shaper) []bbresult.PhaseCP
 		c.Bound = c.Bound && !heldByShaper(ph, sh.Down, sh.Up)
 		out = append(out, c)
 		switch {
-		case c.Bound && c.SelfCores >= selfShare:
+		case SelfBound(c):
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the router's CPU was the limit, and this test took %.0f%% of a core of it itself (its load and TLS): cpu%d was busy %.0f%% at %.1f Mbit/s shaped, so the router shapes more than that when the test runs elsewhere; fix: run sqmkit test from a computer behind the router for the line's rate and grade", ph.Name, 100*c.SelfCores, c.Busiest, 100*c.BusiestShare, shaped))
 		case c.Bound:
 			res.Notes = append(res.Notes, fmt.Sprintf("%s: the router's CPU was the limit: cpu%d was busy %.0f%% of the phase (%.0f%% of it in softirq, packet processing) at %.1f Mbit/s shaped; this router shapes about that much with this qdisc, whatever the line can do; fix: %s", ph.Name, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, shaped, Fix(c, sh.Qdisc)))

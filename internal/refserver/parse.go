@@ -52,16 +52,12 @@ func (s Stage) EarlierDraft() float64 {
 //     100 probe rounds a second (each a new TLS connection) its probes take
 //     a quarter of a 20 Mbit/s line and starve a small host's CPU; it
 //     probes at sqmkit's own rate in a test instead (rpm.DefaultEvery).
-//   - --rpm.mnp conns: it judges stability on each interval's value, not
-//     on the draft's moving averages, so it ramps to its maximum of 16
-//     wherever goodput wavers; and a server that buffers a fixed amount
-//     per stream (the reference nginx's output buffers) makes the loaded
-//     GET grow with the connections. Held to the connections sqmkit's own
-//     test of the direction ended with, both clients measure the same
-//     working conditions.
-func GoresponsivenessArgs(url string, conns int) []string {
+//
+// Its maximum of connections stays the draft's 16; Compare holds sqmkit to
+// the connections it ended with.
+func GoresponsivenessArgs(url string) []string {
 	mps := strconv.Itoa(int(time.Second / rpm.DefaultEvery))
-	return []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps, "--rpm.mnp", strconv.Itoa(conns)}
+	return []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
 }
 
 // Band is how close sqmkit's RPM, its latencies aggregated as

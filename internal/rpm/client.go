@@ -28,7 +28,7 @@ type Options struct {
 	// (networkQuality's -k). Off by default: a test that silently talks
 	// to an impostor measures the impostor's path.
 	Insecure bool
-	MaxConns int           // load-generating connections per direction [16, the draft's MNP]
+	MaxConns int           // load-generating connections per direction [MaxConns]
 	MaxStage time.Duration // time limit of each direction [20s]
 	Interval time.Duration // the draft's ID: how often stability is judged [1s]
 	Log      func(string)  // one line per decision; nil = silent
@@ -78,7 +78,7 @@ func Measure(ctx context.Context, server string, opts Options) (Result, error) {
 	m := &measurer{
 		opts: Options{
 			Insecure: opts.Insecure,
-			MaxConns: cmp.Or(opts.MaxConns, 16),
+			MaxConns: cmp.Or(opts.MaxConns, MaxConns),
 			MaxStage: cmp.Or(opts.MaxStage, 20*time.Second),
 			Interval: cmp.Or(opts.Interval, time.Second),
 			Log:      opts.Log,

@@ -30,6 +30,11 @@ type PhaseConfig struct {
 // under the draft's own 100 probe pairs a second.
 const DefaultEvery = 100 * time.Millisecond
 
+// MaxConns is the draft's MNP, the most load connections a direction
+// ramps to. A public server shares its capacity with everyone testing, so
+// a user may lower it (test --rpm-conns), never raise it.
+const MaxConns = 16
+
 // h2Uploads is how many uploads share each upload connection over HTTP/2:
 // the server's flow-control window caps each upload's bytes in flight
 // (nginx grants 64 KB a stream), where a TCP stream's window grows until

@@ -1,0 +1,77 @@
+package refserver
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/sqmkit/sqmkit/internal/rpm"
+)
+
+// Run runs one command of a comparison where the client runs (argv[0] a
+// path there) and returns its combined output.
+type Run func(argv ...string) (string, error)
+
+// Comparison is both clients' RPM against one server on one path, per
+// direction (download, upload), and each command's output by name, in
+// the order run.
+type Comparison struct {
+	Ours    [2]Stage
+	Theirs  [2]Theirs
+	Outputs []Output
+}
+
+// Output is one command's output in a comparison.
+type Output struct{ Name, Text string }
+
+// Compare runs goresponsiveness at its own maximum of connections, then
+// `sqmkit test --rpm` held with --rpm-conns to the connections
+// goresponsiveness ended with in each direction (one run when both
+// directions ended alike). Held that way round, both measure the same
+// working conditions: a server that buffers a fixed amount per stream
+// (the reference nginx's output buffers) makes the loaded GET grow with
+// the connections, goresponsiveness may stop before its maximum, and
+// sqmkit's own stop keeps adding connections while the loaded GET grows
+// (TestCompareHoldsSqmkitToTheirs). before, if not nil, runs before each
+// command (the lab lets the path settle).
+func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparison, error) {
+	var c Comparison
+	step := func(name string, argv ...string) (string, error) {
+		if before != nil {
+			if err := before(); err != nil {
+				return "", err
+			}
+		}
+		out, err := run(argv...)
+		c.Outputs = append(c.Outputs, Output{name, out})
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", name, err)
+		}
+		return out, nil
+	}
+	out, err := step("goresponsiveness", append([]string{goresp}, GoresponsivenessArgs(url)...)...)
+	if err != nil {
+		return c, err
+	}
+	if c.Theirs[0], c.Theirs[1], err = Goresponsiveness([]byte(out)); err != nil {
+		return c, err
+	}
+	held := map[int][]Stage{}
+	for i, th := range c.Theirs {
+		// a load generator that gave up (0) ends with no count to hold to
+		n := th.Conns
+		if n < 1 || n > rpm.MaxConns {
+			n = rpm.MaxConns
+		}
+		if _, ok := held[n]; !ok {
+			out, err := step("sqmkit-rpm-"+strconv.Itoa(n), sqmkit, "test", "--rpm", url, "--rpm-insecure", "--quiet", "--rpm-conns", strconv.Itoa(n))
+			if err != nil {
+				return c, err
+			}
+			if held[n], err = Stages([]byte(out)); err != nil {
+				return c, err
+			}
+		}
+		c.Ours[i] = held[n][i]
+	}
+	return c, nil
+}
