@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/refserver"
 	"github.com/sqmkit/sqmkit/internal/report"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
@@ -50,6 +51,12 @@ func TestRPMThroughBottleneck(t *testing.T) {
 	fmt.Fprintf(os.Stderr, "rpm through 150 Mbit/s, 2.5 MB tbf: %d/%d runs completed\n", ok, runs)
 	if ok != runs {
 		t.Errorf("%d of %d runs completed", ok, runs)
+	}
+	// --rpm-conns holds each direction to at most that many connections
+	b, err := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", "https://"+addr+"/config", "--rpm-insecure", "--rpm-conns", "3").CombinedOutput()
+	st, perr := refserver.Stages(b)
+	if err != nil || perr != nil || st[0].Conns > 3 || st[1].Conns > 3 || st[0].Conns < 1 {
+		t.Errorf("--rpm-conns 3: %v, %v, stages %+v\n%s", err, perr, st, b)
 	}
 }
 

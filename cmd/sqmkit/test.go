@@ -54,7 +54,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	pos := fs.Args()
-	if err := checkRPMConns(*rpmConns, *rpmURL != "" || !flagSet(fs, "rpm-conns")); err != nil {
+	if err := checkRPMConns(*rpmConns, flagSet(fs, "rpm-conns") && *rpmURL == ""); err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2
 	}
@@ -208,11 +208,11 @@ type rpmOptions struct {
 	conns    int
 }
 
-// checkRPMConns refuses an --rpm-conns out of range, or given without
-// --rpm (withRPM false), where it would silently change nothing.
-func checkRPMConns(n int, withRPM bool) error {
+// checkRPMConns refuses an --rpm-conns out of range, or one given alone
+// (without --rpm), where it would silently change nothing.
+func checkRPMConns(n int, alone bool) error {
 	switch {
-	case !withRPM:
+	case alone:
 		return errors.New("--rpm-conns sets the responsiveness test's connections: give it with --rpm URL")
 	case n < 1 || n > rpm.MaxConns:
 		return fmt.Errorf("--rpm-conns %d: want 1 to %d load connections per direction", n, rpm.MaxConns)

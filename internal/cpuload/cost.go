@@ -26,14 +26,14 @@ const BoundShare = 0.90
 // CPU, held it.
 const shaperShare = 0.85
 
-// SelfShare: a test that took this much of a core itself (a router
+// selfShare: a test that took this much of a core itself (a router
 // running the load over TLS) was its own competitor on a saturated core.
-const SelfShare = 0.25
+const selfShare = 0.25
 
 // SelfBound says whether c was CPU-bound with the test itself among the
-// load on the router's CPU (SelfShare of a core or more): the router then
+// load on the router's CPU (selfShare of a core or more): the router then
 // shapes more than c's rate when the test runs elsewhere.
-func SelfBound(c bbresult.PhaseCPU) bool { return c.Bound && c.SelfCores >= SelfShare }
+func SelfBound(c bbresult.PhaseCPU) bool { return c.Bound && c.SelfCores >= selfShare }
 
 // minShaped is the least shaped rate, in Mbit/s, whose cost is judged: a
 // phase that moved nothing costs nothing per Mbit.
