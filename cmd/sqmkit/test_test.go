@@ -251,3 +251,22 @@ func TestTestOnRouter(t *testing.T) {
 		t.Errorf("tune off the queue's path: exit %d\n%s", code, out)
 	}
 }
+
+// TestTestUnreachableServer: a test with no server named measures against
+// the default responsiveness server (here SQMKIT_SERVER, on a port nothing
+// listens on, as a public one is to a router without the Internet): it is
+// refused before any phase, with the server and the fix.
+func TestTestUnreachableServer(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "https://" + ln.Addr().String() + "/config"
+	ln.Close()
+	t.Setenv("SQMKIT_SERVER", url)
+	var stdout, stderr strings.Builder
+	code := runTest([]string{"--quiet", "--root", t.TempDir()}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), url+" could not be reached") || !strings.Contains(stderr.String(), "fix:") || stdout.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and the server named with a fix", code, stdout.String(), stderr.String())
+	}
+}
