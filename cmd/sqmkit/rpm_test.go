@@ -183,3 +183,35 @@ func serveRPM(t *testing.T, ns *tctest.Netns, bin, listen, rpm string) {
 		t.Fatal("sqmkit serve --rpm did not start")
 	}
 }
+
+// TestOneSegmentToResponsivenessServer: `sqmkit test URL --one-segment`
+// (tune's mode on a slow uplink, where a router's own TCP hands its
+// shaper segments in pairs) uploads to a responsiveness server one TCP
+// segment per packet, over HTTP/2 and over the router build's HTTP/1.1,
+// as it does to sqmkit serve; without it TLS's records leave as
+// multi-segment packets. tctest.LargestSent watches the client's device.
+func TestOneSegmentToResponsivenessServer(t *testing.T) {
+	srv, cli := tctest.NewPair(t, "oseg", 76)
+	full, router := buildSqmkit(t), buildSqmkit(t, "router")
+	addr := srv.Addr + ":4443"
+	serveRPM(t, srv, full, srv.Addr+":5201", addr)
+	for _, tc := range []struct {
+		name, bin string
+		seg       bool
+	}{{"HTTP/2", full, true}, {"HTTP/2, plain", full, false}, {"HTTP/1.1", router, true}, {"HTTP/1.1, plain", router, false}} {
+		largest := tctest.LargestSent(t, cli)
+		args := []string{"netns", "exec", cli.Name, tc.bin, "test", "https://" + addr + "/config", "--rpm-insecure", "--quiet",
+			"--idle", "1s", "--download", "0", "--upload", "3s", "--bidir", "0"}
+		if tc.seg {
+			args = append(args, "--one-segment")
+		}
+		out, err := exec.Command("ip", args...).CombinedOutput()
+		most := largest()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", tc.name, err, out)
+		}
+		if one := most <= 1514; one != tc.seg {
+			t.Errorf("%s: largest frame sent %d bytes: one segment %v, want %v", tc.name, most, one, tc.seg)
+		}
+	}
+}

@@ -48,8 +48,10 @@ const dialTimeout = 10 * time.Second
 // Dial opens a connection to u's host (port 443 unless given) and does
 // the TLS handshake with cfg (ServerName is set from u). The TCP socket
 // keeps little unsent (sockopt.TuneBulk): our own upload must not queue in
-// our own buffer, or the delay measured is ours.
-func Dial(ctx context.Context, u *url.URL, cfg *tls.Config) (*Conn, error) {
+// our own buffer, or the delay measured is ours. With segments, TLS's
+// writes leave one TCP segment per packet (sockopt.Segmented), as a
+// router's clients' packets arrive.
+func Dial(ctx context.Context, u *url.URL, cfg *tls.Config, segments bool) (*Conn, error) {
 	if u.Scheme != "https" {
 		return nil, fmt.Errorf("%s: only https is spoken", u.Redacted())
 	}
@@ -70,7 +72,11 @@ func Dial(ctx context.Context, u *url.URL, cfg *tls.Config) (*Conn, error) {
 	cfg = cfg.Clone()
 	cfg.ServerName = u.Hostname()
 	cfg.NextProtos = []string{"http/1.1"}
-	c.tc = tls.Client(raw, cfg)
+	under := raw
+	if segments {
+		under = sockopt.Segmented(raw)
+	}
+	c.tc = tls.Client(under, cfg)
 	tlsStart := time.Now()
 	if err := c.tc.HandshakeContext(ctx); err != nil {
 		raw.Close()

@@ -78,7 +78,7 @@ func server(t *testing.T) (*httptest.Server, *url.URL, *tls.Config, *atomic.Int6
 // server's URL and the TLS configuration that trusts it.
 func dialed(t *testing.T) (*Conn, *url.URL, *tls.Config) {
 	_, u, cfg, _ := server(t)
-	c, err := Dial(context.Background(), u, cfg)
+	c, err := Dial(context.Background(), u, cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func dialed(t *testing.T) (*Conn, *url.URL, *tls.Config) {
 func TestRequests(t *testing.T) {
 	_, u, cfg, conns := server(t)
 	ctx := context.Background()
-	c, err := Dial(ctx, u, cfg)
+	c, err := Dial(ctx, u, cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,16 +129,25 @@ func TestRequests(t *testing.T) {
 }
 
 // TestPost: a POST sends its whole body, counted as it goes, and the
-// connection carries the next request.
+// connection carries the next request; also with TLS's writes one TCP
+// segment per packet (sockopt.Segmented, whose packets TestWriteSegments
+// captures).
 func TestPost(t *testing.T) {
-	c, _, _ := dialed(t)
-	var sent int64
-	code, err := c.Post(context.Background(), "/up", 5<<20, func(n int) { sent += int64(n) })
-	if err != nil || code != 200 || sent != 5<<20 {
-		t.Fatalf("POST: %d %v, %d sent", code, err, sent)
-	}
-	if code, err := c.Get(context.Background(), "/small", io.Discard); err != nil || code != 200 {
-		t.Errorf("GET after POST: %d %v", code, err)
+	for _, segments := range []bool{false, true} {
+		_, u, cfg, _ := server(t)
+		c, err := Dial(context.Background(), u, cfg, segments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var sent int64
+		code, err := c.Post(context.Background(), "/up", 5<<20, func(n int) { sent += int64(n) })
+		if err != nil || code != 200 || sent != 5<<20 {
+			t.Fatalf("segments %v: POST: %d %v, %d sent", segments, code, err, sent)
+		}
+		if code, err := c.Get(context.Background(), "/small", io.Discard); err != nil || code != 200 {
+			t.Errorf("segments %v: GET after POST: %d %v", segments, code, err)
+		}
 	}
 }
 
@@ -172,11 +181,11 @@ func TestHostile(t *testing.T) {
 	if _, err := c.Get(context.Background(), "/hostile", io.Discard); err == nil || !strings.Contains(err.Error(), "too long") {
 		t.Errorf("long header: %v", err)
 	}
-	_, err := Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()})
+	_, err := Dial(context.Background(), u, &tls.Config{RootCAs: x509.NewCertPool()}, false)
 	if !errors.As(err, new(x509.UnknownAuthorityError)) {
 		t.Errorf("unknown authority: %v", err)
 	}
-	if _, err := Dial(context.Background(), &url.URL{Scheme: "http", Host: u.Host}, cfg); err == nil {
+	if _, err := Dial(context.Background(), &url.URL{Scheme: "http", Host: u.Host}, cfg, false); err == nil {
 		t.Error("plain http was spoken")
 	}
 }

@@ -117,15 +117,17 @@ func Measure(ctx context.Context, server string, opts Options) (Result, error) {
 }
 
 type measurer struct {
-	opts Options
-	tls  *tls.Config
-	eps  endpoints
+	opts     Options
+	tls      *tls.Config
+	eps      endpoints
+	segments bool // uploads one TCP segment per packet (bbclient.Config.OneSegment)
 }
 
 // transport makes a client that opens its own connection, HTTP/2 only:
 // self probes are only meaningful multiplexed onto a load connection.
-// onDial, if not nil, sees each new TCP connection.
-func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
+// onDial, if not nil, sees each new TCP connection; with segments, TLS's
+// writes on it leave one TCP segment per packet (sockopt.Segmented).
+func (m *measurer) transport(onDial func(net.Conn), segments bool) *http.Transport {
 	// ALPN offers h2 alone; the transport adds http/1.1 to the offer, so
 	// get refuses an answer that is not HTTP/2.
 	cfg := m.tls.Clone()
@@ -138,6 +140,9 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 			c, err := d.DialContext(ctx, network, addr)
 			if err == nil {
 				c = sockopt.Replenish(c) // our own uploads must not bloat our own socket
+				if segments {
+					c = sockopt.Segmented(c)
+				}
 				if onDial != nil {
 					onDial(c)
 				}
@@ -153,7 +158,7 @@ func (m *measurer) transport(onDial func(net.Conn)) *http.Transport {
 func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	tr := m.transport(nil)
+	tr := m.transport(nil, false)
 	defer tr.CloseIdleConnections()
 	body, _, err := get(ctx, &http.Client{Transport: tr}, cfgURL, 64<<10)
 	if err != nil {
@@ -455,7 +460,7 @@ func (r *run) fail(err error) {
 }
 
 func (r *run) addLoader() {
-	l := r.m.newLoader()
+	l := r.m.newLoader(r.up)
 	r.mu.Lock()
 	r.loaders = append(r.loaders, l)
 	r.mu.Unlock()
@@ -471,10 +476,11 @@ func (r *run) addLoader() {
 	}()
 }
 
-// newLoader is a load-generating connection, not yet connected.
-func (m *measurer) newLoader() *loader {
+// newLoader is a load-generating connection, not yet connected; an
+// upload's goes one segment per packet when the test asks (m.segments).
+func (m *measurer) newLoader(up bool) *loader {
 	l := &loader{}
-	l.tr = m.transport(func(c net.Conn) { l.conn.Store(&c) })
+	l.tr = m.transport(func(c net.Conn) { l.conn.Store(&c) }, up && m.segments)
 	l.client = &http.Client{Transport: l.tr}
 	return l
 }
@@ -554,7 +560,7 @@ func (l *loader) unsent() (int, bool) {
 
 func (m *measurer) multiplexed() bool { return true }
 
-func (m *measurer) newLoad(up bool) load { return &h2Load{m: m, loader: m.newLoader(), up: up} }
+func (m *measurer) newLoad(up bool) load { return &h2Load{m: m, loader: m.newLoader(up), up: up} }
 
 // h2Load is a load connection of RunPhases over HTTP/2.
 type h2Load struct {

@@ -16,9 +16,10 @@ import (
 // h1 speaks HTTP/1.1: each load is one connection whose objects follow
 // one another; no GET can share it, so there are no self probes.
 type h1 struct {
-	tls *tls.Config
-	eps endpoints
-	log func(string)
+	tls      *tls.Config
+	eps      endpoints
+	log      func(string)
+	segments bool // uploads one TCP segment per packet (bbclient.Config.OneSegment)
 }
 
 // uploadSize is one POST's body. Servers cap a request body (the
@@ -32,7 +33,7 @@ func (w *h1) multiplexed() bool { return false }
 // config's fetch and each foreign probe. It returns the connection's
 // set-up times and the GET's.
 func (w *h1) get(ctx context.Context, u *url.URL, max int) (http1.Timing, []byte, time.Duration, error) {
-	c, err := http1.Dial(ctx, u, w.tls)
+	c, err := http1.Dial(ctx, u, w.tls, false)
 	if err != nil {
 		return http1.Timing{}, nil, 0, certHint(u.Redacted(), err)
 	}
@@ -99,7 +100,7 @@ func (l *h1Load) transfer(ctx context.Context) error {
 	if c == nil || !c.Reusable() {
 		l.retire()
 		var err error
-		if c, err = http1.Dial(ctx, u, l.w.tls); err != nil {
+		if c, err = http1.Dial(ctx, u, l.w.tls, l.up && l.w.segments); err != nil {
 			return certHint(u.Redacted(), err)
 		}
 		l.mu.Lock()

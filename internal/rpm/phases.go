@@ -73,7 +73,7 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 	if logf == nil {
 		logf = func(string) {}
 	}
-	w := newWire(cfg.HTTP1, cfg.Insecure, logf)
+	w := newWire(cfg, logf)
 	if _, err = w.fetchConfig(ctx, cfgURL); err != nil {
 		return nil, fmt.Errorf("the responsiveness server %s could not be reached: %w (fix: check the connection, or name another server)", cfgURL, err)
 	}

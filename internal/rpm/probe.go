@@ -63,7 +63,7 @@ func (r *run) foreignProbe() {
 
 // foreign runs one foreign probe.
 func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
-	tr := m.transport(nil)
+	tr := m.transport(nil, false)
 	defer tr.CloseIdleConnections()
 	var f foreignTimes
 	var connDone, tlsStart, tlsDone, gotConn time.Time

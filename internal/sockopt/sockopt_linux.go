@@ -28,8 +28,9 @@ func SetNotSentLowat(c net.Conn, bytes int) {
 // behind its own connection's backlog (TestReplenishFollowsRate).
 type replenished struct {
 	*net.TCPConn
-	next  atomic.Int64 // unix nanoseconds of the next update
-	lowat atomic.Int64 // the mark last set
+	next     atomic.Int64 // unix nanoseconds of the next update
+	lowat    atomic.Int64 // the mark last set
+	segments bool         // writes go one segment per packet (Segmented)
 }
 
 // replenishEvery bounds the cost: the kernel's rate is read at most this
@@ -40,6 +41,9 @@ func (r *replenished) Write(b []byte) (int, error) {
 	if now := time.Now().UnixNano(); now >= r.next.Load() {
 		r.next.Store(now + int64(replenishEvery))
 		r.update()
+	}
+	if r.segments {
+		return writeSegments(r.TCPConn, b)
 	}
 	return r.TCPConn.Write(b)
 }
@@ -203,10 +207,42 @@ func WriteSegments(c net.Conn, b []byte) (bool, error) {
 	return true, werr
 }
 
+// Segmented returns c writing one TCP segment per packet (WriteSegments)
+// for a writer above it that cannot ask for that itself: TLS, whose
+// records the kernel otherwise sends as multi-segment GSO packets. c may
+// be a TCP connection or one from Replenish, before its first write;
+// anything else is returned as it is (TestWriteSegments).
+func Segmented(c net.Conn) net.Conn {
+	switch c := c.(type) {
+	case *replenished:
+		c.segments = true
+		return c
+	case *net.TCPConn:
+		return &segmented{c}
+	}
+	return c
+}
+
+// segmented is a TCP connection from Segmented.
+type segmented struct{ *net.TCPConn }
+
+func (s *segmented) Write(b []byte) (int, error) { return writeSegments(s.TCPConn, b) }
+
+// writeSegments writes all of b one segment per packet, as a Write does.
+func writeSegments(tc *net.TCPConn, b []byte) (int, error) {
+	if _, err := WriteSegments(tc, b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}
+
 // rawConn is what the options act on: a TCP connection's file descriptor.
 func rawConn(c net.Conn) (interface{ Control(func(uintptr)) error }, bool) {
-	if r, ok := c.(*replenished); ok {
-		c = r.TCPConn
+	switch w := c.(type) {
+	case *replenished:
+		c = w.TCPConn
+	case *segmented:
+		c = w.TCPConn
 	}
 	tc, ok := c.(*net.TCPConn)
 	if !ok {

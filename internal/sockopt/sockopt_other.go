@@ -34,6 +34,9 @@ func StampReceives(*net.UDPConn) error { return nil }
 // RxStamp: none outside Linux.
 func RxStamp([]byte) (time.Time, bool) { return time.Time{}, false }
 
+// Segmented needs Linux (WriteSegments); elsewhere c is returned as it is.
+func Segmented(c net.Conn) net.Conn { return c }
+
 // WriteSegments needs Linux (MSG_EOR on TCP); elsewhere it writes nothing
 // and reports false.
 func WriteSegments(net.Conn, []byte) (bool, error) { return false, nil }
