@@ -18,8 +18,7 @@ import (
 // exceeds by the TLS records' and the requests' own bytes) and never the
 // closed one's count twice.
 func TestH1UploadMovedAcrossReconnect(t *testing.T) {
-	defer func(n int64) { uploadSize = n }(uploadSize)
-	uploadSize = 256 << 10
+	setUploadSize(t, 256<<10)
 	s, err := NewServer(ServerConfig{})
 	if err != nil {
 		t.Fatal(err)
@@ -54,4 +53,11 @@ func TestH1UploadMovedAcrossReconnect(t *testing.T) {
 	if got := l.moved(); got != last {
 		t.Errorf("moved after close = %d, want %d", got, last)
 	}
+}
+
+// setUploadSize makes each HTTP/1.1 upload POST n bytes until t ends.
+func setUploadSize(t *testing.T, n int64) {
+	old := uploadSize
+	uploadSize = n
+	t.Cleanup(func() { uploadSize = old })
 }

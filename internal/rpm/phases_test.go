@@ -23,8 +23,7 @@ import (
 // stream asked, since the server's flow control caps each one's bytes in
 // flight, on the same connections; over HTTP/1.1 one.
 func TestRunPhasesWires(t *testing.T) {
-	defer func(n int64) { uploadSize = n }(uploadSize)
-	uploadSize = 1 << 20 // several POSTs a phase on loopback
+	setUploadSize(t, 1<<20) // several POSTs a phase on loopback
 	for _, http1 := range []bool{false, true} {
 		t.Run(map[bool]string{false: "http2", true: "http1"}[http1], func(t *testing.T) {
 			s, err := NewServer(ServerConfig{})
