@@ -26,8 +26,8 @@ func LargestSent(t testing.TB, ns *Netns) func() int {
 		buf, most := make([]byte, 1<<17), 0
 		for {
 			n, from, err := unix.Recvfrom(fd, buf, 0)
-			if err == unix.EAGAIN && !stopped.Load() {
-				continue // a quiet moment (a test's idle phase), not the end
+			if (err == unix.EAGAIN || err == unix.EINTR) && !stopped.Load() {
+				continue // a quiet moment (a test's idle phase) or a signal, not the end
 			}
 			if err != nil {
 				largest <- most
