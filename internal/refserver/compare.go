@@ -31,8 +31,11 @@ type Output struct{ Name, Text string }
 // (the reference nginx's output buffers) makes the loaded GET grow with
 // the connections, goresponsiveness may stop before its maximum, and
 // sqmkit's own stop keeps adding connections while the loaded GET grows
-// (TestCompareHoldsSqmkitToTheirs). before, if not nil, runs before each
-// command (the lab lets the path settle).
+// (TestCompareHoldsSqmkitToTheirs). Where sqmkit's own stop still ended
+// below that count, goresponsiveness runs once more for that direction,
+// held with --rpm.mnp to sqmkit's: each at most the other's connections.
+// before, if not nil, runs before each command (the lab lets the path
+// settle).
 func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparison, error) {
 	var c Comparison
 	step := func(name string, argv ...string) (string, error) {
@@ -48,7 +51,7 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 		}
 		return out, nil
 	}
-	out, err := step("goresponsiveness", append([]string{goresp}, GoresponsivenessArgs(url)...)...)
+	out, err := step("goresponsiveness", append([]string{goresp}, GoresponsivenessArgs(url, 0)...)...)
 	if err != nil {
 		return c, err
 	}
@@ -72,6 +75,21 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 			}
 		}
 		c.Ours[i] = held[n][i]
+	}
+	for i, st := range c.Ours {
+		if st.Conns < 1 || st.Conns >= c.Theirs[i].Conns {
+			continue
+		}
+		name := fmt.Sprintf("goresponsiveness-%s-%d", st.Direction, st.Conns)
+		out, err := step(name, append([]string{goresp}, GoresponsivenessArgs(url, st.Conns)...)...)
+		if err != nil {
+			return c, err
+		}
+		down, up, err := Goresponsiveness([]byte(out))
+		if err != nil {
+			return c, err
+		}
+		c.Theirs[i] = [2]Theirs{down, up}[i]
 	}
 	return c, nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -13,15 +14,20 @@ import (
 // maximum, then sqmkit once for each count of connections it ended with
 // (testdata: 9 down, 16 up; through 500 ms of bloat, 16 down and a load
 // generator that gave up on the upload, held to the default), and each
-// direction is compared with the run held to its count.
+// direction is compared with the run held to its count. Where sqmkit's own
+// stop ended below that count, goresponsiveness runs again for that
+// direction held to sqmkit's.
 func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 	for _, tc := range []struct {
 		theirs string
-		runs   []string // sqmkit's --rpm-conns, in order
+		stop   int      // where sqmkit's own stop ends, 0: at the count it is held to
+		runs   []string // sqmkit's --rpm-conns, then goresponsiveness's --rpm.mnp, in order
 		ours   [2]float64
+		theirN [2]int
 	}{
-		{"testdata/goresponsiveness.out", []string{"9", "16"}, [2]float64{109, 1016}},
-		{"testdata/goresponsiveness-bloated.out", []string{"16"}, [2]float64{116, 1016}},
+		{"testdata/goresponsiveness.out", 0, []string{"9", "16"}, [2]float64{109, 1016}, [2]int{9, 16}},
+		{"testdata/goresponsiveness-bloated.out", 0, []string{"16"}, [2]float64{116, 1016}, [2]int{16, 0}},
+		{"testdata/goresponsiveness.out", 14, []string{"9", "16", "mnp 14"}, [2]float64{109, 1014}, [2]int{9, 14}},
 	} {
 		t.Run(tc.theirs, func(t *testing.T) {
 			out, err := os.ReadFile(tc.theirs)
@@ -31,18 +37,27 @@ func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 			var runs []string
 			befores := 0
 			run := func(argv ...string) (string, error) {
+				n := argv[len(argv)-1]
 				switch argv[0] {
 				case "/gr":
-					if !slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config")) {
+					if slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", 0)) {
+						return string(out), nil
+					}
+					m, _ := strconv.Atoi(n)
+					if !slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", m)) {
 						t.Errorf("goresponsiveness ran with %q", argv[1:])
 					}
-					return string(out), nil
+					runs = append(runs, "mnp "+n)
+					return fmt.Sprintf("Download:\n\tusing %s parallel connections.\n\tRPM: 1 (P90)\n\tRPM: 5%s (Single-Sided 95%% Trimmed Mean)\n"+
+						"Upload:\n\tusing %s parallel connections.\n\tRPM: 1 (P90)\n\tRPM: 6%s (Single-Sided 95%% Trimmed Mean)\n", n, n, n, n), nil
 				case "/sqmkit":
-					n := argv[len(argv)-1]
 					if !slices.Contains(argv, "--rpm-conns") {
 						t.Errorf("sqmkit ran without --rpm-conns: %q", argv)
 					}
 					runs = append(runs, n)
+					if held, _ := strconv.Atoi(n); tc.stop > 0 && held > tc.stop {
+						n = strconv.Itoa(tc.stop)
+					}
 					// the RPM says which run a stage came from: 100 + connections, up 1000 +
 					return fmt.Sprintf("Note: download: 1%02s RPM on %s connections (high confidence): TCP 1, TLS 2, GET 3 ms on new connections, 4 ms on loaded ones\n"+
 						"Note: upload: 10%02s RPM on %s connections (high confidence): TCP 1, TLS 2, GET 3 ms on new connections, 4 ms on loaded ones\n", n, n, n, n), nil
@@ -54,10 +69,10 @@ func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !slices.Equal(runs, tc.runs) || befores != 1+len(tc.runs) || len(c.Outputs) != 1+len(tc.runs) {
-				t.Errorf("sqmkit runs %q, %d settles, %d outputs; want %q, one settle and one output each", runs, befores, len(c.Outputs), tc.runs)
+				t.Errorf("runs %q, %d settles, %d outputs; want %q, one settle and one output each", runs, befores, len(c.Outputs), tc.runs)
 			}
-			if c.Ours[0].RPM != tc.ours[0] || c.Ours[1].RPM != tc.ours[1] {
-				t.Errorf("ours = %v, %v RPM; want %v", c.Ours[0].RPM, c.Ours[1].RPM, tc.ours)
+			if c.Ours[0].RPM != tc.ours[0] || c.Ours[1].RPM != tc.ours[1] || c.Theirs[0].Conns != tc.theirN[0] || c.Theirs[1].Conns != tc.theirN[1] {
+				t.Errorf("ours = %v, %v RPM, theirs on %d, %d; want %v, on %v", c.Ours[0].RPM, c.Ours[1].RPM, c.Theirs[0].Conns, c.Theirs[1].Conns, tc.ours, tc.theirN)
 			}
 		})
 	}

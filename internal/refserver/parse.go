@@ -53,11 +53,15 @@ func (s Stage) EarlierDraft() float64 {
 //     a quarter of a 20 Mbit/s line and starve a small host's CPU; it
 //     probes at sqmkit's own rate in a test instead (rpm.DefaultEvery).
 //
-// Its maximum of connections stays the draft's 16; Compare holds sqmkit to
-// the connections it ended with.
-func GoresponsivenessArgs(url string) []string {
+// conns, when not 0, is its maximum of connections (--rpm.mnp); 0 keeps
+// the draft's 16 (Compare).
+func GoresponsivenessArgs(url string, conns int) []string {
 	mps := strconv.Itoa(int(time.Second / rpm.DefaultEvery))
-	return []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
+	args := []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
+	if conns > 0 {
+		args = append(args, "--rpm.mnp", strconv.Itoa(conns))
+	}
+	return args
 }
 
 // Band is how close sqmkit's RPM, its latencies aggregated as
