@@ -61,9 +61,21 @@ func TestReplenishFollowsRate(t *testing.T) {
 		defer c.Close()
 		r := Replenish(c)
 		buf := make([]byte, 16<<10)
-		for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); {
+		// The mark is read once the connection has carried a second of the
+		// shaped rate: under a loaded host the first flight's losses at the
+		// tbf can stall it in retransmission timeouts, and a Write blocked
+		// through them leaves the mark at its first estimate.
+		start := time.Now()
+		for {
 			if _, err := r.Write(buf); err != nil {
 				t.Fatal(err)
+			}
+			acked, _ := BytesAcked(c)
+			if acked >= 1_000_000 && time.Since(start) >= 1500*time.Millisecond {
+				break
+			}
+			if time.Since(start) > 20*time.Second {
+				t.Fatalf("only %d B acknowledged in %v", acked, time.Since(start))
 			}
 		}
 		return lowatOf(t, c)
