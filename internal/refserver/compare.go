@@ -23,19 +23,12 @@ type Comparison struct {
 // Output is one command's output in a comparison.
 type Output struct{ Name, Text string }
 
-// Compare runs goresponsiveness at its own maximum of connections, then
-// `sqmkit test --rpm` held with --rpm-conns to the connections
-// goresponsiveness ended with in each direction (one run when both
-// directions ended alike). Held that way round, both measure the same
-// working conditions: a server that buffers a fixed amount per stream
-// (the reference nginx's output buffers) makes the loaded GET grow with
-// the connections, goresponsiveness may stop before its maximum, and
-// sqmkit's own stop keeps adding connections while the loaded GET grows
-// (TestCompareHoldsSqmkitToTheirs). Where sqmkit's own stop still ended
-// below that count, goresponsiveness runs once more for that direction,
-// held with --rpm.mnp to sqmkit's: each at most the other's connections.
-// before, if not nil, runs before each command (the lab lets the path
-// settle).
+// Compare runs goresponsiveness at its maximum of connections, then `sqmkit
+// test --rpm` held to the connections it ended with, then goresponsiveness
+// again for a direction where sqmkit's own stop ended lower: the reference
+// nginx buffers a fixed amount per stream, so the loaded GET grows with the
+// connections and only equal counts compare (TestCompareHoldsSqmkitToTheirs).
+// before, if not nil, runs before each command (the lab lets the path settle).
 func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparison, error) {
 	var c Comparison
 	step := func(name string, argv ...string) (string, error) {
