@@ -237,17 +237,6 @@ func printSteps(w io.Writer, t search.Target, steps []search.Step) {
 	tw.Flush()
 }
 
-// whoseCeiling says whose a CPU-bound phase c's ceiling is: the router's,
-// or, when tune's own load took a share of the CPU (cpuload.SelfBound: its
-// TLS to a responsiveness server, on the router), the router's while it
-// also ran the test (TestPrintTuneCPUBound).
-func whoseCeiling(c bbresult.PhaseCPU) string {
-	if cpuload.SelfBound(c) {
-		return fmt.Sprintf("that is the router's ceiling while tune's own load and TLS took %.0f%% of a core of it: it shapes more with the test elsewhere, and tune against sqmkit serve (plain TCP) costs it less", 100*c.SelfCores)
-	}
-	return "that is the router's ceiling, not the line's"
-}
-
 // printTune prints the steps per direction, the rates chosen and why, and
 // the goodput gained over the 95 % rule; qdisc is the queue's, for the fix
 // a CPU-bound line names.
@@ -265,7 +254,7 @@ func printTune(w io.Writer, o *tune.Outcome, qdisc string) {
 		}
 		if cpu := l.CPU; cpu != nil {
 			fmt.Fprintf(w, "  CPU-bound at %d kbit/s: with the shaper open cpu%d was busy %.0f%% (%.0f%% softirq), so %s; the rate is the highest that keeps %s on this router\n  fix: %s\n",
-				l.GoodputKbit, cpu.Busiest, 100*cpu.BusiestShare, 100*cpu.BusiestSoftirq, whoseCeiling(*cpu), c.ch.Target.Name, cpuload.Fix(*cpu, qdisc))
+				l.GoodputKbit, cpu.Busiest, 100*cpu.BusiestShare, 100*cpu.BusiestSoftirq, cpuload.WhoseCeiling(*cpu), c.ch.Target.Name, cpuload.Fix(*cpu, qdisc))
 		}
 		if l.BoostKbit > 0 {
 			fmt.Fprintf(w, "  the line gave %d kbit/s goodput in its first seconds and %d sustained: a boost, not the line rate\n", l.BoostKbit, l.GoodputKbit)
@@ -283,7 +272,7 @@ func printTune(w io.Writer, o *tune.Outcome, qdisc string) {
 	}
 	if c := r.BidirCPU; c != nil {
 		fmt.Fprintf(w, "bidirectional: CPU-bound at %.0f kbit/s both ways together: cpu%d was busy %.0f%% (%.0f%% softirq), so both rates came down to fit it; %s\n  fix: %s\n",
-			1000*c.ShapedMbps, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, whoseCeiling(*c), cpuload.Fix(*c, qdisc))
+			1000*c.ShapedMbps, c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, cpuload.WhoseCeiling(*c), cpuload.Fix(*c, qdisc))
 	}
 	// The figures printed are the ones tune judged, after each phase's first
 	// search.Transient seconds: the whole phase's p95 can hold a start-up

@@ -177,7 +177,7 @@ func (t *tester) upload(ctx context.Context, c net.Conn, own *atomic.Int64) erro
 // test asks for it (Config.OneSegment) and the system can.
 func (t *tester) writeUpload(c net.Conn) error {
 	if t.cfg.OneSegment {
-		if ok, err := sockopt.WriteSegments(c, uploadFrame); ok {
+		if _, err := sockopt.WriteSegments(c, uploadFrame); !errors.Is(err, errors.ErrUnsupported) {
 			return err
 		}
 	}

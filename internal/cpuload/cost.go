@@ -35,6 +35,17 @@ const selfShare = 0.25
 // shapes more than c's rate when the test runs elsewhere.
 func SelfBound(c bbresult.PhaseCPU) bool { return c.Bound && c.SelfCores >= selfShare }
 
+// WhoseCeiling says whose a CPU-bound phase c's ceiling is: the router's,
+// or, when tune's own load took a share of the CPU (SelfBound: its TLS to
+// a responsiveness server, on the router), the router's while it also ran
+// tune (TestPrintTuneCPUBound, TestLineCPUBound).
+func WhoseCeiling(c bbresult.PhaseCPU) string {
+	if SelfBound(c) {
+		return fmt.Sprintf("that is the router's ceiling while tune's own load and TLS took %.0f%% of a core of it: it shapes more with the test elsewhere, and tune against sqmkit serve (plain TCP) costs it less", 100*c.SelfCores)
+	}
+	return "that is the router's ceiling, not the line's"
+}
+
 // minShaped is the least shaped rate, in Mbit/s, whose cost is judged: a
 // phase that moved nothing costs nothing per Mbit.
 const minShaped = 0.2

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/plan"
 )
 
@@ -65,19 +66,19 @@ func (s *searcher) line(ctx context.Context, k Kind) (Line, error) {
 	// from its catch-up takes both (TestLineSeries).
 	body := ps[:len(ps)-1]
 	// The level to judge a window's edges by: the phase after slow start,
-	// whose stalls and a boost's seconds are the few. Two seconds that
-	// stray from it by more than a tenth, one each way, are a stall and its
-	// catch-up.
+	// whose stalls and a boost's seconds are the few. A second that strays
+	// from it by more than a tenth is a stall or a catch-up.
 	m := medianInt(body[min(2, len(body)-1):])
 	off := func(v int) float64 { return float64(v)/m - 1 }
 	stall := func(a, b int) bool {
 		x, y := off(a), off(b)
 		return math.Abs(x) > 0.1 && math.Abs(y) > 0.1 && x*y < 0
 	}
-	// A stall in the second before the last has its catch-up in the last,
-	// which is left out, so it goes too (TestLineBoostStallAtEnd).
-	if n := len(body); n > 4 && off(body[n-1]) < 0 && stall(body[n-1], ps[n]) {
-		body = body[:n-1]
+	// A last second above the level is no teardown but the catch-up of the
+	// stalls before it, whose bytes moved inside the window: it stays
+	// (TestLineSeries, "catch-up last"; TestLineBoostStallAtEnd).
+	if off(ps[len(ps)-1]) > 0.1 {
+		body = ps
 	}
 	start := len(body) - max(len(body)/3, min(4, len(body)))
 	if start > 0 && stall(body[start-1], body[start]) {
@@ -111,7 +112,7 @@ func (s *searcher) line(ctx context.Context, k Kind) (Line, error) {
 		// the search goes on below it: the highest rate that keeps the
 		// grade on this router is what the user can have (TestLineCPUBound)
 		l.CPU = c
-		msg += fmt.Sprintf("; CPU-bound: cpu%d was busy %.0f%% of it (%.0f%% softirq), so this is the router's ceiling, not the line's", c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq)
+		msg += fmt.Sprintf("; CPU-bound: cpu%d was busy %.0f%% of it (%.0f%% softirq): %s", c.Busiest, 100*c.BusiestShare, 100*c.BusiestSoftirq, cpuload.WhoseCeiling(*c))
 	}
 	s.say("%s", msg)
 	return l, nil

@@ -2,6 +2,7 @@ package sockopt
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"testing"
@@ -18,9 +19,9 @@ import (
 // TLS above it makes them.
 func TestWriteSegments(t *testing.T) {
 	segments := func(c net.Conn, b []byte) error {
-		ok, err := WriteSegments(c, b)
-		if !ok {
-			return errors.New("WriteSegments did not take a TCP connection")
+		n, err := WriteSegments(c, b)
+		if err == nil && n != len(b) {
+			return fmt.Errorf("WriteSegments wrote %d of %d bytes", n, len(b))
 		}
 		return err
 	}
@@ -54,6 +55,17 @@ func TestWriteSegments(t *testing.T) {
 				t.Errorf("largest frame sent %d bytes: one segment %v, want %v", most, one, tc.seg)
 			}
 		})
+	}
+}
+
+// TestWriteSegmentsNotTCP: a connection that is not TCP is refused with
+// errors.ErrUnsupported and nothing written, so a caller writes it plainly.
+func TestWriteSegmentsNotTCP(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if n, err := WriteSegments(a, []byte("x")); n != 0 || !errors.Is(err, errors.ErrUnsupported) {
+		t.Errorf("WriteSegments on a pipe: %d, %v; want 0, errors.ErrUnsupported", n, err)
 	}
 }
 

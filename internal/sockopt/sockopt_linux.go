@@ -1,7 +1,9 @@
 package sockopt
 
 import (
+	"cmp"
 	"encoding/binary"
+	"errors"
 	"net"
 	"sync/atomic"
 	"syscall"
@@ -171,26 +173,28 @@ func RxStamp(oob []byte) (time.Time, bool) {
 // GSO packet. A host's own TCP otherwise hands its qdisc two segments at
 // once on a slow line (its smallest TSO size), which a shaper with a
 // two-packet burst lets out back to back, where a router forwards its
-// clients' packets one by one. It reports false, having written nothing,
-// when c is not a TCP connection.
-func WriteSegments(c net.Conn, b []byte) (bool, error) {
+// clients' packets one by one. It returns the bytes written, and
+// errors.ErrUnsupported, having written nothing, when c is not a TCP
+// connection with a segment size.
+func WriteSegments(c net.Conn, b []byte) (int, error) {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
-		return false, nil
+		return 0, errors.ErrUnsupported
 	}
 	rc, err := tc.SyscallConn()
 	if err != nil {
-		return false, err
+		return 0, err
 	}
+	var n int
 	var werr error
 	if err := rc.Write(func(fd uintptr) bool {
 		mss, err := unix.GetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_MAXSEG)
 		if err != nil || mss <= 0 {
-			werr = err
+			werr = cmp.Or(err, errors.ErrUnsupported)
 			return true
 		}
-		for len(b) > 0 {
-			n, err := unix.SendmsgN(int(fd), b[:min(mss, len(b))], nil, nil, unix.MSG_EOR|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
+		for n < len(b) {
+			sent, err := unix.SendmsgN(int(fd), b[n:n+min(mss, len(b)-n)], nil, nil, unix.MSG_EOR|unix.MSG_DONTWAIT|unix.MSG_NOSIGNAL)
 			if err == unix.EAGAIN {
 				return false
 			}
@@ -198,13 +202,13 @@ func WriteSegments(c net.Conn, b []byte) (bool, error) {
 				werr = err
 				return true
 			}
-			b = b[n:]
+			n += sent
 		}
 		return true
 	}); err != nil {
-		return true, err
+		return n, err
 	}
-	return true, werr
+	return n, werr
 }
 
 // Segmented returns c writing one TCP segment per packet (WriteSegments)
@@ -228,12 +232,14 @@ type segmented struct{ *net.TCPConn }
 
 func (s *segmented) Write(b []byte) (int, error) { return writeSegments(s.TCPConn, b) }
 
-// writeSegments writes all of b one segment per packet, as a Write does.
+// writeSegments writes all of b one segment per packet, as a Write does,
+// or plainly where the socket gives no segment size.
 func writeSegments(tc *net.TCPConn, b []byte) (int, error) {
-	if _, err := WriteSegments(tc, b); err != nil {
-		return 0, err
+	n, err := WriteSegments(tc, b)
+	if errors.Is(err, errors.ErrUnsupported) {
+		return tc.Write(b)
 	}
-	return len(b), nil
+	return n, err
 }
 
 // rawConn is what the options act on: a TCP connection's file descriptor.

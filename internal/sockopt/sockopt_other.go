@@ -3,6 +3,7 @@
 package sockopt
 
 import (
+	"errors"
 	"net"
 	"time"
 )
@@ -38,5 +39,5 @@ func RxStamp([]byte) (time.Time, bool) { return time.Time{}, false }
 func Segmented(c net.Conn) net.Conn { return c }
 
 // WriteSegments needs Linux (MSG_EOR on TCP); elsewhere it writes nothing
-// and reports false.
-func WriteSegments(net.Conn, []byte) (bool, error) { return false, nil }
+// and returns errors.ErrUnsupported.
+func WriteSegments(net.Conn, []byte) (int, error) { return 0, errors.ErrUnsupported }
