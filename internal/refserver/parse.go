@@ -81,7 +81,11 @@ func Within(ratio, band float64) bool { return ratio >= 1-band && ratio <= 1+ban
 // asks both test endpoints to keep 5 ms of their throughput unsent (sqmkit
 // does, sockopt.Replenish). A namespace-wide mark cannot follow each
 // connection's rate; one segment is the nearest fixed one on the lab's
-// lines, where sixteen connections share at most 40 Mbit/s. A namespace
+// lines, where sixteen connections share at most 40 Mbit/s. It bounds
+// less than it says: the kernel checks a mark only where a write starts a
+// buffer, and both write eagerly, so an unsent buffer takes appends
+// unchecked up to GSO's 64 kB (sqmkit ends each write's buffer instead,
+// sockopt's writeEnded; docs/results.md has the lab's counts). A namespace
 // that outlives the comparison gets its LowatSysctl back afterwards.
 const (
 	LowatSysctl   = "net.ipv4.tcp_notsent_lowat"

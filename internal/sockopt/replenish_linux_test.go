@@ -104,3 +104,115 @@ func lowatOf(t *testing.T, c net.Conn) int {
 	}
 	return v
 }
+
+// TestReplenishHoldsMark writes through an 8 Mbit/s shaper in pieces the
+// size of the responsiveness test's upload frames (a segment's payload
+// and an HTTP/2 frame's and a TLS record's headers). Once the mark has
+// settled near 5 ms of the rate (TestReplenishFollowsRate), the kernel's
+// count of unsent bytes after each write stays within the mark and the
+// write that passed it. Written plainly under the same mark, each piece
+// joins the unsent buffer unchecked and the count grows to tens of kB
+// (writeEnded); that is logged, the kernel's behaviour, not ours.
+func TestReplenishHoldsMark(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		wrap  func(net.Conn) net.Conn
+		bound bool
+	}{
+		{"Replenish", Replenish, true},
+		{"plain", func(c net.Conn) net.Conn { return &plainMark{c, Replenish(c)} }, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mark, most, over := writeShaped(t, tc.wrap)
+			t.Logf("mark %d B; most unsent %d B, over the mark and a piece %d times", mark, most, over)
+			if !tc.bound {
+				return
+			}
+			if mark > 20000 {
+				t.Fatalf("mark %d B did not settle near 5 ms of 8 Mbit/s", mark)
+			}
+			if over > 0 {
+				t.Errorf("unsent bytes passed the mark and one write %d times, most %d B", over, most)
+			}
+		})
+	}
+}
+
+// plainMark keeps Replenish's mark but writes plainly.
+type plainMark struct {
+	net.Conn
+	r net.Conn
+}
+
+func (p *plainMark) Write(b []byte) (int, error) {
+	p.r.Write(nil) // the mark follows the rate as Replenish's does
+	return p.Conn.Write(b)
+}
+
+// writeShaped writes pieces through an 8 Mbit/s shaper until a second of
+// it is acknowledged, then for another second reads the unsent count after
+// each write: the mark then, the most unsent, and how many times it passed
+// the mark and one piece.
+func writeShaped(t *testing.T, wrap func(net.Conn) net.Conn) (mark, most, over int) {
+	snd, rcv := tctest.NewPair(t, "rhm", 77)
+	var ln net.Listener
+	rcv.Do(t, func() {
+		var err error
+		if ln, err = net.Listen("tcp", rcv.Addr+":0"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	snd.Exec(t, "tc", "qdisc", "add", "dev", snd.Dev, "root", "tbf", "rate", "8mbit", "burst", "16k", "limit", "100000")
+	var c net.Conn
+	snd.Do(t, func() {
+		var err error
+		if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+			t.Fatal(err)
+		}
+	})
+	defer c.Close()
+	w := wrap(c)
+	piece := make([]byte, 1448+9+22)
+	start := time.Now()
+	var measuring time.Time
+	for measuring.IsZero() || time.Since(measuring) < time.Second {
+		if _, err := w.Write(piece); err != nil {
+			t.Fatal(err)
+		}
+		if time.Since(start) > 20*time.Second {
+			t.Fatal("the mark did not settle in 20 s")
+		}
+		if measuring.IsZero() {
+			if acked, _ := BytesAcked(c); acked >= 1_000_000 && time.Since(start) >= 1500*time.Millisecond {
+				measuring = time.Now()
+			}
+			continue
+		}
+		mark = lowatOf(t, c)
+		unsent := notSent(t, c)
+		most = max(most, unsent)
+		if unsent > mark+len(piece) {
+			over++
+		}
+	}
+	return mark, most, over
+}
+func notSent(t *testing.T, c net.Conn) int {
+	t.Helper()
+	rc, _ := rawConn(c)
+	var info *unix.TCPInfo
+	var err error
+	rc.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(info.Notsent_bytes)
+}
