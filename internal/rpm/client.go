@@ -534,15 +534,23 @@ func (m *measurer) load(ctx context.Context, l *loader, up bool) error {
 // per read, and a request on the same connection waits for the frame being
 // written, so frames of the transport's own size (up to 512 kB where the
 // server allows large frames) kept self probes waiting hundreds of ms behind
-// our own upload (TestZeroReaderKeepsToLimit).
+// our own upload (TestZeroReaderKeepsToLimit). The limit is whole segments
+// (sockopt.Unsent), and a read leaves room in it for the frame's and the
+// TLS record's headers, so a record fills its segments without a runt
+// packet behind it.
 type zeroReader struct {
 	n     *atomic.Int64
 	limit func() (int, bool)
 }
 
+// recordHeaders is what a DATA frame's payload gains on the wire: the
+// frame's 9-byte header and a TLS record's at most 29 (TLS 1.2's AEAD;
+// 1.3's is 22).
+const recordHeaders = 9 + 29
+
 func (z *zeroReader) Read(p []byte) (int, error) {
 	if n, ok := z.limit(); ok {
-		p = p[:min(len(p), n)]
+		p = p[:min(len(p), max(1, n-recordHeaders))]
 	}
 	clear(p)
 	z.n.Add(int64(len(p)))

@@ -28,6 +28,26 @@ func TestReplenishLowat(t *testing.T) {
 	}
 }
 
+func TestUnsentWholeSegments(t *testing.T) {
+	for _, tc := range []struct {
+		lowat, mss, want int64
+		ok               bool
+	}{
+		{1500, 1448, 1448, true}, // the least mark: one segment
+		{5000, 1448, 4344, true}, // three
+		{1000, 1448, 1448, true}, // never under one
+		{5000, 0, 5000, true},    // no segment size read yet
+		{0, 1448, 1448, false},   // no mark yet
+	} {
+		r := &replenished{}
+		r.lowat.Store(tc.lowat)
+		r.mss.Store(tc.mss)
+		if got, ok := Unsent(r); int64(got) != tc.want || ok != tc.ok {
+			t.Errorf("mark %d, segment %d: Unsent = %d, %v; want %d, %v", tc.lowat, tc.mss, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
 // TestReplenishFollowsRate sends through an 8 Mbit/s shaper on the
 // sender's device and then over the plain veth: the mark settles near 5 ms
 // of each (5 kB, then far more), where a fixed mark is one size for both.

@@ -32,6 +32,7 @@ type replenished struct {
 	*net.TCPConn
 	next     atomic.Int64 // unix nanoseconds of the next update
 	lowat    atomic.Int64 // the mark last set
+	mss      atomic.Int64 // the segment size last read
 	segments bool         // writes go one segment per packet (Segmented)
 }
 
@@ -66,13 +67,20 @@ func Replenish(c net.Conn) net.Conn {
 
 // Unsent is what c, a connection from Replenish, may now hold unsent: the
 // size a writer's own chunks should keep to, so that what queues in it
-// ahead of the socket waits no longer than what queues in the socket.
+// ahead of the socket waits no longer than what queues in the socket. It
+// is whole segments, at least one: each write ends its buffer
+// (writeEnded), and a chunk that is not whole segments sends a runt packet
+// behind it, which costs a cell-based line most (TestUnsentWholeSegments).
 func Unsent(c net.Conn) (int, bool) {
 	r, ok := c.(*replenished)
 	if !ok {
 		return 0, false
 	}
-	return int(r.lowat.Load()), r.lowat.Load() > 0
+	mark, mss := r.lowat.Load(), r.mss.Load()
+	if mss > 0 {
+		mark = max(mss, mark/mss*mss)
+	}
+	return int(mark), r.lowat.Load() > 0
 }
 
 // update sets the mark from the kernel's view of the connection.
@@ -86,6 +94,7 @@ func (r *replenished) update() {
 		if err != nil {
 			return
 		}
+		r.mss.Store(int64(info.Snd_mss))
 		rate := float64(info.Delivery_rate)
 		if rate == 0 && info.Rtt > 0 {
 			rate = float64(info.Snd_cwnd) * float64(info.Snd_mss) / (float64(info.Rtt) / 1e6)
