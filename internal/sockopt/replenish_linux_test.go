@@ -52,32 +52,9 @@ func TestUnsentWholeSegments(t *testing.T) {
 // sender's device and then over the plain veth: the mark settles near 5 ms
 // of each (5 kB, then far more), where a fixed mark is one size for both.
 func TestReplenishFollowsRate(t *testing.T) {
-	snd, rcv := tctest.NewPair(t, "rpl", 79)
-	var ln net.Listener
-	rcv.Do(t, func() {
-		var err error
-		if ln, err = net.Listen("tcp", rcv.Addr+":0"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Close() }()
-		}
-	}()
+	snd, dial := discardPair(t, "rpl", 79)
 	send := func() int {
-		var c net.Conn
-		snd.Do(t, func() {
-			var err error
-			if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
-				t.Fatal(err)
-			}
-		})
+		c := dial()
 		defer c.Close()
 		r := Replenish(c)
 		buf := make([]byte, 16<<10)
@@ -174,30 +151,9 @@ func (p *plainMark) Write(b []byte) (int, error) {
 // each write: the mark then, the most unsent, and how many times it passed
 // the mark and one piece.
 func writeShaped(t *testing.T, wrap func(net.Conn) net.Conn) (mark, most, over int) {
-	snd, rcv := tctest.NewPair(t, "rhm", 77)
-	var ln net.Listener
-	rcv.Do(t, func() {
-		var err error
-		if ln, err = net.Listen("tcp", rcv.Addr+":0"); err != nil {
-			t.Fatal(err)
-		}
-	})
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
+	snd, dial := discardPair(t, "rhm", 77)
 	snd.Exec(t, "tc", "qdisc", "add", "dev", snd.Dev, "root", "tbf", "rate", "8mbit", "burst", "16k", "limit", "100000")
-	var c net.Conn
-	snd.Do(t, func() {
-		var err error
-		if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
-			t.Fatal(err)
-		}
-	})
+	c := dial()
 	defer c.Close()
 	w := wrap(c)
 	piece := make([]byte, 1448+9+22)
@@ -225,6 +181,40 @@ func writeShaped(t *testing.T, wrap func(net.Conn) net.Conn) (mark, most, over i
 	}
 	return mark, most, over
 }
+
+// discardPair is a pair of namespaces whose receiver discards what each
+// connection sends, and a dial from the sender's to it.
+func discardPair(t *testing.T, name string, subnet int) (*tctest.Netns, func() net.Conn) {
+	snd, rcv := tctest.NewPair(t, name, subnet)
+	var ln net.Listener
+	rcv.Do(t, func() {
+		var err error
+		if ln, err = net.Listen("tcp", rcv.Addr+":0"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Close() }()
+		}
+	}()
+	return snd, func() net.Conn {
+		var c net.Conn
+		snd.Do(t, func() {
+			var err error
+			if c, err = net.Dial("tcp", ln.Addr().String()); err != nil {
+				t.Fatal(err)
+			}
+		})
+		return c
+	}
+}
+
 func notSent(t *testing.T, c net.Conn) int {
 	t.Helper()
 	rc, _ := rawConn(c)
