@@ -46,12 +46,13 @@ sqm-scripts https://github.com/tohojo/sqm-scripts.git 95337de67a"
 log() { echo "openwrt-stack: $*" >&2; }
 
 # The key: the tarballs' hashes when they are here, else the pins; and
-# this script, whose steps make the result.
+# this script, whose steps make the result. Contents only, not paths: every
+# clone shares one build (each prunes the others' keys).
 key() {
 	{
 		cat "$script"
 		if [ -d "$src_dir" ]; then
-			echo "$pins" | while read -r name _ commit; do sha256sum "$src_dir/$name-$commit.tar.xz"; done
+			echo "$pins" | while read -r name _ commit; do sha256sum <"$src_dir/$name-$commit.tar.xz"; done
 		else
 			echo "$pins"
 		fi
@@ -60,6 +61,13 @@ key() {
 	} | sha256sum | cut -c1-16
 }
 
+# One build at a time: go test runs openwrt/stack's and openwrt/test's
+# packages at once, and on a cold cache both built in one work directory,
+# each removing the other's (a CI run failed so). The second waits, then
+# finds the first's done.
+mkdir -p "$cache_root"
+exec 9>"$cache_root/openwrt-stack.lock"
+flock 9
 out=$cache_root/openwrt-stack/$(key)
 if [ -f "$out/done" ]; then
 	echo "$out/root"
