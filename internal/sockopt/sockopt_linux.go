@@ -51,10 +51,11 @@ func (r *replenished) Write(b []byte) (int, error) {
 // Replenish returns c, when it is a TCP connection, with its unsent
 // backlog kept to ReplenishTime of its throughput, as the responsiveness
 // draft asks of both ends of a test. Its writes end their buffers
-// (writeEnded): the kernel checks the mark only where a write starts one. The rate is the kernel's delivery
-// rate (which a sample limited by the application only ever raises, so a
-// small mark cannot talk itself smaller), or before its first sample what
-// the congestion window allows per round trip.
+// (writeEnded): the kernel checks the mark only where a write starts one.
+// The rate is the kernel's delivery rate (which a sample limited by the
+// application only ever raises, so a small mark cannot talk itself
+// smaller), or before its first sample what the congestion window allows
+// per round trip.
 func Replenish(c net.Conn) net.Conn {
 	tc, ok := c.(*net.TCPConn)
 	if !ok {
