@@ -133,8 +133,8 @@ func TestMeasureAddsConnectionsPastSaturation(t *testing.T) {
 
 // An upload body's reads, each one DATA frame, keep to the connection's
 // unsent mark less the headers it gains (recordHeaders), so a self probe
-// waits behind at most that much of our own upload; with no mark (not yet connected, not Linux) the transport's
-// buffer decides.
+// waits behind at most that much of our own upload; with no mark (not yet
+// connected, not Linux) the transport's buffer decides.
 func TestZeroReaderKeepsToLimit(t *testing.T) {
 	for _, tc := range []struct {
 		mark int
