@@ -218,7 +218,7 @@ func letterRank(l string) int { return slices.Index([]string{"A+", "A", "B", "C"
 // client against the reference server (refserver.Compare) and keeps every
 // command's output as NAME.log.
 func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
-	return t.endpointLowat(func() error {
+	return t.endpointsHeld(func() error {
 		run := func(argv ...string) (string, error) { return t.sh.run(nsClient, argv...) }
 		c, err := refserver.Compare(run, g.tools.goresp, g.tools.sqmkit, url, func() error { return g.settle(filepath.Base(dir) + " rpm") })
 		for _, o := range c.Outputs {
@@ -235,27 +235,41 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	})
 }
 
-// endpointLowat runs fn with the client's and the server's namespaces at
-// refserver.EndpointLowat, and puts their marks back after it: both
+// endpointsHeld runs fn with the client's and the server's namespaces at
+// refserver.EndpointLowat and the client's device at
+// refserver.ClientGSOMax, and puts back what they were after it: both
 // namespaces serve the next scenarios.
-func (t *topo) endpointLowat(fn func() error) error {
-	was := map[string]string{}
+func (t *topo) endpointsHeld(fn func() error) error {
+	lowat := func(v string) []string { return []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + v} }
+	gso := func(v string) []string { return []string{"ip", "link", "set", "c0", "gso_max_size", v} }
+	_, mark, _ := strings.Cut(refserver.EndpointLowat, "=")
+	knobs := []struct {
+		ns, to string
+		read   []string
+		set    func(string) []string
+	}{
+		{nsClient, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, lowat},
+		{nsServer, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, lowat},
+		{nsClient, refserver.ClientGSOMax, []string{"cat", "/sys/class/net/c0/gso_max_size"}, gso},
+	}
+	var back []func() error // each puts one value back
 	err := func() error {
-		for _, ns := range []string{nsClient, nsServer} {
-			v, err := t.sh.run(ns, "sysctl", "-n", refserver.LowatSysctl)
+		for _, k := range knobs {
+			v, err := t.sh.run(k.ns, k.read...)
 			if err != nil {
 				return err
 			}
-			was[ns] = strings.TrimSpace(v)
-			if err := t.sh.must(ns, []string{"sysctl", "-qw", refserver.EndpointLowat}); err != nil {
+			ns, was := k.ns, k.set(strings.TrimSpace(v))
+			back = append(back, func() error { return t.sh.must(ns, was) })
+			if err := t.sh.must(k.ns, k.set(k.to)); err != nil {
 				return err
 			}
 		}
 		return fn()
 	}()
-	// every mark read is put back, also when setting the next one failed
-	for ns, v := range was {
-		if rerr := t.sh.must(ns, []string{"sysctl", "-qw", refserver.LowatSysctl + "=" + v}); rerr != nil && err == nil {
+	// every value read is put back, also when setting the next one failed
+	for _, b := range back {
+		if rerr := b(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}

@@ -83,7 +83,8 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	// to stability): goresponsiveness, then sqmkit test --rpm held to the
 	// connections it ended with in each direction, one after the other on
 	// the same path, both endpoints' backlogs kept small as the draft asks
-	// (refserver.Compare, GoresponsivenessArgs, EndpointLowat).
+	// (refserver.Compare, GoresponsivenessArgs, EndpointLowat,
+	// ClientGSOMax).
 	// goresponsiveness aggregates as the draft's earlier versions did, the
 	// mean of the foreign and the loaded latencies; sqmkit follows the
 	// current text, the mean of the two rates (docs/commands.md,
@@ -95,6 +96,7 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	// server's backlog left to grow.
 	srv.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
 	cli.Exec(t, "sysctl", "-qw", refserver.EndpointLowat)
+	cli.Exec(t, "ip", "link", "set", cli.Dev, "gso_max_size", refserver.ClientGSOMax)
 	run := func(argv ...string) (string, error) {
 		b, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name}, argv...)...).CombinedOutput()
 		return string(b), err

@@ -67,7 +67,8 @@ func GoresponsivenessArgs(url string, conns int) []string {
 // Band is how close sqmkit's RPM, its latencies aggregated as
 // goresponsiveness does (Stage.EarlierDraft), must come to
 // goresponsiveness's against the same server on the same path (issue
-// #52), both run with GoresponsivenessArgs and EndpointLowat.
+// #52), both run with GoresponsivenessArgs, EndpointLowat and
+// ClientGSOMax.
 const Band = 0.25
 
 // Within says whether ours/theirs lies within band of 1; a NaN (no
@@ -81,16 +82,22 @@ func Within(ratio, band float64) bool { return ratio >= 1-band && ratio <= 1+ban
 // asks both test endpoints to keep 5 ms of their throughput unsent (sqmkit
 // does, sockopt.Replenish). A namespace-wide mark cannot follow each
 // connection's rate; one segment is the nearest fixed one on the lab's
-// lines, where sixteen connections share at most 40 Mbit/s. It bounds
-// less than it says: the kernel checks a mark only where a write starts a
-// buffer, and both write eagerly, so an unsent buffer takes appends
-// unchecked up to GSO's 64 kB (sqmkit ends each write's buffer instead,
-// sockopt's writeEnded; docs/results.md has the lab's counts). A namespace
+// lines, where sixteen connections share at most 40 Mbit/s. A namespace
 // that outlives the comparison gets its LowatSysctl back afterwards.
 const (
 	LowatSysctl   = "net.ipv4.tcp_notsent_lowat"
 	EndpointLowat = LowatSysctl + "=1500"
 )
+
+// ClientGSOMax is the gso_max_size the client's device gets for the
+// comparison, two segments. The kernel checks a mark only where a write
+// starts a buffer, and a buffer takes appends unchecked up to the device's
+// GSO size (64 kB): goresponsiveness writes eagerly, so its upload held
+// 40-60 kB unsent past the mark and its self probes measured its own
+// socket. Two segments per buffer hold it to the mark; sqmkit ends each
+// write's buffer itself (sockopt's writeEnded) and does not need it
+// (docs/results.md has the lab's counts).
+const ClientGSOMax = "3000"
 
 // Theirs is one direction of goresponsiveness's result: its RPM (the
 // single-sided trimmed mean; NaN when its last window held no probe) and
