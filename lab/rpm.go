@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -246,20 +247,25 @@ func (t *topo) endpointsHeld(fn func() error) error {
 	knobs := []struct {
 		ns, to string
 		read   []string
+		parse  func(string) (string, error)
 		set    func(string) []string
 	}{
-		{nsClient, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, lowat},
-		{nsServer, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, lowat},
-		{nsClient, refserver.ClientGSOMax, []string{"cat", "/sys/class/net/c0/gso_max_size"}, gso},
+		{nsClient, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, trimmed, lowat},
+		{nsServer, mark, []string{"sysctl", "-n", refserver.LowatSysctl}, trimmed, lowat},
+		{nsClient, refserver.ClientGSOMax, []string{"ip", "-d", "link", "show", "dev", "c0"}, gsoMaxSize, gso},
 	}
 	var back []func() error // each puts one value back
 	err := func() error {
 		for _, k := range knobs {
-			v, err := t.sh.run(k.ns, k.read...)
+			out, err := t.sh.run(k.ns, k.read...)
 			if err != nil {
 				return err
 			}
-			ns, was := k.ns, k.set(strings.TrimSpace(v))
+			v, err := k.parse(out)
+			if err != nil {
+				return err
+			}
+			ns, was := k.ns, k.set(v)
 			back = append(back, func() error { return t.sh.must(ns, was) })
 			if err := t.sh.must(k.ns, k.set(k.to)); err != nil {
 				return err
@@ -274,6 +280,20 @@ func (t *topo) endpointsHeld(fn func() error) error {
 		}
 	}
 	return err
+}
+
+func trimmed(s string) (string, error) { return strings.TrimSpace(s), nil }
+
+var gsoField = regexp.MustCompile(`\bgso_max_size (\d+)\b`)
+
+// gsoMaxSize reads a device's gso_max_size from `ip -d link show` (the
+// guest's sysfs has no such file).
+func gsoMaxSize(out string) (string, error) {
+	m := gsoField.FindStringSubmatch(out)
+	if m == nil {
+		return "", fmt.Errorf("no gso_max_size in ip -d link show's output:\n%s", out)
+	}
+	return m[1], nil
 }
 
 // setTheirs keeps goresponsiveness's figures, a NaN or an infinite RPM

@@ -128,3 +128,24 @@ func TestTuneChecks(t *testing.T) {
 		}
 	}
 }
+
+// TestGSOMaxSize reads the value endpointsHeld puts back, from the output
+// of iproute2's `ip -d link show` (a veth in a namespace, as the lab's c0).
+func TestGSOMaxSize(t *testing.T) {
+	veth := `4: c0@if3: <BROADCAST,MULTICAST,UP,LOWER_UP> mtu 1500 qdisc noqueue state UP mode DEFAULT group default qlen 1000
+    link/ether 5e:0b:1c:2d:3e:4f brd ff:ff:ff:ff:ff:ff link-netns router promiscuity 0  allmulti 0 minmtu 68 maxmtu 65535
+    veth addrgenmode eui64 numtxqueues 1 numrxqueues 1 gso_max_size 65536 gso_max_segs 65535 tso_max_size 524280 tso_max_segs 65535 gro_max_size 65536 gso_ipv4_max_size 3000 gro_ipv4_max_size 65536
+`
+	for _, c := range []struct{ out, want string }{
+		{veth, "65536"},
+		{strings.Replace(veth, "gso_max_size 65536", "gso_max_size 3000", 1), "3000"},
+	} {
+		got, err := gsoMaxSize(c.out)
+		if err != nil || got != c.want {
+			t.Errorf("gsoMaxSize = %q, %v; want %q", got, err, c.want)
+		}
+	}
+	if got, err := gsoMaxSize("4: c0: <UP> mtu 1500\n"); err == nil {
+		t.Errorf("no field: got %q, want an error", got)
+	}
+}
