@@ -2,6 +2,7 @@ package refserver
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/sqmkit/sqmkit/internal/rpm"
@@ -44,11 +45,37 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 		}
 		return out, nil
 	}
-	out, err := step("goresponsiveness", append([]string{goresp}, GoresponsivenessArgs(url, 0)...)...)
-	if err != nil {
-		return c, err
+	// goresponsiveness's no-figure (no probe in its last window, or a load
+	// generator that gave up) is often its own flake: it runs once more
+	// when a direction it is run for got none, and each direction keeps
+	// the first figure measured (TestCompareRunsAgain)
+	theirs := func(name string, conns int, want ...int) ([2]Theirs, error) {
+		var th [2]Theirs
+		for again := range 2 {
+			if again > 0 {
+				name += "-again"
+			}
+			out, err := step(name, append([]string{goresp}, GoresponsivenessArgs(url, conns)...)...)
+			if err != nil {
+				return th, err
+			}
+			var got [2]Theirs
+			if got[0], got[1], err = Goresponsiveness([]byte(out)); err != nil {
+				return th, err
+			}
+			for i := range th {
+				if again == 0 || !th[i].Measured() {
+					th[i] = got[i]
+				}
+			}
+			if !slices.ContainsFunc(want, func(i int) bool { return !th[i].Measured() }) {
+				break
+			}
+		}
+		return th, nil
 	}
-	if c.Theirs[0], c.Theirs[1], err = Goresponsiveness([]byte(out)); err != nil {
+	var err error
+	if c.Theirs, err = theirs("goresponsiveness", 0, 0, 1); err != nil {
 		return c, err
 	}
 	held := map[int][]Stage{}
@@ -73,16 +100,11 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 		if st.Conns < 1 || st.Conns >= c.Theirs[i].Conns {
 			continue
 		}
-		name := fmt.Sprintf("goresponsiveness-%s-%d", st.Direction, st.Conns)
-		out, err := step(name, append([]string{goresp}, GoresponsivenessArgs(url, st.Conns)...)...)
+		th, err := theirs(fmt.Sprintf("goresponsiveness-%s-%d", st.Direction, st.Conns), st.Conns, i)
 		if err != nil {
 			return c, err
 		}
-		down, up, err := Goresponsiveness([]byte(out))
-		if err != nil {
-			return c, err
-		}
-		c.Theirs[i] = [2]Theirs{down, up}[i]
+		c.Theirs[i] = th[i]
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package refserver
 
 import (
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"time"
@@ -105,6 +106,13 @@ const ClientGSOMax = "3000"
 type Theirs struct {
 	RPM   float64
 	Conns int
+}
+
+// Measured says whether goresponsiveness measured the direction under
+// load: a load generator that gave up left the link unloaded, and a NaN
+// or an infinite RPM is no figure.
+func (t Theirs) Measured() bool {
+	return t.Conns > 0 && !math.IsNaN(t.RPM) && !math.IsInf(t.RPM, 0)
 }
 
 var theirStage = regexp.MustCompile(`(?s)(Download|Upload):.*?using (\d+) parallel connections.*?RPM:\s+(\S+) \(Single-Sided`)
