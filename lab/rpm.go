@@ -122,29 +122,35 @@ func (g *guest) rpmScenario(t *topo, name string, r *result) error {
 	r.RPM = rr
 	// a grade the host kept from measuring is inconclusive, but the RPM and
 	// the tunes do not depend on it: they still run, and their checks are
-	// kept beside that verdict
+	// kept beside that verdict (the first grade's); any other error ends
+	// the scenario
 	var busy error
-	var inc *inconclusive
+	graded := func(against string, err error) error {
+		if err == nil {
+			return nil
+		}
+		err = fmt.Errorf("against %s: %w", against, err)
+		var inc *inconclusive
+		if !errors.As(err, &inc) {
+			return err
+		}
+		if busy == nil {
+			busy = err
+		}
+		return nil
+	}
 	own := result{Dir: filepath.Join(r.Dir, "sqmkit-serve"), DownKbit: r.DownKbit}
 	os.MkdirAll(own.Dir, 0o755)
-	if err := g.grade(t, &own, shaped); err != nil {
-		if !errors.As(err, &inc) {
-			return fmt.Errorf("against sqmkit serve: %w", err)
-		}
-		busy = fmt.Errorf("against sqmkit serve: %w", err)
+	if err := graded("sqmkit serve", g.grade(t, &own, shaped)); err != nil {
+		return err
 	}
 	rr.Own = own.Test
 	t.target = []string{url, "--rpm-insecure"}
 	m, discarded, err := g.cleanTest(t, r.Dir, own.DownKbit)
 	t.target = nil
 	r.Discarded = append(own.Discarded, discarded...)
-	if err != nil {
-		if !errors.As(err, &inc) {
-			return fmt.Errorf("against the reference server: %w", err)
-		}
-		if busy == nil {
-			busy = fmt.Errorf("against the reference server: %w", err)
-		}
+	if err := graded("the reference server", err); err != nil {
+		return err
 	}
 	r.Test = &m
 	if busy == nil {
