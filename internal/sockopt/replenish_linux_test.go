@@ -53,15 +53,17 @@ func TestUnsentWholeSegments(t *testing.T) {
 // of each (5 kB, then far more), where a fixed mark is one size for both.
 func TestReplenishFollowsRate(t *testing.T) {
 	snd, dial := discardPair(t, "rpl", 79)
-	send := func() int {
+	send := func(name string) int {
 		c := dial()
 		defer c.Close()
 		r := Replenish(c)
 		buf := make([]byte, 16<<10)
-		// The mark is read once the connection has carried a second of the
-		// shaped rate: under a loaded host the first flight's losses at the
-		// tbf can stall it in retransmission timeouts, and a Write blocked
-		// through them leaves the mark at its first estimate.
+		// The mark is judged once the connection has carried a second of the
+		// shaped rate, as the next write sets it: under a loaded host the
+		// first flight's losses at the tbf can stall it in retransmission
+		// timeouts, and the write blocked through them began under the
+		// first estimate: ten segments over the veth's handshake round
+		// trip, hundreds of kB.
 		start := time.Now()
 		for {
 			if _, err := r.Write(buf); err != nil {
@@ -75,12 +77,19 @@ func TestReplenishFollowsRate(t *testing.T) {
 				t.Fatalf("only %d B acknowledged in %v", acked, time.Since(start))
 			}
 		}
+		time.Sleep(replenishEvery)
+		if _, err := r.Write(nil); err != nil {
+			t.Fatal(err)
+		}
+		info := tcpInfo(t, c) // what a failure's mark came from
+		t.Logf("%s: delivery rate %d B/s, window %d segments, round trip %d µs, %d retransmitted",
+			name, info.Delivery_rate, info.Snd_cwnd, info.Rtt, info.Total_retrans)
 		return lowatOf(t, c)
 	}
 	snd.Exec(t, "tc", "qdisc", "add", "dev", snd.Dev, "root", "tbf", "rate", "8mbit", "burst", "16k", "limit", "100000")
-	shaped := send()
+	shaped := send("8 Mbit/s")
 	snd.Exec(t, "tc", "qdisc", "del", "dev", snd.Dev, "root")
-	plain := send()
+	plain := send("unshaped")
 	t.Logf("mark at 8 Mbit/s %d B, unshaped %d B", shaped, plain)
 	if shaped < 2500 || shaped > 10000 {
 		t.Errorf("mark at 8 Mbit/s is %d B, want about 5 ms of it (5000 B)", shaped)
@@ -221,6 +230,11 @@ func discardPair(t *testing.T, name string, subnet int) (*tctest.Netns, func() n
 
 func notSent(t *testing.T, c net.Conn) int {
 	t.Helper()
+	return int(tcpInfo(t, c).Notsent_bytes)
+}
+
+func tcpInfo(t *testing.T, c net.Conn) *unix.TCPInfo {
+	t.Helper()
 	rc, _ := rawConn(c)
 	var info *unix.TCPInfo
 	var err error
@@ -228,5 +242,5 @@ func notSent(t *testing.T, c net.Conn) int {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return int(info.Notsent_bytes)
+	return info
 }
