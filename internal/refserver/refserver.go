@@ -88,7 +88,11 @@ func Log(dir string) string {
 }
 
 // conf is the reference nginx.conf's directives with dir's paths, one
-// worker, and the backend's upload path (sqmkit's is /upload).
+// worker, the backend's upload path (sqmkit's is /upload), and ChaCha20
+// for a client that lists it first, as a client without AES instructions
+// does: the lab's emulated CPU has none, and under the reference's own
+// order both ends ran AES-256-GCM in software, which took the guest's
+// CPU from the download (TestChaChaWithoutAES; docs/results.md).
 func conf(dir, addr, backend string) string {
 	listen := addr
 	if strings.Contains(addr, ":") {
@@ -124,6 +128,7 @@ http {
 		ssl_protocols TLSv1.2 TLSv1.3;
 		ssl_ciphers HIGH:AES-128:!aNULL:!MD5;
 		ssl_prefer_server_ciphers on;
+		ssl_conf_command Options PrioritizeChaCha;
 		location /files/large { root %[1]s/root; }
 		location /files/small { root %[1]s/root; }
 		location /slurp {

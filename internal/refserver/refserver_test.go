@@ -4,12 +4,17 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
 // TestWrite: the layout for an IPv4 and an IPv6 address, its config URL
@@ -74,6 +79,51 @@ func TestWrite(t *testing.T) {
 		// syntax verdict is what is checked
 		if out, _ := exec.Command(nginx, "-t", "-p", dir+"/", "-c", filepath.Join(dir, "nginx.conf")).CombinedOutput(); !strings.Contains(string(out), "syntax is ok") {
 			t.Errorf("%s: nginx -t:\n%s", tc.addr, out)
+		}
+	}
+}
+
+// TestChaChaWithoutAES: nginx on Write's layout gives ChaCha20 to a
+// client that lists it first (Go's order on a CPU without AES
+// instructions, as the lab's guest is) and still AES-256-GCM to one that
+// lists that first (a client with AES instructions, as the reference
+// server's own order would).
+func TestChaChaWithoutAES(t *testing.T) {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		tctest.Missing(t, "nginx not installed (scripts/deps.sh installs it)")
+	}
+	openssl, err := exec.LookPath("openssl")
+	if err != nil {
+		tctest.Missing(t, "openssl not installed (scripts/deps.sh installs it)")
+	}
+	cli, srv := tctest.NewPair(t, "ngx", 75)
+	dir := t.TempDir()
+	if _, err := Write(dir, srv.Addr, "127.0.0.1:4043"); err != nil {
+		t.Fatal(err)
+	}
+	ng := exec.Command("ip", append([]string{"netns", "exec", srv.Name}, Command(nginx, dir)...)...)
+	if err := ng.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
+	const chacha, aes = "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_256_GCM_SHA384"
+	for _, tc := range []struct{ offer, want string }{
+		{chacha + ":" + aes, chacha},
+		{aes + ":" + chacha, aes},
+	} {
+		var out []byte
+		for try := 0; try < 20; try++ { // until nginx listens
+			c := exec.Command("ip", "netns", "exec", cli.Name, openssl, "s_client", "-connect", fmt.Sprintf("%s:%d", srv.Addr, Port), "-ciphersuites", tc.offer)
+			c.Stdin = strings.NewReader("")
+			out, _ = c.CombinedOutput()
+			if strings.Contains(string(out), "Cipher is") {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if !strings.Contains(string(out), "Cipher is "+tc.want) {
+			t.Errorf("offered %s, want %s:\n%s\nnginx:\n%s", tc.offer, tc.want, out, Log(dir))
 		}
 	}
 }
