@@ -23,10 +23,12 @@ import (
 )
 
 // Timing is a connection's set-up: when its TCP handshake began, that
-// handshake, the TLS handshake, the TLS version and the server's address.
+// handshake (as the process and as the kernel timed it), the TLS
+// handshake, the TLS version and the server's address.
 type Timing struct {
 	Start    time.Time
 	TCP, TLS time.Duration
+	Path     time.Duration // TCP as the kernel timed it (sockopt.HandshakeRTT)
 	Version  uint16
 	Addr     string
 }
@@ -68,6 +70,7 @@ func Dial(ctx context.Context, u *url.URL, cfg *tls.Config, segments bool) (*Con
 		return nil, err
 	}
 	c.TCP, c.Addr, c.raw = time.Since(c.Start), raw.RemoteAddr().String(), raw
+	c.Path = sockopt.HandshakeRTT(raw, c.TCP)
 	sockopt.TuneBulk(raw)
 	cfg = cfg.Clone()
 	cfg.ServerName = u.Hostname()

@@ -72,7 +72,7 @@ func (w *h1) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) 
 
 func (w *h1) foreign(ctx context.Context) (foreignTimes, error) {
 	t, _, d, err := w.get(ctx, w.eps.Small, 1<<10)
-	return foreignTimes{Start: t.Start, TCP: t.TCP, TLS: perRoundTrip(t.TLS, t.Version), HTTP: d, Addr: t.Addr}, err
+	return foreignTimes{Start: t.Start, TCP: t.TCP, TLS: perRoundTrip(t.TLS, t.Version), HTTP: d, Path: t.Path, Addr: t.Addr}, err
 }
 
 func (w *h1) newLoad(up bool) load { return &h1Load{w: w, up: up} }

@@ -282,7 +282,7 @@ func (p *phaseRun) foreign(ctx context.Context) {
 		return
 	}
 	p.addr = f.Addr
-	p.probes = append(p.probes, bbclient.RTTProbe{T: f.Start.Sub(p.start), RTT: f.TCP})
+	p.probes = append(p.probes, bbclient.RTTProbe{T: f.Start.Sub(p.start), RTT: f.Path})
 	if p.loaded {
 		p.loadedLat.TCP = append(p.loadedLat.TCP, ms(f.TCP))
 		p.loadedLat.TLS = append(p.loadedLat.TLS, ms(f.TLS))

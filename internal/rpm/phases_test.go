@@ -92,3 +92,47 @@ func TestRunPhasesWires(t *testing.T) {
 		})
 	}
 }
+
+// TestForeignGradesKernelRTT: each wire's foreign probe carries the
+// kernel's handshake time beside its own (sockopt.HandshakeRTT), and a
+// phase grades the kernel's while the RPM keeps the process's, as the
+// draft's clients take it.
+func TestForeignGradesKernelRTT(t *testing.T) {
+	s, err := NewServer(ServerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := startServer(t, s, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, http1 := range []bool{false, true} {
+		w := newWire(PhaseConfig{Insecure: true, HTTP1: http1}, func(string) {})
+		if _, err := w.fetchConfig(ctx, "https://"+addr+pathConfig); err != nil {
+			t.Fatal(err)
+		}
+		f, err := w.foreign(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Path <= 0 || f.Path > f.TCP {
+			t.Errorf("HTTP/1.1 %v: kernel's handshake %v, the process's %v: want the kernel's, within the process's", http1, f.Path, f.TCP)
+		}
+	}
+
+	start := time.Now()
+	p := &phaseRun{w: fixedForeign{foreignTimes{Start: start, TCP: 50 * time.Millisecond, Path: 20 * time.Millisecond}}, start: start, loaded: true}
+	p.foreign(ctx)
+	if len(p.probes) != 1 || p.probes[0].RTT != 20*time.Millisecond || len(p.loadedLat.TCP) != 1 || p.loadedLat.TCP[0] != 50 {
+		t.Errorf("graded %+v, RPM's handshakes %v: want the kernel's 20ms graded and the process's 50ms for the RPM", p.probes, p.loadedLat.TCP)
+	}
+}
+
+// fixedForeign is a wire whose foreign probe returns f.
+type fixedForeign struct{ f foreignTimes }
+
+func (w fixedForeign) fetchConfig(context.Context, string) (endpoints, error) {
+	return endpoints{}, nil
+}
+func (w fixedForeign) foreign(context.Context) (foreignTimes, error) { return w.f, nil }
+func (w fixedForeign) newLoad(bool) load                             { return nil }
+func (w fixedForeign) multiplexed() bool                             { return false }

@@ -9,10 +9,13 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptrace"
 	"sync"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/sockopt"
 )
 
 // probeLoop starts a foreign and a self probe at the current rate, spread
@@ -63,10 +66,11 @@ func (r *run) foreignProbe() {
 
 // foreign runs one foreign probe.
 func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
-	tr := m.transport(nil, false)
-	defer tr.CloseIdleConnections()
 	var f foreignTimes
 	var connDone, tlsStart, tlsDone, gotConn time.Time
+	// the kernel's sample is read as the dial returns, before TLS adds others
+	tr := m.transport(func(c net.Conn) { f.Path = sockopt.HandshakeRTT(c, connDone.Sub(f.Start)) }, false)
+	defer tr.CloseIdleConnections()
 	var version uint16
 	trace := &httptrace.ClientTrace{
 		ConnectStart:      func(string, string) { f.Start = time.Now() },

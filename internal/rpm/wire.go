@@ -45,7 +45,11 @@ type load interface {
 type foreignTimes struct {
 	Start          time.Time
 	TCP, TLS, HTTP time.Duration
-	Addr           string
+	// Path is TCP as the kernel timed it (sockopt.HandshakeRTT): the
+	// grade's round trip, where the RPM keeps TCP as the draft's clients
+	// time it.
+	Path time.Duration
+	Addr string
 }
 
 // perRoundTrip is a TLS handshake's time per round trip: TLS 1.2 needs

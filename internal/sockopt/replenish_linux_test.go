@@ -235,12 +235,9 @@ func notSent(t *testing.T, c net.Conn) int {
 
 func tcpInfo(t *testing.T, c net.Conn) *unix.TCPInfo {
 	t.Helper()
-	rc, _ := rawConn(c)
-	var info *unix.TCPInfo
-	var err error
-	rc.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-	if err != nil {
-		t.Fatal(err)
+	info, ok := tcpInfoOf(c)
+	if !ok {
+		t.Fatal("no TCP_INFO")
 	}
 	return info
 }

@@ -118,18 +118,41 @@ func BytesAcked(c net.Conn) (int64, bool) {
 // c, as the kernel counts them (TCP_INFO): when they moved, however late
 // the process reads or learns of them.
 func TCPCounts(c net.Conn) (acked, received int64, ok bool) {
-	rc, ok := rawConn(c)
+	info, ok := tcpInfoOf(c)
 	if !ok {
 		return 0, 0, false
+	}
+	return int64(info.Bytes_acked), int64(info.Bytes_received), true
+}
+
+// tcpInfoOf is the kernel's TCP_INFO of c, when c is a TCP connection.
+func tcpInfoOf(c net.Conn) (*unix.TCPInfo, bool) {
+	rc, ok := rawConn(c)
+	if !ok {
+		return nil, false
 	}
 	var info *unix.TCPInfo
 	var err error
 	if cerr := rc.Control(func(fd uintptr) {
 		info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
 	}); cerr != nil || err != nil {
-		return 0, 0, false
+		return nil, false
 	}
-	return int64(info.Bytes_acked), int64(info.Bytes_received), true
+	return info, true
+}
+
+// HandshakeRTT is c's TCP handshake as the kernel timed it, read right
+// after the dial: the SYN sent to the SYN-ACK taken in (TCP_INFO's one
+// sample then), without the wait of a busy process for its CPU after the
+// kernel had the answer, as RxStamp is for a datagram. measured, the
+// dialer's own time, stands where the kernel has no clean sample: a SYN
+// sent again (its wait is the path's) or no TCP_INFO (TestHandshakeRTT).
+func HandshakeRTT(c net.Conn, measured time.Duration) time.Duration {
+	info, ok := tcpInfoOf(c)
+	if !ok || info.Rtt == 0 || info.Total_retrans > 0 {
+		return measured
+	}
+	return min(measured, time.Duration(info.Rtt)*time.Microsecond)
 }
 
 // RxStampSpace is the control-message buffer a read needs for RxStamp.

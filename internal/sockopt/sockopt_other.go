@@ -25,6 +25,10 @@ func BytesAcked(net.Conn) (int64, bool) { return 0, false }
 // TCPCounts needs Linux's TCP_INFO; elsewhere callers count what they read.
 func TCPCounts(net.Conn) (acked, received int64, ok bool) { return 0, 0, false }
 
+// HandshakeRTT needs Linux's TCP_INFO; elsewhere the dialer's own time
+// stands.
+func HandshakeRTT(_ net.Conn, measured time.Duration) time.Duration { return measured }
+
 // RxStampSpace: no receive stamps outside Linux.
 const RxStampSpace = 0
 
