@@ -543,7 +543,11 @@ func TestMeasuredCPU(t *testing.T) {
 	write := func() {
 		e := uint64(time.Since(start) / (10 * time.Millisecond)) // ticks
 		stat := fmt.Sprintf("cpu  0 0 0 0 0 0 0 0\ncpu0 %d 0 0 %d 0 0 %d 0\ncpu1 %d 0 0 %d 0 0 0 0\n", e*35/100, e*5/100, e*60/100, e*10/100, e*90/100)
-		os.WriteFile(filepath.Join(root, "proc/stat"), []byte(stat), 0o644)
+		// whole or not at all, as the kernel's file reads: a sampler must
+		// not read it half-written
+		tmp := filepath.Join(root, "proc/stat.tmp")
+		os.WriteFile(tmp, []byte(stat), 0o644)
+		os.Rename(tmp, filepath.Join(root, "proc/stat"))
 	}
 	write()
 	done := make(chan struct{})
