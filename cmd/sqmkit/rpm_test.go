@@ -210,8 +210,8 @@ func TestOneSegmentToResponsivenessServer(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", tc.name, err, out)
 		}
-		if one := most <= 1514; one != tc.seg {
-			t.Errorf("%s: largest frame sent %d bytes: one segment %v, want %v", tc.name, most, one, tc.seg)
+		if one := most <= tctest.OneSegment; one != tc.seg {
+			t.Errorf("%s: most payload in one packet %d bytes: one segment %v, want %v", tc.name, most, one, tc.seg)
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // TestWriteSegments sends from one namespace to another over a veth and
 // captures the sender's outgoing packets as its qdisc gets them (a veth
 // takes GSO packets whole, so a capture sees their whole length): written
-// one segment per packet the largest is one MSS and its headers; written
+// one segment per packet none carries more than one MSS; written
 // plainly the kernel's TSO sizing hands over many segments at once. So do
 // the writes of a connection from Segmented, also one from Replenish, as
 // TLS above it makes them.
@@ -50,9 +50,8 @@ func TestWriteSegments(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			snd, rcv := tctest.NewPair(t, "seg", 78)
 			most := largestSent(t, snd, rcv, tc.write)
-			// one segment: a 1500-byte MTU's frame, 1514 bytes
-			if one := most <= 1514; one != tc.seg {
-				t.Errorf("largest frame sent %d bytes: one segment %v, want %v", most, one, tc.seg)
+			if one := most <= tctest.OneSegment; one != tc.seg {
+				t.Errorf("most payload in one packet %d bytes: one segment %v, want %v", most, one, tc.seg)
 			}
 		})
 	}
@@ -118,6 +117,6 @@ func largestSent(t *testing.T, snd, rcv *tctest.Netns, write func(net.Conn, []by
 		t.Fatalf("received %d bytes, want %d", n, total)
 	}
 	v := largest()
-	t.Logf("largest frame sent: %d bytes", v)
+	t.Logf("most payload in one packet: %d bytes", v)
 	return v
 }

@@ -8,10 +8,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LargestSent captures the frames ns sends on its device as its qdisc gets
-// them (a veth takes GSO packets whole, so a capture sees their whole
-// length) until the func it returns is called, which reports the largest:
-// 1514 bytes when every packet was one segment under a 1500-byte MTU.
+// LargestSent captures the IPv4 TCP packets ns sends on its device as its
+// qdisc gets them (a veth takes GSO packets whole, so a capture sees their
+// whole length) until the func it returns is called, which reports the
+// most TCP payload one carried: at most OneSegment when every packet was
+// one segment. Payload, not frame length: a write of one MSS that the
+// kernel sends with a SACK block (12 bytes of options) makes a 1526-byte
+// frame, still one segment's payload (a loaded CI's
+// TestOneSegmentToResponsivenessServer saw it).
 func LargestSent(t testing.TB, ns *Netns) func() int {
 	t.Helper()
 	fd := -1
@@ -34,7 +38,7 @@ func LargestSent(t testing.TB, ns *Netns) func() int {
 				return
 			}
 			if ll, ok := from.(*unix.SockaddrLinklayer); ok && ll.Pkttype == unix.PACKET_OUTGOING {
-				most = max(most, n)
+				most = max(most, tcpPayload(buf[:n]))
 			}
 		}
 	}()
@@ -65,6 +69,23 @@ func capture(dev string) (int, error) {
 	// a read wakes at least this often to see whether it was stopped
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2})
 	return fd, nil
+}
+
+// OneSegment is the most TCP payload one segment carries under the
+// pairs' 1500-byte MTU: 1500 less 20 bytes of IPv4 and 20 of TCP header.
+const OneSegment = 1460
+
+// tcpPayload is the TCP payload of an Ethernet frame carrying IPv4, or 0.
+func tcpPayload(f []byte) int {
+	const eth = 14
+	if len(f) < eth+20 || f[12] != 0x08 || f[13] != 0x00 || f[eth]>>4 != 4 || f[eth+9] != unix.IPPROTO_TCP {
+		return 0
+	}
+	tcp := eth + int(f[eth]&0x0f)*4
+	if len(f) < tcp+20 {
+		return 0
+	}
+	return len(f) - tcp - int(f[tcp+12]>>4)*4
 }
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
