@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sqmkit/sqmkit/internal/refserver"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
@@ -56,7 +55,7 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	// SIGTERM, not a kill: nginx's master then stops its workers, which
 	// a killed master leaves running in the deleted namespace
 	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
-	time.Sleep(time.Second)
+	tctest.WaitListening(t, srv.Name, "tcp", refserver.Port)
 	if err := refserver.Failed(dir); err != nil {
 		t.Fatal(err)
 	}

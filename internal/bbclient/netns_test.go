@@ -135,19 +135,8 @@ func startServers(t *testing.T, run nsCmd, ns, srvIP, self string) {
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	}
-	// a client sent before its server listens is refused (a loaded CI saw
-	// iperf3's): wait for iperf3's TCP port and irtt's UDP one
-	for _, q := range [][]string{{"-Hltn", "sport = :5201"}, {"-Hlun", "sport = :2112"}} {
-		for try := 0; ; try++ {
-			if b, _ := run(ns, nil, append([]string{"ss"}, q...)...).Output(); len(strings.TrimSpace(string(b))) > 0 {
-				break
-			}
-			if try == 100 {
-				t.Fatalf("no server listens in 5 s (ss %v)", q)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	tctest.WaitListening(t, ns, "tcp", 5201) // iperf3
+	tctest.WaitListening(t, ns, "udp", 2112) // irtt
 }
 
 // nsCmd is a command in a network namespace with extra environment.

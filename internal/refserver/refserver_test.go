@@ -12,7 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
@@ -107,21 +106,15 @@ func TestChaChaWithoutAES(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
+	tctest.WaitListening(t, srv.Name, "tcp", Port)
 	const chacha, aes = "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_256_GCM_SHA384"
 	for _, tc := range []struct{ offer, want string }{
 		{chacha + ":" + aes, chacha},
 		{aes + ":" + chacha, aes},
 	} {
-		var out []byte
-		for try := 0; try < 20; try++ { // until nginx listens
-			c := exec.Command("ip", "netns", "exec", cli.Name, openssl, "s_client", "-connect", fmt.Sprintf("%s:%d", srv.Addr, Port), "-ciphersuites", tc.offer)
-			c.Stdin = strings.NewReader("")
-			out, _ = c.CombinedOutput()
-			if strings.Contains(string(out), "Cipher is") {
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+		c := exec.Command("ip", "netns", "exec", cli.Name, openssl, "s_client", "-connect", fmt.Sprintf("%s:%d", srv.Addr, Port), "-ciphersuites", tc.offer)
+		c.Stdin = strings.NewReader("")
+		out, _ := c.CombinedOutput()
 		if !strings.Contains(string(out), "Cipher is "+tc.want) {
 			t.Errorf("offered %s, want %s:\n%s\nnginx:\n%s", tc.offer, tc.want, out, Log(dir))
 		}

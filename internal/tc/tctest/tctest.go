@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -200,5 +201,28 @@ func LossBased(t testing.TB, ns ...*Netns) {
 	}
 	for _, n := range ns {
 		n.Exec(t, "sysctl", "-qw", "net.ipv4.tcp_congestion_control=cubic")
+	}
+}
+
+// WaitListening returns once something in the namespace named ns listens
+// on port (network "tcp" or "udp"), as `ss` lists it, and fails t after
+// 10 s: a client started before its server listens is refused, which a
+// loaded CI saw where a test slept a fixed while instead.
+func WaitListening(t testing.TB, ns, network string, port int) {
+	t.Helper()
+	flags := map[string]string{"tcp": "-Hltn", "udp": "-Hlun"}[network]
+	if flags == "" {
+		t.Fatalf("WaitListening: network %q, want tcp or udp", network)
+	}
+	filter := fmt.Sprintf("sport = :%d", port)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		out, err := exec.Command("ip", "netns", "exec", ns, "ss", flags, filter).Output()
+		if err == nil && len(strings.TrimSpace(string(out))) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("nothing listens on %s port %d in %s after 10 s (ss: %v)", network, port, ns, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -1,6 +1,8 @@
 package tctest
 
 import (
+	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -42,5 +44,46 @@ func TestRouted(t *testing.T) {
 		if cc := strings.TrimSpace(n.Exec(t, "sysctl", "-n", "net.ipv4.tcp_congestion_control")); cc != "cubic" {
 			t.Errorf("%s: congestion control %q", n.Name, cc)
 		}
+	}
+}
+
+// TestWaitListening: it returns once a TCP or a UDP socket listens in the
+// namespace, and fails (in a child process, after its 10 s) when one
+// listens only in the host's namespace.
+func TestWaitListening(t *testing.T) {
+	if os.Getenv("TCTEST_CHILD") == "wait" {
+		ns := NewNetns(t, "wlc")
+		ln, err := net.Listen("tcp4", "127.0.0.1:7391") // the host's namespace, not ns
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		WaitListening(t, ns.Name, "tcp", 7391)
+		return
+	}
+	ns := NewNetns(t, "wl")
+	var closers []io.Closer
+	ns.Do(t, func() {
+		exec.Command("ip", "link", "set", "lo", "up").Run()
+		if ln, err := net.Listen("tcp4", "127.0.0.1:7391"); err == nil {
+			closers = append(closers, ln)
+		}
+		if pc, err := net.ListenPacket("udp4", "127.0.0.1:7392"); err == nil {
+			closers = append(closers, pc)
+		}
+	})
+	for _, c := range closers {
+		defer c.Close()
+	}
+	if len(closers) != 2 {
+		t.Fatalf("listened on %d of 2 sockets in %s", len(closers), ns.Name)
+	}
+	WaitListening(t, ns.Name, "tcp", 7391)
+	WaitListening(t, ns.Name, "udp", 7392)
+	self, _ := os.Executable()
+	c := exec.Command(self, "-test.run=^TestWaitListening$", "-test.v")
+	c.Env = append(os.Environ(), "TCTEST_CHILD=wait")
+	if out, err := c.CombinedOutput(); err == nil || !strings.Contains(string(out), "nothing listens on tcp port 7391") {
+		t.Errorf("a socket in the host's namespace only: %v\n%s", err, out)
 	}
 }
