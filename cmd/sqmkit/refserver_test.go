@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/refserver"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
@@ -55,7 +56,9 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	// SIGTERM, not a kill: nginx's master then stops its workers, which
 	// a killed master leaves running in the deleted namespace
 	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
-	tctest.WaitListening(t, srv.Name, "tcp", refserver.Port)
+	if err := tctest.WaitListening(srv.Name, "tcp", refserver.Port, 10*time.Second); err != nil {
+		t.Fatalf("%v\nnginx:\n%s", err, refserver.Log(dir))
+	}
 	if err := refserver.Failed(dir); err != nil {
 		t.Fatal(err)
 	}

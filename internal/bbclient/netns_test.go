@@ -135,8 +135,14 @@ func startServers(t *testing.T, run nsCmd, ns, srvIP, self string) {
 		}
 		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
 	}
-	tctest.WaitListening(t, ns, "tcp", 5201) // iperf3
-	tctest.WaitListening(t, ns, "udp", 2112) // irtt
+	for _, l := range []struct {
+		network string
+		port    int
+	}{{"tcp", 5201}, {"udp", 2112}} { // iperf3's, irtt's
+		if err := tctest.WaitListening(ns, l.network, l.port, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // nsCmd is a command in a network namespace with extra environment.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
@@ -106,7 +107,9 @@ func TestChaChaWithoutAES(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { ng.Process.Signal(syscall.SIGTERM); ng.Wait() }()
-	tctest.WaitListening(t, srv.Name, "tcp", Port)
+	if err := tctest.WaitListening(srv.Name, "tcp", Port, 10*time.Second); err != nil {
+		t.Fatalf("%v\nnginx:\n%s", err, Log(dir))
+	}
 	const chacha, aes = "TLS_CHACHA20_POLY1305_SHA256", "TLS_AES_256_GCM_SHA384"
 	for _, tc := range []struct{ offer, want string }{
 		{chacha + ":" + aes, chacha},

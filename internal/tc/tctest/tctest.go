@@ -204,24 +204,24 @@ func LossBased(t testing.TB, ns ...*Netns) {
 	}
 }
 
-// WaitListening returns once something in the namespace named ns listens
-// on port (network "tcp" or "udp"), as `ss` lists it, and fails t after
-// 10 s: a client started before its server listens is refused, which a
-// loaded CI saw where a test slept a fixed while instead.
-func WaitListening(t testing.TB, ns, network string, port int) {
-	t.Helper()
+// WaitListening returns nil once something in the namespace named ns
+// listens on port (network "tcp" or "udp"), as `ss` lists it, or an error
+// after within, so the caller can add its server's log: a client started
+// before its server listens is refused, which a loaded CI saw where a test
+// slept a fixed while instead.
+func WaitListening(ns, network string, port int, within time.Duration) error {
 	flags := map[string]string{"tcp": "-Hltn", "udp": "-Hlun"}[network]
 	if flags == "" {
-		t.Fatalf("WaitListening: network %q, want tcp or udp", network)
+		return fmt.Errorf("WaitListening: network %q, want tcp or udp", network)
 	}
 	filter := fmt.Sprintf("sport = :%d", port)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(within); ; {
 		out, err := exec.Command("ip", "netns", "exec", ns, "ss", flags, filter).Output()
 		if err == nil && len(strings.TrimSpace(string(out))) > 0 {
-			return
+			return nil
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("nothing listens on %s port %d in %s after 10 s (ss: %v)", network, port, ns, err)
+			return fmt.Errorf("nothing listens on %s port %d in %s after %v (ss: %v)", network, port, ns, within, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
