@@ -20,7 +20,7 @@ import (
 // A test cut short returns what it measured (nil when nothing) with the
 // error.
 func measureRPM(ctx context.Context, url string, opts rpmOptions) (*bbresult.RPM, []string, error) {
-	r, err := rpm.Measure(ctx, url, rpm.Options{Insecure: opts.insecure, MaxConns: opts.conns})
+	r, err := rpm.Measure(ctx, url, rpm.Options{Insecure: opts.insecure, MaxConns: opts.conns, MaxRate: opts.rate})
 	if err != nil && (r.Download.Probes == 0 || math.IsNaN(r.RPM)) {
 		return nil, r.Notes, err
 	}

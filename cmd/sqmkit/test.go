@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -46,6 +45,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	rpmURL := fs.String("rpm", "", "also measure responsiveness (RPM) against this `URL` or host[:port] (an RPM server, e.g. 'sqmkit serve --rpm'); alone, without SERVER, only RPM")
 	rpmInsecure := fs.Bool("rpm-insecure", false, "accept a responsiveness server's certificate unchecked (self-signed 'sqmkit serve --rpm')")
 	rpmConns := fs.Int("rpm-conns", rpm.MaxConns, "with --rpm: the most load connections per direction, `N` from 1 to 16 (the draft's maximum, 16)")
+	rpmRate := fs.Int("rpm-rate", rpm.MaxRate, "with --rpm: the most probe pairs per second, `N` from 1 to 100 (the draft's maximum, 100); each pair opens a TLS connection, so fewer spare a slow CPU")
 	compare := fs.Bool("compare", false, "print two saved runs (--json files) side by side instead of testing")
 	root := fs.String("root", "/", "on a router: read its queues (/etc/config/sqm) and devices under `DIR`")
 	anyRoute := fs.Bool("any-route", false, "on a router: test even when the route to SERVER leaves by a device no queue shapes (and skip the counter check)")
@@ -54,15 +54,20 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	pos := fs.Args()
-	if err := checkRPMConns(*rpmConns, flagSet(fs, "rpm-conns") && *rpmURL == ""); err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", err)
-		return 2
+	for _, f := range []struct {
+		name, what string
+		n, most    int
+	}{{"rpm-conns", "load connections per direction", *rpmConns, rpm.MaxConns}, {"rpm-rate", "probe pairs per second", *rpmRate, rpm.MaxRate}} {
+		if err := checkRPMLimit(f.name, f.what, f.n, f.most, flagSet(fs, f.name) && *rpmURL == ""); err != nil {
+			fmt.Fprintln(stderr, "sqmkit test:", err)
+			return 2
+		}
 	}
 	if *compare {
 		return runCompare(pos, stdout, stderr)
 	}
 	if len(pos) == 0 && *rpmURL != "" {
-		return runRPMOnly(*rpmURL, rpmOptions{*rpmInsecure, *rpmConns}, stdout, stderr)
+		return runRPMOnly(*rpmURL, rpmOptions{*rpmInsecure, *rpmConns, *rpmRate}, stdout, stderr)
 	}
 	if len(pos) > 1 {
 		fmt.Fprintln(stderr, "sqmkit test: want one SERVER at most (see -h)")
@@ -163,7 +168,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
-		r, notes, err := measureRPM(ctx, *rpmURL, rpmOptions{*rpmInsecure, *rpmConns})
+		r, notes, err := measureRPM(ctx, *rpmURL, rpmOptions{*rpmInsecure, *rpmConns, *rpmRate})
 		res.RPM = r // what was measured, also when cut short
 		for _, n := range notes {
 			res.Notes = append(res.Notes, "rpm: "+n)
@@ -206,16 +211,18 @@ func runRPMOnly(url string, opts rpmOptions, stdout, stderr io.Writer) int {
 type rpmOptions struct {
 	insecure bool
 	conns    int
+	rate     int // probe pairs per second at most
 }
 
-// checkRPMConns refuses an --rpm-conns out of range, or one given alone
-// (without --rpm), where it would silently change nothing.
-func checkRPMConns(n int, alone bool) error {
+// checkRPMLimit refuses a limit of the responsiveness test (--rpm-conns,
+// --rpm-rate) out of 1 to most, or one given alone (without --rpm), where
+// it would silently change nothing.
+func checkRPMLimit(name, what string, n, most int, alone bool) error {
 	switch {
 	case alone:
-		return errors.New("--rpm-conns sets the responsiveness test's connections: give it with --rpm URL")
-	case n < 1 || n > rpm.MaxConns:
-		return fmt.Errorf("--rpm-conns %d: want 1 to %d load connections per direction", n, rpm.MaxConns)
+		return fmt.Errorf("--%s sets the responsiveness test's %s: give it with --rpm URL", name, what)
+	case n < 1 || n > most:
+		return fmt.Errorf("--%s %d: want 1 to %d %s", name, n, most, what)
 	}
 	return nil
 }

@@ -44,10 +44,19 @@ func TestTestUsageErrors(t *testing.T) {
 		{"--rpm", "host", "--rpm-conns", "0"},  // 1 to rpm.MaxConns
 		{"--rpm", "host", "--rpm-conns", "17"}, // never more than the draft's
 		{"host", "--rpm", "host", "--rpm-conns", "x"},
+		{"--rpm-rate", "10", "host"},           // without --rpm it would change nothing
+		{"--rpm", "host", "--rpm-rate", "0"},   // 1 to rpm.MaxRate
+		{"--rpm", "host", "--rpm-rate", "101"}, // never more than the draft's
 	} {
 		var stderr strings.Builder
 		if code := runTest(args, io.Discard, &stderr); code != 2 || stderr.Len() == 0 {
 			t.Errorf("test %q: exit %d, want 2 and a message; stderr %q", args, code, stderr.String())
+		}
+		// a limit refused names its flag
+		for _, a := range args {
+			if strings.HasPrefix(a, "--rpm-") && !strings.Contains(stderr.String(), strings.TrimLeft(a, "-")) {
+				t.Errorf("test %q: %q does not name %s", args, stderr.String(), a)
+			}
 		}
 	}
 	if code := runTest([]string{"--compare", "missing-a.json", "missing-b.json"}, io.Discard, io.Discard); code != 1 {

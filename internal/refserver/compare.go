@@ -25,8 +25,9 @@ type Comparison struct {
 type Output struct{ Name, Text string }
 
 // Compare runs goresponsiveness at its maximum of connections, then `sqmkit
-// test --rpm` held to the connections it ended with, then goresponsiveness
-// again for a direction where sqmkit's own stop ended lower: the reference
+// test --rpm` held to the connections it ended with and to its probe rate
+// (ProbeRounds), then goresponsiveness again for a direction where
+// sqmkit's own stop ended lower: the reference
 // nginx buffers a fixed amount per stream, so the loaded GET grows with the
 // connections and only equal counts compare (TestCompareHoldsSqmkitToTheirs).
 // before, if not nil, runs before each command (the lab lets the path settle).
@@ -86,7 +87,7 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 			n = rpm.MaxConns
 		}
 		if _, ok := held[n]; !ok {
-			out, err := step("sqmkit-rpm-"+strconv.Itoa(n), sqmkit, "test", "--rpm", url, "--rpm-insecure", "--quiet", "--rpm-conns", strconv.Itoa(n))
+			out, err := step("sqmkit-rpm-"+strconv.Itoa(n), sqmkit, "test", "--rpm", url, "--rpm-insecure", "--quiet", "--rpm-rate", strconv.Itoa(ProbeRounds), "--rpm-conns", strconv.Itoa(n))
 			if err != nil {
 				return c, err
 			}

@@ -11,7 +11,8 @@ import (
 )
 
 // TestCompareHoldsSqmkitToTheirs: goresponsiveness runs first at its own
-// maximum, then sqmkit once for each count of connections it ended with
+// maximum, then sqmkit, at its probe rate, once for each count of
+// connections it ended with
 // (testdata: 9 down, 16 up; through 500 ms of bloat, 16 down and a load
 // generator that gave up on the upload, held to the default), and each
 // direction is compared with the run held to its count. Where sqmkit's own
@@ -52,8 +53,8 @@ func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 					return fmt.Sprintf("Download:\n\tusing %s parallel connections.\n\tRPM: 1 (P90)\n\tRPM: 5%s (Single-Sided 95%% Trimmed Mean)\n"+
 						"Upload:\n\tusing %s parallel connections.\n\tRPM: 1 (P90)\n\tRPM: 6%s (Single-Sided 95%% Trimmed Mean)\n", n, n, n, n), nil
 				case "/sqmkit":
-					if !slices.Contains(argv, "--rpm-conns") {
-						t.Errorf("sqmkit ran without --rpm-conns: %q", argv)
+					if i := slices.Index(argv, "--rpm-rate"); !slices.Contains(argv, "--rpm-conns") || i < 0 || argv[i+1] != strconv.Itoa(ProbeRounds) {
+						t.Errorf("sqmkit ran without --rpm-conns, or not held to goresponsiveness's %d probe rounds a second: %q", ProbeRounds, argv)
 					}
 					runs = append(runs, n)
 					if held, _ := strconv.Atoi(n); tc.stop > 0 && held > tc.stop {

@@ -49,21 +49,29 @@ func (s Stage) EarlierDraft() float64 {
 //   - --rpm.tmp 95: its trimmed mean keeps the given percentage of the
 //     fastest probes (utilities.TrimBy), so its default of 5 averages the
 //     fastest 5 %; 95 keeps the fastest 95 %, the draft's TMP.
-//   - --rpm.mps: it reads PTC but never applies it, and at its default of
-//     100 probe rounds a second (each a new TLS connection) its probes take
-//     a quarter of a 20 Mbit/s line and starve a small host's CPU; it
-//     probes at sqmkit's own rate in a test instead (rpm.DefaultEvery).
+//   - --rpm.mps ProbeRounds: it reads PTC but never applies it, and at its
+//     default of 100 probe rounds a second (each a new TLS connection) its
+//     probes take a quarter of a 20 Mbit/s line and starve a small host's
+//     CPU.
 //
 // conns, when not 0, is its maximum of connections (--rpm.mnp); 0 keeps
 // the draft's 16 (Compare).
 func GoresponsivenessArgs(url string, conns int) []string {
-	mps := strconv.Itoa(int(time.Second / rpm.DefaultEvery))
+	mps := strconv.Itoa(ProbeRounds)
 	args := []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
 	if conns > 0 {
 		args = append(args, "--rpm.mnp", strconv.Itoa(conns))
 	}
 	return args
 }
+
+// ProbeRounds is how many probe rounds (a foreign and a self probe) a
+// second both clients of a comparison send: sqmkit test's own rate against
+// a URL (rpm.DefaultEvery). `sqmkit test --rpm` would send up to the
+// draft's PTC of its goodput (four times as many on the lab's cable line),
+// each a TLS handshake on the same CPUs as the other client's and nginx's,
+// so it is held to the same (--rpm-rate).
+const ProbeRounds = int(time.Second / rpm.DefaultEvery)
 
 // Band is how close sqmkit's RPM, its latencies aggregated as
 // goresponsiveness does (Stage.EarlierDraft), must come to

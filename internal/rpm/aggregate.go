@@ -12,7 +12,6 @@ const (
 	mad           = 4    // MAD: intervals in a moving average
 	trimPercent   = 5    // 100 − TMP: the slowest 5% of probes are dropped
 	stdTolerance  = 0.05 // SDT: stable when stddev < 5% of the current value
-	maxProbeRate  = 100  // MPS: probe pairs per second at most
 	probeShare    = 0.05 // PTC: probes may use 5% of the measured goodput
 	probePairSize = 6000 // bytes of one foreign (≈5000) plus one self probe (≈1000)
 )
@@ -111,8 +110,12 @@ func stable(xs []float64) bool {
 	return math.Sqrt(v/float64(len(w))) < stdTolerance*cur
 }
 
+// MaxRate is the draft's MPS: probe pairs (a foreign and a self probe) per
+// second at most.
+const MaxRate = 100
+
 // probeRate is the number of probe pairs per second allowed at a goodput of
-// bytesPerSec: PTC of the capacity, at least one, at most MPS.
-func probeRate(bytesPerSec float64) float64 {
-	return max(1, min(maxProbeRate, probeShare*bytesPerSec/probePairSize))
+// bytesPerSec: PTC of the capacity, at least one, at most most.
+func probeRate(bytesPerSec float64, most int) float64 {
+	return max(1, min(float64(most), probeShare*bytesPerSec/probePairSize))
 }

@@ -94,17 +94,24 @@ func TestStable(t *testing.T) {
 }
 
 func TestProbeRate(t *testing.T) {
-	for _, tc := range []struct{ bytesPerSec, want float64 }{
-		{0, 1},
-		{1.2e6, 10},     // 9.6 Mbit/s: 5% is 60 kB/s, 10 pairs of 6000 bytes
-		{1.25e9, 100},   // 10 Gbit/s is capped at MPS
-		{60000, 1},      // 480 kbit/s still gets one probe pair a second
-		{6e6, 50},       // 48 Mbit/s
-		{1.2e7, 100},    // 96 Mbit/s reaches MPS exactly
-		{1.19e7, 99.17}, // just under
+	for _, tc := range []struct {
+		bytesPerSec float64
+		most        int
+		want        float64
+	}{
+		{0, MaxRate, 1},
+		{1.2e6, MaxRate, 10},     // 9.6 Mbit/s: 5% is 60 kB/s, 10 pairs of 6000 bytes
+		{1.25e9, MaxRate, 100},   // 10 Gbit/s is capped at MPS
+		{60000, MaxRate, 1},      // 480 kbit/s still gets one probe pair a second
+		{6e6, MaxRate, 50},       // 48 Mbit/s
+		{1.2e7, MaxRate, 100},    // 96 Mbit/s reaches MPS exactly
+		{1.19e7, MaxRate, 99.17}, // just under
+		{6e6, 10, 10},            // --rpm-rate 10 holds 48 Mbit/s's 50 to 10
+		{6e5, 10, 5},             // under its cap PTC still rules
+		{0, 10, 1},
 	} {
-		if got := probeRate(tc.bytesPerSec); math.Abs(got-tc.want) > 0.01 {
-			t.Errorf("probeRate(%v) = %v, want %v", tc.bytesPerSec, got, tc.want)
+		if got := probeRate(tc.bytesPerSec, tc.most); math.Abs(got-tc.want) > 0.01 {
+			t.Errorf("probeRate(%v, %d) = %v, want %v", tc.bytesPerSec, tc.most, got, tc.want)
 		}
 	}
 }

@@ -29,6 +29,7 @@ type Options struct {
 	// to an impostor measures the impostor's path.
 	Insecure bool
 	MaxConns int           // load-generating connections per direction [MaxConns]
+	MaxRate  int           // probe pairs per second at most [MaxRate]
 	MaxStage time.Duration // time limit of each direction [20s]
 	Interval time.Duration // the draft's ID: how often stability is judged [1s]
 	Log      func(string)  // one line per decision; nil = silent
@@ -72,13 +73,14 @@ func Measure(ctx context.Context, server string, opts Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if opts.MaxConns < 0 || opts.MaxStage < 0 || opts.Interval < 0 {
-		return Result{}, errors.New("rpm: MaxConns, MaxStage and Interval must not be negative")
+	if opts.MaxConns < 0 || opts.MaxRate < 0 || opts.MaxStage < 0 || opts.Interval < 0 {
+		return Result{}, errors.New("rpm: MaxConns, MaxRate, MaxStage and Interval must not be negative")
 	}
 	m := &measurer{
 		opts: Options{
 			Insecure: opts.Insecure,
 			MaxConns: cmp.Or(opts.MaxConns, MaxConns),
+			MaxRate:  cmp.Or(opts.MaxRate, MaxRate),
 			MaxStage: cmp.Or(opts.MaxStage, 20*time.Second),
 			Interval: cmp.Or(opts.Interval, time.Second),
 			Log:      opts.Log,
@@ -258,7 +260,7 @@ var maxInflight = [2]int{8, 48}
 func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []string, error) {
 	name := map[bool]string{false: "download", true: "upload"}[up]
 	ctx, cancel := context.WithCancel(parent)
-	r := &run{m: m, up: up, ctx: ctx, windows: []latencies{{}}, rate: 10,
+	r := &run{m: m, up: up, ctx: ctx, windows: []latencies{{}}, rate: float64(min(10, m.opts.MaxRate)),
 		errc: make(chan error, 1)}
 	for i := range r.inflight {
 		r.inflight[i] = make(chan struct{}, maxInflight[i])
@@ -307,7 +309,7 @@ func (m *measurer) stage(parent context.Context, up bool) (Stage, latencies, []s
 		perInterval = append(perInterval, float64(total-last))
 		last = total
 		ma := goodputOf(perInterval, m.opts.Interval)
-		r.setRate(probeRate(ma))
+		r.setRate(probeRate(ma, m.opts.MaxRate))
 
 		if !saturated {
 			goodput = append(goodput, ma)

@@ -3,7 +3,6 @@
 package rpm
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -51,13 +50,13 @@ func quick(logs *logSink) Options {
 
 func measure(t *testing.T, wrap func(http.Handler) http.Handler) Result {
 	t.Helper()
-	res, _ := measureWith(t, wrap, 0)
+	res, _ := measureWith(t, wrap, nil)
 	return res
 }
 
-// measureWith is measure with up to maxConns load connections (0: quick's)
-// and its log.
-func measureWith(t *testing.T, wrap func(http.Handler) http.Handler, maxConns int) (Result, *logSink) {
+// measureWith is measure with quick's options changed by set (nil: as
+// they are), and its log.
+func measureWith(t *testing.T, wrap func(http.Handler) http.Handler, set func(*Options)) (Result, *logSink) {
 	t.Helper()
 	s, err := NewServer(ServerConfig{})
 	if err != nil {
@@ -66,7 +65,9 @@ func measureWith(t *testing.T, wrap func(http.Handler) http.Handler, maxConns in
 	addr := startServer(t, s, wrap)
 	logs := &logSink{}
 	opts := quick(logs)
-	opts.MaxConns = cmp.Or(maxConns, opts.MaxConns)
+	if set != nil {
+		set(&opts)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	res, err := Measure(ctx, addr, opts)
@@ -107,7 +108,7 @@ func TestMeasureLoopback(t *testing.T) {
 // connections than it saturated with.
 func TestMeasureAddsConnectionsPastSaturation(t *testing.T) {
 	const maxConns = 16
-	res, logs := measureWith(t, nil, maxConns)
+	res, logs := measureWith(t, nil, func(o *Options) { o.MaxConns = maxConns })
 	for _, st := range []struct {
 		name string
 		Stage
@@ -260,6 +261,33 @@ func (r *pacedReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// MaxRate holds the probes to that many pairs a second where PTC would
+// allow more (loopback's goodput allows MPS), so a slow CPU is spared most
+// of the TLS handshakes and a comparison probes as often as the other
+// client (refserver.Compare): the server sees at most a foreign and a self
+// GET per slot, a slot every 1/MaxRate s from each stage's start.
+func TestMeasureKeepsToMaxRate(t *testing.T) {
+	const rate = 4
+	var small atomic.Int64
+	count := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == pathSmall {
+				small.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	start := time.Now()
+	res, _ := measureWith(t, count, func(o *Options) { o.MaxRate = rate })
+	slots := 2 + rate*time.Since(start).Seconds() // each stage's probe loop starts at once
+	if got := float64(small.Load()); got == 0 || got > 2*slots {
+		t.Errorf("%v small GETs in %.1f s at --rpm-rate %d; want 1 to %.0f (a foreign and a self probe per slot)", got, time.Since(start).Seconds(), rate, 2*slots)
+	}
+	if res.Download.Probes == 0 || res.Upload.Probes == 0 {
+		t.Errorf("probes %d/%d: want some in each stage", res.Download.Probes, res.Upload.Probes)
+	}
+}
+
 // The client keeps its foreign probes (each a new connection in its
 // handshake until its request) within the handshake cap of sqmkit's own
 // server, with room for a load connection or two handshaking at once.
@@ -329,7 +357,7 @@ func TestMeasureCutShortKeepsResult(t *testing.T) {
 // of at least its waiting probes' ages, at low confidence, and says so,
 // instead of failing the test or reporting only the foreign probes.
 func TestMeasureCountsWaitingSelfProbes(t *testing.T) {
-	res, _ := measureWith(t, stallLoaded(), 0)
+	res, _ := measureWith(t, stallLoaded(), nil)
 	for _, st := range []struct {
 		name string
 		Stage
