@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,12 +53,48 @@ func TestRPMThroughBottleneck(t *testing.T) {
 	if ok != runs {
 		t.Errorf("%d of %d runs completed", ok, runs)
 	}
-	// --rpm-conns holds each direction to at most that many connections
-	b, err := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", "https://"+addr+"/config", "--rpm-insecure", "--rpm-conns", "3").CombinedOutput()
+	// --rpm-conns holds each direction to at most that many connections,
+	// and --rpm-rate the foreign probes, each a new connection, to that
+	// many a second: at 150 Mbit/s the draft's PTC alone would allow MPS
+	opens, start := activeOpens(t, cli), time.Now()
+	b, err := exec.Command("ip", "netns", "exec", cli.Name, bin, "test", "--rpm", "https://"+addr+"/config", "--rpm-insecure", "--rpm-conns", "3", "--rpm-rate", "2").CombinedOutput()
+	opened, secs := activeOpens(t, cli)-opens, time.Since(start).Seconds()
 	st, perr := refserver.Stages(b)
 	if err != nil || perr != nil || st[0].Conns > 3 || st[1].Conns > 3 || st[0].Conns < 1 {
 		t.Errorf("--rpm-conns 3: %v, %v, stages %+v\n%s", err, perr, st, b)
 	}
+	// the config's connection, 3 loads per direction, a foreign probe per
+	// slot from each direction's start, and a few spare: a load or a self
+	// probe whose connection closed dials again (PTC alone: over 1000)
+	t.Logf("--rpm-rate 2: %d TCP connections opened in %.1f s", opened, secs)
+	if most := 1 + 2*3 + int(2*secs) + 2 + 6; opened > most || opened < 1+2*3 {
+		t.Errorf("--rpm-rate 2: %d TCP connections opened in %.0f s, want %d to %d", opened, secs, 1+2*3, most)
+	}
+}
+
+// activeOpens is the TCP connections ns has opened so far (its
+// /proc/net/snmp, Tcp ActiveOpens).
+func activeOpens(t *testing.T, ns *tctest.Netns) int {
+	t.Helper()
+	var head []string
+	for _, l := range strings.Split(ns.Exec(t, "cat", "/proc/net/snmp"), "\n") {
+		f := strings.Fields(l)
+		if len(f) == 0 || f[0] != "Tcp:" {
+			continue
+		}
+		if head == nil {
+			head = f
+			continue
+		}
+		if i := slices.Index(head, "ActiveOpens"); i > 0 && i < len(f) {
+			n, err := strconv.Atoi(f[i])
+			if err == nil {
+				return n
+			}
+		}
+	}
+	t.Fatalf("no Tcp ActiveOpens in %s's /proc/net/snmp", ns.Name)
+	return 0
 }
 
 // TestTestAgainstResponsivenessServer: `sqmkit test URL` runs the same
