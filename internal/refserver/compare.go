@@ -27,9 +27,9 @@ type Output struct{ Name, Text string }
 // Compare runs goresponsiveness at its maximum of connections, then `sqmkit
 // test --rpm` held to the connections it ended with and to its probe rate
 // (ProbeRounds), then goresponsiveness again for a direction where
-// sqmkit's own stop ended lower: the reference
-// nginx buffers a fixed amount per stream, so the loaded GET grows with the
-// connections and only equal counts compare (TestCompareHoldsSqmkitToTheirs).
+// sqmkit's own stop ended lower: the reference nginx buffers a fixed
+// amount per stream, so the loaded GET grows with the connections and only
+// equal counts compare (TestCompareHoldsSqmkitToTheirs).
 // before, if not nil, runs before each command (the lab lets the path settle).
 func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparison, error) {
 	var c Comparison

@@ -12,12 +12,11 @@ import (
 
 // TestCompareHoldsSqmkitToTheirs: goresponsiveness runs first at its own
 // maximum, then sqmkit, at its probe rate, once for each count of
-// connections it ended with
-// (testdata: 9 down, 16 up; through 500 ms of bloat, 16 down and a load
-// generator that gave up on the upload, held to the default), and each
-// direction is compared with the run held to its count. Where sqmkit's own
-// stop ended below that count, goresponsiveness runs again for that
-// direction held to sqmkit's.
+// connections it ended with (testdata: 9 down, 16 up; through 500 ms of
+// bloat, 16 down and a load generator that gave up on the upload, held to
+// the default), and each direction is compared with the run held to its
+// count. Where sqmkit's own stop ended below that count, goresponsiveness
+// runs again for that direction held to sqmkit's.
 func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 	for _, tc := range []struct {
 		theirs string
