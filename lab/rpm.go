@@ -38,10 +38,14 @@ type rpmResult struct {
 	// per direction; 0: its load generator gave up, and its RPM is of an
 	// unloaded link. SqmkitConns: sqmkit's, held to at most those
 	// (refserver.Compare).
-	GoresponsivenessConns [2]int     `json:"goresponsiveness_connections"`
-	Sqmkit                [2]float64 `json:"sqmkit_rpm"`
-	SqmkitEarlier         [2]float64 `json:"sqmkit_rpm_earlier_draft"`
-	SqmkitConns           [2]int     `json:"sqmkit_connections"`
+	GoresponsivenessConns [2]int `json:"goresponsiveness_connections"`
+	// The probe rounds goresponsiveness started in its final window per
+	// direction, and how many of them it kept (refserver.Theirs).
+	GoresponsivenessRounds [2]int     `json:"goresponsiveness_final_window_rounds"`
+	GoresponsivenessKept   [2]int     `json:"goresponsiveness_final_window_kept"`
+	Sqmkit                 [2]float64 `json:"sqmkit_rpm"`
+	SqmkitEarlier          [2]float64 `json:"sqmkit_rpm_earlier_draft"`
+	SqmkitConns            [2]int     `json:"sqmkit_connections"`
 	// With a shaper: sqmkit tune's rates (download, upload, kbit/s)
 	// against sqmkit serve and against the reference server's URL.
 	TuneServe *[2]int `json:"tune_serve_kbit,omitempty"`
@@ -324,6 +328,7 @@ func gsoMaxSize(out string) (string, error) {
 func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 	for i, d := range []refserver.Theirs{down, up} {
 		rr.Goresponsiveness[i], rr.GoresponsivenessConns[i] = 0, d.Conns
+		rr.GoresponsivenessRounds[i], rr.GoresponsivenessKept[i] = d.Rounds, d.Kept
 		if !math.IsNaN(d.RPM) && !math.IsInf(d.RPM, 0) {
 			rr.Goresponsiveness[i] = d.RPM
 		}
@@ -336,12 +341,19 @@ func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 // held to the band: under a standing queue the two aggregations differ
 // several-fold by design (docs/results.md). A direction goresponsiveness
 // did not measure (no probe in its last window, or a load generator that
-// gave up and left the link unloaded) is unproven, not failed.
+// gave up and left the link unloaded) is unproven, not failed. Each
+// check names how many of goresponsiveness's final-window probe rounds
+// returned: it drops those still running when it stops, which on a slow
+// path leaves its fastest (refserver.Theirs).
 func rpmChecks(rr *rpmResult) []accept.Check {
 	var cs []accept.Check
 	for i, dir := range []string{"download", "upload"} {
 		ratio := rr.SqmkitEarlier[i] / rr.Goresponsiveness[i]
-		c := accept.Check{Name: fmt.Sprintf("%s RPM, sqmkit's latencies as goresponsiveness aggregates (on %d connections) / goresponsiveness's (on %d)", dir, rr.SqmkitConns[i], rr.GoresponsivenessConns[i]), Got: ratio,
+		name := fmt.Sprintf("%s RPM, sqmkit's latencies as goresponsiveness aggregates (on %d connections) / goresponsiveness's (on %d)", dir, rr.SqmkitConns[i], rr.GoresponsivenessConns[i])
+		if n := rr.GoresponsivenessRounds[i]; n > 0 {
+			name += fmt.Sprintf(", which kept %d of the %d probe rounds of its final window", rr.GoresponsivenessKept[i], n)
+		}
+		c := accept.Check{Name: name, Got: ratio,
 			Want: fmt.Sprintf("%.2f–%.2f", 1-refserver.Band, 1+refserver.Band), OK: refserver.Within(ratio, refserver.Band)}
 		switch {
 		case rr.GoresponsivenessConns[i] == 0:

@@ -50,13 +50,20 @@ func TestSameLetters(t *testing.T) {
 }
 
 // TestRPMBands: sqmkit's RPM in goresponsiveness's aggregation within
-// ±25 % of goresponsiveness's, tune's rates within ±5 %; goresponsiveness's
-// NaN kept as 0 (setTheirs), so the result stays JSON.
+// ±25 % of goresponsiveness's, each named with how many rounds of its final
+// window goresponsiveness kept; tune's rates within ±5 %;
+// goresponsiveness's NaN kept as 0 (setTheirs), so the result stays JSON.
 func TestRPMBands(t *testing.T) {
-	rr := &rpmResult{Goresponsiveness: [2]float64{100, 300}, GoresponsivenessConns: [2]int{16, 16}, SqmkitEarlier: [2]float64{124, 220}, Sqmkit: [2]float64{1300, 1400}}
+	rr := &rpmResult{SqmkitEarlier: [2]float64{124, 220}, Sqmkit: [2]float64{1300, 1400}}
+	rr.setTheirs(refserver.Theirs{RPM: 100, Conns: 16, Rounds: 39, Kept: 8}, refserver.Theirs{RPM: 300, Conns: 16})
 	cs := rpmChecks(rr)
 	if len(cs) != 2 || !cs[0].OK || cs[1].OK || cs[1].Unproven != "" || !strings.HasPrefix(cs[1].Name, "upload") {
 		t.Errorf("rpmChecks: %+v", cs)
+	}
+	// how many of goresponsiveness's final-window rounds returned, where
+	// its --debug output said
+	if !strings.HasSuffix(cs[0].Name, "kept 8 of the 39 probe rounds of its final window") || strings.Contains(cs[1].Name, "kept") {
+		t.Errorf("rpmChecks' names: %q, %q", cs[0].Name, cs[1].Name)
 	}
 	// goresponsiveness without a probe in its last window, and with an
 	// upload whose load generator gave up: neither is graded

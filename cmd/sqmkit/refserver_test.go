@@ -119,7 +119,8 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 		}
 		compared++
 		ratio := got / want.RPM
-		msg := fmt.Sprintf("%s: goresponsiveness %.0f RPM on %d connections; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM on %d (%+.0f %%)", st.Direction, want.RPM, want.Conns, got, st.Conns, 100*(ratio-1))
+		msg := fmt.Sprintf("%s: goresponsiveness %.0f RPM on %d connections, keeping %d of the %d probe rounds of its final window; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM on %d (%+.0f %%)",
+			st.Direction, want.RPM, want.Conns, want.Kept, want.Rounds, got, st.Conns, 100*(ratio-1))
 		if !refserver.Within(ratio, 2*refserver.Band) {
 			t.Errorf("%s, outside ±%.0f %%\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
 			continue

@@ -96,13 +96,13 @@ func TestCompareRunsAgain(t *testing.T) {
 		want  [2]Theirs
 	}{
 		{"both measured", []string{gr("50", "60", 16, 16)}, 0,
-			[]string{"goresponsiveness"}, [2]Theirs{{50, 16}, {60, 16}}},
+			[]string{"goresponsiveness"}, [2]Theirs{{RPM: 50, Conns: 16}, {RPM: 60, Conns: 16}}},
 		{"a NaN, then a figure", []string{gr("NaN", "60", 16, 16), gr("51", "61", 16, 16)}, 0,
-			[]string{"goresponsiveness", "goresponsiveness-again"}, [2]Theirs{{51, 16}, {60, 16}}},
+			[]string{"goresponsiveness", "goresponsiveness-again"}, [2]Theirs{{RPM: 51, Conns: 16}, {RPM: 60, Conns: 16}}},
 		{"gave up twice", []string{gr("50", "80", 16, 0), gr("NaN", "81", 16, 0)}, 0,
-			[]string{"goresponsiveness", "goresponsiveness-again"}, [2]Theirs{{50, 16}, {81, 0}}},
+			[]string{"goresponsiveness", "goresponsiveness-again"}, [2]Theirs{{RPM: 50, Conns: 16}, {RPM: 81, Conns: 0}}},
 		{"held to sqmkit's count, a NaN, then a figure", []string{gr("50", "60", 16, 16), gr("NaN", "62", 14, 14), gr("55", "63", 14, 14), gr("56", "64", 14, 14)}, 14,
-			[]string{"goresponsiveness", "goresponsiveness-download-14", "goresponsiveness-download-14-again", "goresponsiveness-upload-14"}, [2]Theirs{{55, 14}, {64, 14}}},
+			[]string{"goresponsiveness", "goresponsiveness-download-14", "goresponsiveness-download-14-again", "goresponsiveness-upload-14"}, [2]Theirs{{RPM: 55, Conns: 14}, {RPM: 64, Conns: 14}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			outs := slices.Clone(tc.outs)

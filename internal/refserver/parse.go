@@ -53,12 +53,14 @@ func (s Stage) EarlierDraft() float64 {
 //     default of 100 probe rounds a second (each a new TLS connection) its
 //     probes take a quarter of a 20 Mbit/s line and starve a small host's
 //     CPU.
+//   - --debug: only its debug output says how many probe rounds its final
+//     window kept (Theirs.Rounds, Kept).
 //
 // conns, when not 0, is its maximum of connections (--rpm.mnp); 0 keeps
 // the draft's 16 (Compare).
 func GoresponsivenessArgs(url string, conns int) []string {
 	mps := strconv.Itoa(ProbeRounds)
-	args := []string{"--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
+	args := []string{"--debug", "--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
 	if conns > 0 {
 		args = append(args, "--rpm.mnp", strconv.Itoa(conns))
 	}
@@ -109,11 +111,18 @@ const (
 const ClientGSOMax = "3000"
 
 // Theirs is one direction of goresponsiveness's result: its RPM (the
-// single-sided trimmed mean; NaN when its last window held no probe) and
-// how many load connections it ended with (0: its load generator gave up).
+// single-sided trimmed mean; NaN when its last window held no probe), how
+// many load connections it ended with (0: its load generator gave up),
+// and, from its --debug output, how many probe rounds it started in its
+// final window (Rounds) and how many of them returned (Kept). It stops
+// the rounds still running when a direction ends, and a round (a foreign
+// probe, then a self probe) takes seconds on a bloated path, so its
+// figure can be of the fastest few (docs/results.md, "the unshaped
+// download"; TestParse).
 type Theirs struct {
-	RPM   float64
-	Conns int
+	RPM          float64
+	Conns        int
+	Rounds, Kept int
 }
 
 // Measured says whether goresponsiveness measured the direction under
@@ -123,9 +132,14 @@ func (t Theirs) Measured() bool {
 	return t.Conns > 0 && !math.IsNaN(t.RPM) && !math.IsInf(t.RPM, 0)
 }
 
-var theirStage = regexp.MustCompile(`(?s)(Download|Upload):.*?using (\d+) parallel connections.*?RPM:\s+(\S+) \(Single-Sided`)
+var (
+	theirStage  = regexp.MustCompile(`(?s)(Download|Upload):.*?using (\d+) parallel connections.*?RPM:\s+(\S+) \(Single-Sided`)
+	theirBounds = regexp.MustCompile(`(?ms)^(Download|Upload):\n.*?Bucket bounds: \((\d+), (\d+)\)`)
+	theirRound  = regexp.MustCompile(`(?m)^(Download|Upload): (Reserving|Filling) a responsiveness bucket with id (\d+)\b`)
+)
 
-// Goresponsiveness reads goresponsiveness's download and upload results.
+// Goresponsiveness reads goresponsiveness's download and upload results;
+// with --debug also each direction's final window (Theirs.Rounds, Kept).
 func Goresponsiveness(out []byte) (down, up Theirs, err error) {
 	got := map[string]Theirs{}
 	for _, m := range theirStage.FindAllSubmatch(out, -1) {
@@ -140,6 +154,22 @@ func Goresponsiveness(out []byte) (down, up Theirs, err error) {
 	up, oku := got["Upload"]
 	if !okd || !oku {
 		return down, up, fmt.Errorf("goresponsiveness printed no download and upload RPM:\n%s", out)
+	}
+	for _, b := range theirBounds.FindAllSubmatch(out, -1) {
+		lo, _ := strconv.Atoi(string(b[2]))
+		hi, _ := strconv.Atoi(string(b[3]))
+		t := map[string]*Theirs{"Download": &down, "Upload": &up}[string(b[1])]
+		for _, r := range theirRound.FindAllSubmatch(out, -1) {
+			id, _ := strconv.Atoi(string(r[3]))
+			if string(r[1]) != string(b[1]) || id < lo || id > hi {
+				continue
+			}
+			if string(r[2]) == "Reserving" {
+				t.Rounds++
+			} else {
+				t.Kept++
+			}
+		}
 	}
 	return down, up, nil
 }
