@@ -117,8 +117,8 @@ const ClientGSOMax = "3000"
 // final window (Rounds) and how many of them returned (Kept). It stops
 // the rounds still running when a direction ends, and a round (a foreign
 // probe, then a self probe) takes seconds on a bloated path, so its
-// figure can be of the fastest few (docs/results.md, "the unshaped
-// download"; TestParse).
+// figure can be of the fastest few (docs/results.md, "goresponsiveness's
+// final window on the unshaped download"; TestParse).
 type Theirs struct {
 	RPM          float64
 	Conns        int
@@ -155,11 +155,12 @@ func Goresponsiveness(out []byte) (down, up Theirs, err error) {
 	if !okd || !oku {
 		return down, up, fmt.Errorf("goresponsiveness printed no download and upload RPM:\n%s", out)
 	}
+	rounds := theirRound.FindAllSubmatch(out, -1)
 	for _, b := range theirBounds.FindAllSubmatch(out, -1) {
 		lo, _ := strconv.Atoi(string(b[2]))
 		hi, _ := strconv.Atoi(string(b[3]))
 		t := map[string]*Theirs{"Download": &down, "Upload": &up}[string(b[1])]
-		for _, r := range theirRound.FindAllSubmatch(out, -1) {
+		for _, r := range rounds {
 			id, _ := strconv.Atoi(string(r[3]))
 			if string(r[1]) != string(b[1]) || id < lo || id > hi {
 				continue
