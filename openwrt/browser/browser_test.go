@@ -51,7 +51,7 @@ func statusPage(t *testing.T, ctx context.Context, r *router) {
 	var verdict string
 	var fails int
 	run(t, ctx, "status page", r.page("status"),
-		chromedp.WaitVisible(".sqmkit-verdict", chromedp.ByQuery), chromedp.Text(".sqmkit-verdict", &verdict, chromedp.ByQuery),
+		chromedp.WaitVisible(".sqmkit-verdict", chromedp.ByQuery), textOf(".sqmkit-verdict", &verdict),
 		chromedp.WaitVisible("#sqmkit-doctor", chromedp.ByQuery), waitText(".sqmkit-live", "bit/s"),
 		chromedp.Evaluate(`document.querySelectorAll('tr.sqmkit-finding[data-severity="fail"]').length`, &fails))
 	if !strings.Contains(verdict, "Shaped as planned") || !strings.Contains(verdict, "wan on wan, backend nss") {
@@ -59,7 +59,7 @@ func statusPage(t *testing.T, ctx context.Context, r *router) {
 	}
 	if fails != 0 {
 		var doc string
-		chromedp.Run(ctx, chromedp.Text("#sqmkit-doctor", &doc, chromedp.ByQuery))
+		chromedp.Run(ctx, textOf("#sqmkit-doctor", &doc))
 		t.Errorf("the doctor has %d failing findings:\n%s", fails, doc)
 	}
 }
@@ -85,8 +85,8 @@ func testPage(t *testing.T, ctx context.Context, r *router) {
 	var grade, notes string
 	var series int
 	runFor(t, ctx, 3*time.Minute, "the test's result", chromedp.WaitVisible(".sqmkit-result .sqmkit-grade-letter", chromedp.ByQuery),
-		chromedp.Text(".sqmkit-result .sqmkit-grade-letter", &grade, chromedp.ByQuery),
-		chromedp.Text(".sqmkit-result .sqmkit-notes", &notes, chromedp.ByQuery),
+		textOf(".sqmkit-result .sqmkit-grade-letter", &grade),
+		textOf(".sqmkit-result .sqmkit-notes", &notes),
 		chromedp.WaitVisible("#sqmkit-chart svg path.sqmkit-series", chromedp.ByQuery),
 		chromedp.Evaluate(`Array.from(document.querySelectorAll('#sqmkit-chart path.sqmkit-series')).filter(function(p) { return p.getAttribute('d').length > 100; }).length`, &series))
 	if len(grade) == 0 || !strings.Contains("A+ A B C D F", grade) {
@@ -109,11 +109,19 @@ func tunePage(t *testing.T, ctx context.Context, r *router) {
 		Confirm: &bbresult.Result{Grades: bbresult.Grades{DSLReports: "A+"}}, Spent: 150 * time.Second})
 	var found, limits string
 	run(t, ctx, "tune page", r.page("tune"),
-		chromedp.WaitVisible("#sqmkit-outcome", chromedp.ByQuery), chromedp.Text("#sqmkit-outcome", &found, chromedp.ByQuery),
-		chromedp.Text("#sqmkit-budget-limits", &limits, chromedp.ByQuery),
+		chromedp.WaitVisible("#sqmkit-outcome", chromedp.ByQuery), textOf("#sqmkit-outcome", &found),
+		textOf("#sqmkit-budget-limits", &limits),
 		chromedp.Click("#sqmkit-tune-write", chromedp.ByQuery), chromedp.WaitVisible("#sqmkit-confirm", chromedp.ByQuery))
 	if !strings.Contains(found, "18500 kbit/s") || !strings.Contains(found, "20000 kbit/s") || !strings.Contains(found, "grade A+") {
 		t.Errorf("outcome shows %q", found)
+	}
+	// a poll (every 2 s) leaves an unchanged outcome as it is: the node a
+	// reader selects from is still there
+	var kept bool
+	run(t, ctx, "the outcome across polls", chromedp.Evaluate(`document.getElementById('sqmkit-outcome').sqmkitMark = 1`, nil),
+		chromedp.Sleep(5*time.Second), chromedp.Evaluate(`document.getElementById('sqmkit-outcome').sqmkitMark === 1`, &kept))
+	if !kept {
+		t.Error("a poll built the unchanged outcome again")
 	}
 	if want := "140 to 3600 s"; limits != want {
 		t.Errorf("the budget's bounds read %q, want the command's %q", limits, want)
@@ -144,7 +152,7 @@ func tunePage(t *testing.T, ctx context.Context, r *router) {
 	r.stopJob(t, "tune")
 	run(t, ctx, "the stopped tune", waitText("#sqmkit-outcome .sqmkit-tune-error", ""), waitText("#sqmkit-outcome h3", "ended without rates to keep"))
 	var text string
-	chromedp.Run(ctx, chromedp.Text("#sqmkit-outcome", &text, chromedp.ByQuery))
+	chromedp.Run(ctx, textOf("#sqmkit-outcome", &text))
 	if strings.Contains(text, "Found") || strings.Contains(text, "0 kbit/s") && !strings.Contains(text, "20000") {
 		t.Errorf("a stopped tune reads %q", text)
 	}
@@ -188,7 +196,7 @@ func autoratePage(t *testing.T, ctx context.Context, r *router) {
 	var rates string
 	var charts int
 	runFor(t, ctx, 90*time.Second, "autorate's status on the page", waitText(".sqmkit-rates", "Running."),
-		chromedp.Text(".sqmkit-rates", &rates, chromedp.ByQuery),
+		textOf(".sqmkit-rates", &rates),
 		chromedp.Evaluate(`document.querySelectorAll('.sqmkit-autorate svg.sqmkit-chart').length`, &charts))
 	if !strings.Contains(rates, "ceiling 40000") {
 		t.Errorf("rates show %q", rates)

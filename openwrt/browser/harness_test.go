@@ -353,6 +353,13 @@ func waitText(sel, want string) chromedp.Action {
 	return chromedp.Poll(`(function() { var e = document.querySelector(`+strconv.Quote(sel)+`); return !!e && e.textContent.indexOf(`+strconv.Quote(want)+`) >= 0; })()`, nil, chromedp.WithPollingInterval(200*time.Millisecond))
 }
 
+// textOf reads the text of the element sel finds in one script, so a poll
+// that rebuilds the element between finding it and reading it (as the
+// autorate page does every 5 s) cannot make the read fail; "" if absent.
+func textOf(sel string, text *string) chromedp.Action {
+	return chromedp.Evaluate(`(function() { var e = document.querySelector(`+strconv.Quote(sel)+`); return e ? e.innerText : ''; })()`, text)
+}
+
 // login logs user in through LuCI's login page, as a person does.
 func (r *router) login(t *testing.T, ctx context.Context, user, pass string) {
 	t.Helper()

@@ -93,7 +93,7 @@ func TestJourney(t *testing.T) {
 	var verdict string
 	var fails int
 	runFor(t, ctx, 3*time.Minute, "status shaped as planned", reloadUntil(r.page("status"), ".sqmkit-verdict", "Shaped as planned"),
-		chromedp.Text(".sqmkit-verdict", &verdict, chromedp.ByQuery), chromedp.WaitVisible("#sqmkit-doctor", chromedp.ByQuery),
+		textOf(".sqmkit-verdict", &verdict), chromedp.WaitVisible("#sqmkit-doctor", chromedp.ByQuery),
 		chromedp.Evaluate(`document.querySelectorAll('tr.sqmkit-finding[data-severity="fail"]').length`, &fails))
 	if fails != 0 {
 		t.Errorf("the doctor has %d failing findings", fails)
@@ -104,14 +104,14 @@ func TestJourney(t *testing.T) {
 	run(t, ctx, "start a test", r.page("test"), chromedp.SetValue("#sqmkit-server", ready.Server, chromedp.ByQuery),
 		chromedp.Click("#sqmkit-test-start", chromedp.ByQuery), waitText("#sqmkit-test-running", "A test runs against"))
 	runFor(t, ctx, 6*time.Minute, "the test's grade", chromedp.WaitVisible(".sqmkit-result .sqmkit-grade-letter", chromedp.ByQuery),
-		chromedp.Text(".sqmkit-result .sqmkit-grade-letter", &grade, chromedp.ByQuery))
+		textOf(".sqmkit-result .sqmkit-grade-letter", &grade))
 	step("test from the page graded the link", grade)
 
 	var found string
 	run(t, ctx, "start a tune", r.page("tune"), chromedp.SetValue("#sqmkit-server", ready.Server, chromedp.ByQuery),
 		chromedp.Click("#sqmkit-tune-start", chromedp.ByQuery), waitText("#sqmkit-tune-running", "Tuning"))
 	runFor(t, ctx, 15*time.Minute, "the tune's outcome", chromedp.WaitVisible("#sqmkit-outcome", chromedp.ByQuery),
-		chromedp.Text("#sqmkit-outcome", &found, chromedp.ByQuery))
+		textOf("#sqmkit-outcome", &found))
 	if !strings.Contains(found, "Found for") {
 		t.Fatalf("the tune found no rates: %s", found)
 	}
@@ -158,7 +158,7 @@ func reloadUntil(load chromedp.Action, sel, want string) chromedp.Action {
 	return chromedp.ActionFunc(func(ctx context.Context) error {
 		for {
 			var text string
-			if err := chromedp.Run(ctx, load, chromedp.Sleep(2*time.Second), chromedp.Evaluate(`(function() { var e = document.querySelector(`+strconv.Quote(sel)+`); return e ? e.textContent : ''; })()`, &text)); err != nil {
+			if err := chromedp.Run(ctx, load, chromedp.Sleep(2*time.Second), textOf(sel, &text)); err != nil {
 				return err
 			}
 			if strings.Contains(text, want) {

@@ -58,8 +58,14 @@ return view.extend({
 		el.progress.textContent = st.progress.join('\n');
 		el.running.textContent = st.running ? _('Tuning %s against %s since %s…').format(st.section, st.server || st.default_server, new Date(st.started).toLocaleTimeString()) : '';
 		el.start.disabled = !!st.running || ro;
-		el.outcome.textContent = '';
-		el.outcome.appendChild(E('div', {}, [ this.outcome(st) ]));
+		/* built again only when it changed: a poll must not drop the
+		 * reader's selection or place (TestPagesAsRoot's tune) */
+		var shown = JSON.stringify([ st.section, st.outcome ]);
+		if (this.shown !== shown) {
+			el.outcome.textContent = '';
+			el.outcome.appendChild(E('div', {}, [ this.outcome(st) ]));
+			this.shown = shown;
+		}
 		el.write.style.display = st.outcome && st.outcome.writable && !ro ? '' : 'none';
 		el.undo.style.display = st.undo && !st.running && !ro ? '' : 'none';
 		if (st.limits) {
