@@ -75,6 +75,19 @@ return baseclass.extend({
 		return E('tr', { 'class': 'tr table-titles' }, titles.map(function(h) { return E('th', { 'class': 'th' }, [ h ]); }));
 	},
 
+	/* redraw(box, key, build): box emptied and filled with build()'s
+	 * nodes, unless key (what they show) is what it shows already, so a
+	 * poll keeps a reader's selection and place (TestPagesAsRoot's tune);
+	 * says whether it drew */
+	redraw: function(box, key, build) {
+		if (box.sqmkitShown === key)
+			return false;
+		box.textContent = '';
+		build().forEach(function(n) { box.appendChild(n); });
+		box.sqmkitShown = key;
+		return true;
+	},
+
 	/* writable: the login may change things (LuCI's read-only views) */
 	writable: function() {
 		return L.hasViewPermission() !== false;

@@ -67,11 +67,8 @@ return view.extend({
 		el.running.textContent = st.running ? _('A test runs against %s: %s').format(st.server || st.default_server, last || '…') : '';
 		el.start.disabled = !!st.running || !notify.writable();
 		var ids = st.results.map(function(r) { return r.id; }).join(',');
-		if (el.results.getAttribute('data-ids') == ids)
+		if (!notify.redraw(el.results, ids, L.bind(function() { return st.results.map(this.resultTable, this); }, this)))
 			return;
-		el.results.textContent = '';
-		st.results.forEach(function(r) { el.results.appendChild(this.resultTable(r)); }, this);
-		el.results.setAttribute('data-ids', ids);
 		if (st.results.length && !st.running)
 			this.showChart(st.results[0].id);
 	},

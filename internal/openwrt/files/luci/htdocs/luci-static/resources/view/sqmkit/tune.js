@@ -58,14 +58,7 @@ return view.extend({
 		el.progress.textContent = st.progress.join('\n');
 		el.running.textContent = st.running ? _('Tuning %s against %s since %s…').format(st.section, st.server || st.default_server, new Date(st.started).toLocaleTimeString()) : '';
 		el.start.disabled = !!st.running || ro;
-		/* built again only when it changed: a poll must not drop the
-		 * reader's selection or place (TestPagesAsRoot's tune) */
-		var shown = JSON.stringify([ st.section, st.outcome ]);
-		if (this.shown !== shown) {
-			el.outcome.textContent = '';
-			el.outcome.appendChild(E('div', {}, [ this.outcome(st) ]));
-			this.shown = shown;
-		}
+		notify.redraw(el.outcome, JSON.stringify([ st.section, st.outcome ]), L.bind(function() { return [ E('div', {}, [ this.outcome(st) ]) ]; }, this));
 		el.write.style.display = st.outcome && st.outcome.writable && !ro ? '' : 'none';
 		el.undo.style.display = st.undo && !st.running && !ro ? '' : 'none';
 		if (st.limits) {
