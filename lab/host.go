@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -71,8 +72,14 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 			// the host's steal sampler, beside qemu (package noise), and the
 			// journey's browser when the guest is ready for it
 			Watch: func(pid int, stop <-chan struct{}) {
+				var journey sync.WaitGroup
+				defer journey.Wait()
 				if port > 0 {
-					go driveJourney(filepath.Join(out, "journey"), filepath.Join(out, "bin", "browser.test"), port, stop)
+					journey.Add(1)
+					go func() {
+						defer journey.Done()
+						driveJourney(filepath.Join(out, "journey"), filepath.Join(out, "bin", "browser.test"), port, stop)
+					}()
 				}
 				q, err := noise.NewQEMU(pid)
 				for try := 0; err != nil && try < 100; try++ { // qemu starts its vCPU threads after a while
@@ -90,40 +97,60 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 			Out:     os.Stdout,
 		})
 	}
-	err = boot(planPath)
-	// A kernel that panics while it boots, before the guest's program ran
-	// (TCG met a half-patched instruction once on 7.2), proved nothing
-	// either way: boot it once more (TestPanickedAtBoot).
-	if why := panickedAtBoot(console); why != "" {
-		fmt.Printf("sqmkit-lab: the guest's kernel panicked while booting, before any scenario (%s); booting it once more (the first console: console-boot1.log)\n", why)
-		os.Rename(console, filepath.Join(out, "console-boot1.log"))
-		err = boot(planPath)
-	}
-	rs, rerr := guestResults(out, err)
-	// A kernel that panics later (6.12 under TCG, in the slab allocator,
-	// in different scenarios each time) leaves the plan's later entries
-	// unrun: a second guest runs those, once, and the first one's
-	// results and console are kept beside its own (TestResumePlan).
-	if why := panicLine(readFile(console)); why != "" && err == nil {
-		rest, done, perr := resumePlan(out, planPath)
-		if perr != nil {
-			return nil, perr
+	return guestParts(out, planPath, n, boot)
+}
+
+// maxGuests is how many guests one run boots at most: the first, and one
+// for each of two kernel panics.
+const maxGuests = 3
+
+// guestParts boots guests for the plan at planPath until one ends without
+// a kernel panic, or maxGuests have booted, and returns what they proved
+// of its n scenarios. A kernel that panics (6.12 under TCG, in the slab
+// allocator, in different scenarios each time; 7.2 once while booting, on
+// a half-patched instruction) proved nothing of what it had not finished:
+// the next guest runs the plan's unfinished entries. Each earlier guest's
+// console, summary and journey are kept as *-partN; summary.json holds
+// them all (TestGuestParts).
+func guestParts(out, planPath string, n int, boot func(plan string) error) ([]result, error) {
+	console := filepath.Join(out, "console.log")
+	var rs []result
+	for part, plan := 1, planPath; ; part++ {
+		err := boot(plan)
+		why := panicLine(readFile(console))
+		more, rerr := guestResults(out, err)
+		if why != "" && err == nil && rerr != nil {
+			rerr = nil // it panicked before its first entry: no summary
 		}
-		if rest != "" {
-			fmt.Printf("sqmkit-lab: the guest's kernel panicked after %d entries of the plan (%s); a new guest runs the rest (the first console: console-part1.log, its results: summary-part1.json)\n", done, why)
-			os.Rename(console, filepath.Join(out, "console-part1.log"))
-			os.Rename(filepath.Join(out, "summary.json"), filepath.Join(out, "summary-part1.json"))
-			// the journey's browser starts on ready.json: the first guest's must not start it
-			os.Rename(filepath.Join(out, "journey"), filepath.Join(out, "journey-part1"))
-			more, merr := guestResults(out, boot(rest))
-			rs, rerr = append(rs, more...), merr
+		rs = append(rs, more...)
+		if part > 1 {
 			writeJSON(filepath.Join(out, "summary.json"), rs)
 		}
+		if rerr != nil {
+			return rs, rerr
+		}
+		if why == "" {
+			return rs, incomplete(rs, n, console)
+		}
+		for _, l := range oops(readFile(console)) {
+			fmt.Println("sqmkit-lab: guest console:", l)
+		}
+		rest, done, err := resumePlan(out, plan)
+		if err != nil {
+			return rs, err
+		}
+		if rest == "" || part == maxGuests {
+			return rs, incomplete(rs, n, console)
+		}
+		fmt.Printf("sqmkit-lab: guest %d's kernel panicked after %d entries of its plan (%s); guest %d runs the rest (guest %[1]d's console, results and journey: console-part%[1]d.log, summary-part%[1]d.json, journey-part%[1]d)\n", part, done, why, part+1)
+		for _, f := range []string{"console.log", "summary.json", "journey"} {
+			ext := filepath.Ext(f)
+			os.Rename(filepath.Join(out, f), filepath.Join(out, fmt.Sprintf("%s-part%d%s", strings.TrimSuffix(f, ext), part, ext)))
+		}
+		// the next guest counts its own entries from none
+		os.Remove(filepath.Join(out, progressFile))
+		plan = rest
 	}
-	if rerr != nil {
-		return rs, rerr
-	}
-	return rs, incomplete(rs, n, console)
 }
 
 // guestResults reads the results a guest wrote (summary.json); err is its
@@ -180,14 +207,47 @@ func readFile(path string) string {
 	return string(b)
 }
 
-// panickedAtBoot is the panic line of a console whose kernel panicked
-// before the guest's program said anything ("lab: "), "" otherwise.
-func panickedAtBoot(console string) string {
-	c := readFile(console)
-	if strings.Contains(c, "lab: ") {
-		return ""
+// oopsStart matches the first line of a kernel's report of what crashed.
+var oopsStart = regexp.MustCompile(`(Oops|BUG:|general protection fault|double fault|kernel BUG|WARNING:)`)
+
+// oops is what a console says of its kernel's panic, cleaned: of the
+// oopsMax lines up to the panic line, those from the first that starts a
+// report (the fault, RIP, call trace); the run's output shows them where
+// its console cannot be read (a CI log).
+func oops(console string) []string {
+	var lines []string
+	for _, l := range strings.Split(console, "\n") {
+		lines = append(lines, strings.TrimSpace(vm.CleanLine(l)))
+		if strings.Contains(l, "Kernel panic") {
+			break
+		}
 	}
-	return panicLine(c)
+	lines = lines[max(0, len(lines)-oopsMax):]
+	for i, l := range lines {
+		if oopsStart.MatchString(l) {
+			return lines[i:]
+		}
+	}
+	return lines
+}
+
+const oopsMax = 60
+
+// crashSite is where oops says the kernel crashed: the task it ran (CPU,
+// PID, Comm) and its first RIP line, without their timestamps.
+func crashSite(console string) []string {
+	var site []string
+	lines := oops(console)
+	for _, key := range []string{" Comm: ", "RIP: "} {
+		if i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, key) }); i >= 0 {
+			l := lines[i]
+			if j := strings.Index(l, "] "); strings.HasPrefix(l, "[") && j > 0 {
+				l = l[j+2:]
+			}
+			site = append(site, l)
+		}
+	}
+	return site
 }
 
 // panicLine is a console's first "Kernel panic" line, cleaned; "" without one.
@@ -214,8 +274,8 @@ func incomplete(rs []result, n int, console string) error {
 		return nil
 	}
 	why := ""
-	if p := panicLine(readFile(console)); p != "" {
-		why = " (the guest's kernel panicked: " + p + ")"
+	if c := readFile(console); panicLine(c) != "" {
+		why = " (the guest's kernel panicked: " + strings.Join(append([]string{panicLine(c)}, crashSite(c)...), "; ") + ")"
 	}
 	return fmt.Errorf("the guest stopped after %d of %d scenarios%s; the rest were not run, see %s", got, n, why, console)
 }
@@ -439,7 +499,10 @@ func freePort() (int, error) {
 // driveJourney waits for the guest's ready.json in dir, runs the browser's
 // part (openwrt/browser's TestJourney, built into bin/browser.test) against
 // the forwarded port, and writes done.json with its outcome, which the
-// guest waits for.
+// guest waits for. When the guest is gone (stop), so is the browser, and
+// no done.json is written: a panicked guest's browser must not answer the
+// next guest's journey, in the same directory and port
+// (TestDriveJourneyStops).
 func driveJourney(dir, browser string, port int, stop <-chan struct{}) {
 	for {
 		select {
@@ -454,13 +517,25 @@ func driveJourney(dir, browser string, port int, stop <-chan struct{}) {
 	fmt.Println("sqmkit-lab: the guest's OpenWrt is up; headless Chromium on the host takes the journey through LuCI")
 	log, err := os.Create(filepath.Join(dir, "browser.log"))
 	done := map[string]any{"ok": false}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	if err == nil {
-		c := exec.Command(browser, "-test.run", "^TestJourney$", "-test.v", "-test.timeout", "30m")
+		c := exec.CommandContext(ctx, browser, "-test.run", "^TestJourney$", "-test.v", "-test.timeout", "30m")
 		c.Env = append(os.Environ(), "SQMKIT_JOURNEY="+dir, fmt.Sprintf("SQMKIT_JOURNEY_URL=http://127.0.0.1:%d", port))
 		c.Dir = filepath.Dir(browser)
 		c.Stdout, c.Stderr = log, log
 		err = c.Run()
 		log.Close()
+	}
+	if ctx.Err() != nil {
+		return
 	}
 	var steps map[string]any
 	if b, rerr := os.ReadFile(filepath.Join(dir, "browser.json")); rerr == nil && json.Unmarshal(b, &steps) == nil {

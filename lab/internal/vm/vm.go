@@ -34,7 +34,8 @@ type Config struct {
 	Timeout time.Duration
 	// Out receives console lines that are not kernel messages.
 	Out io.Writer
-	// Watch, when set, runs beside qemu with its pid until stop closes.
+	// Watch, when set, runs beside qemu with its pid until stop closes;
+	// Run returns after it did, so nothing it started outlives the guest.
 	Watch func(pid int, stop <-chan struct{})
 	// Forward, when not 0, gives the guest a user-mode network device
 	// whose only way in is the host's 127.0.0.1:Forward, forwarded to the
@@ -145,11 +146,14 @@ func Run(ctx context.Context, c Config) error {
 	// nice is what counts. Best effort (needs root), errors ignored.
 	syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, priority)
 	os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", cmd.Process.Pid), []byte(fmt.Sprint(priority)), 0)
-	stop := make(chan struct{})
-	defer close(stop)
-	if c.Watch != nil {
-		go c.Watch(cmd.Process.Pid, stop)
-	}
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		if c.Watch != nil {
+			c.Watch(cmd.Process.Pid, stop)
+		}
+	}()
+	defer func() { close(stop); <-watched }()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
