@@ -71,14 +71,14 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 			Console: console,
 			// the host's steal sampler, beside qemu (package noise), and the
 			// journey's browser when the guest is ready for it
-			Watch: func(pid int, stop <-chan struct{}) {
+			Watch: func(ctx context.Context, pid int) {
 				var journey sync.WaitGroup
 				defer journey.Wait()
 				if port > 0 {
 					journey.Add(1)
 					go func() {
 						defer journey.Done()
-						driveJourney(filepath.Join(out, "journey"), filepath.Join(out, "bin", "browser.test"), port, stop)
+						driveJourney(ctx, filepath.Join(out, "journey"), filepath.Join(out, "bin", "browser.test"), port)
 					}()
 				}
 				q, err := noise.NewQEMU(pid)
@@ -87,7 +87,7 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 					q, err = noise.NewQEMU(pid)
 				}
 				if err == nil {
-					err = noise.Sample(filepath.Join(out, noiseDir), q, stop)
+					err = noise.Sample(filepath.Join(out, noiseDir), q, ctx.Done())
 				}
 				if err != nil {
 					fmt.Fprintf(os.Stderr, "sqmkit-lab: no host noise figures: %v\n", err)
@@ -240,11 +240,7 @@ func crashSite(console string) []string {
 	lines := oops(console)
 	for _, key := range []string{" Comm: ", "RIP: "} {
 		if i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, key) }); i >= 0 {
-			l := lines[i]
-			if j := strings.Index(l, "] "); strings.HasPrefix(l, "[") && j > 0 {
-				l = l[j+2:]
-			}
-			site = append(site, l)
+			site = append(site, vm.KernelText(lines[i]))
 		}
 	}
 	return site
@@ -274,8 +270,9 @@ func incomplete(rs []result, n int, console string) error {
 		return nil
 	}
 	why := ""
-	if c := readFile(console); panicLine(c) != "" {
-		why = " (the guest's kernel panicked: " + strings.Join(append([]string{panicLine(c)}, crashSite(c)...), "; ") + ")"
+	c := readFile(console)
+	if p := panicLine(c); p != "" {
+		why = " (the guest's kernel panicked: " + strings.Join(append([]string{p}, crashSite(c)...), "; ") + ")"
 	}
 	return fmt.Errorf("the guest stopped after %d of %d scenarios%s; the rest were not run, see %s", got, n, why, console)
 }
@@ -499,14 +496,14 @@ func freePort() (int, error) {
 // driveJourney waits for the guest's ready.json in dir, runs the browser's
 // part (openwrt/browser's TestJourney, built into bin/browser.test) against
 // the forwarded port, and writes done.json with its outcome, which the
-// guest waits for. When the guest is gone (stop), so is the browser, and
+// guest waits for. When the guest is gone (ctx), so is the browser, and
 // no done.json is written: a panicked guest's browser must not answer the
 // next guest's journey, in the same directory and port
 // (TestDriveJourneyStops).
-func driveJourney(dir, browser string, port int, stop <-chan struct{}) {
+func driveJourney(ctx context.Context, dir, browser string, port int) {
 	for {
 		select {
-		case <-stop:
+		case <-ctx.Done():
 			return
 		case <-time.After(time.Second):
 		}
@@ -517,15 +514,6 @@ func driveJourney(dir, browser string, port int, stop <-chan struct{}) {
 	fmt.Println("sqmkit-lab: the guest's OpenWrt is up; headless Chromium on the host takes the journey through LuCI")
 	log, err := os.Create(filepath.Join(dir, "browser.log"))
 	done := map[string]any{"ok": false}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() {
-		select {
-		case <-stop:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
 	if err == nil {
 		c := exec.CommandContext(ctx, browser, "-test.run", "^TestJourney$", "-test.v", "-test.timeout", "30m")
 		c.Env = append(os.Environ(), "SQMKIT_JOURNEY="+dir, fmt.Sprintf("SQMKIT_JOURNEY_URL=http://127.0.0.1:%d", port))

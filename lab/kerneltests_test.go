@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -281,16 +282,18 @@ func TestDriveJourneyStops(t *testing.T) {
 		browser := filepath.Join(dir, "browser.test")
 		os.WriteFile(browser, []byte("#!/bin/sh\n"+tc.script+"\n"), 0o755)
 		os.WriteFile(filepath.Join(dir, "ready.json"), []byte("{}"), 0o644)
-		stop, returned := make(chan struct{}), make(chan struct{})
+		ctx, guestGone := context.WithCancel(context.Background())
+		defer guestGone()
+		returned := make(chan struct{})
 		go func() {
-			driveJourney(dir, browser, 1, stop)
+			driveJourney(ctx, dir, browser, 1)
 			close(returned)
 		}()
 		if tc.stop {
 			for _, err := os.Stat(filepath.Join(dir, "browser.log")); err != nil; _, err = os.Stat(filepath.Join(dir, "browser.log")) {
 				time.Sleep(50 * time.Millisecond) // the browser started
 			}
-			close(stop)
+			guestGone()
 		}
 		select {
 		case <-returned:

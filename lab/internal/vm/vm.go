@@ -34,9 +34,10 @@ type Config struct {
 	Timeout time.Duration
 	// Out receives console lines that are not kernel messages.
 	Out io.Writer
-	// Watch, when set, runs beside qemu with its pid until stop closes;
-	// Run returns after it did, so nothing it started outlives the guest.
-	Watch func(pid int, stop <-chan struct{})
+	// Watch, when set, runs beside qemu with its pid until ctx ends with
+	// the guest; Run returns after it did, so nothing it started outlives
+	// the guest.
+	Watch func(ctx context.Context, pid int)
 	// Forward, when not 0, gives the guest a user-mode network device
 	// whose only way in is the host's 127.0.0.1:Forward, forwarded to the
 	// guest's port ForwardTo (restrict=on: the guest reaches nothing).
@@ -49,6 +50,9 @@ var kernelLine = regexp.MustCompile(`^\[\s*\d+\.\d+\] `)
 
 // IsKernelLine reports whether a console line came from the kernel log.
 func IsKernelLine(s string) bool { return kernelLine.MatchString(s) }
+
+// KernelText is a console line without its printk timestamp.
+func KernelText(s string) string { return kernelLine.ReplaceAllString(s, "") }
 
 // terminalControl matches what the guest's firmware and kernel send to a
 // terminal: ESC c (reset), CSI sequences (ESC [ ... letter: clear, modes),
@@ -146,14 +150,15 @@ func Run(ctx context.Context, c Config) error {
 	// nice is what counts. Best effort (needs root), errors ignored.
 	syscall.Setpriority(syscall.PRIO_PROCESS, cmd.Process.Pid, priority)
 	os.WriteFile(fmt.Sprintf("/proc/%d/autogroup", cmd.Process.Pid), []byte(fmt.Sprint(priority)), 0)
-	stop, watched := make(chan struct{}), make(chan struct{})
+	watchCtx, guestGone := context.WithCancel(context.Background())
+	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
 		if c.Watch != nil {
-			c.Watch(cmd.Process.Pid, stop)
+			c.Watch(watchCtx, cmd.Process.Pid)
 		}
 	}()
-	defer func() { close(stop); <-watched }()
+	defer func() { guestGone(); <-watched }()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
