@@ -139,7 +139,9 @@ func (f *fakeGuest) boot(planPath string) error {
 		writeJSON(filepath.Join(f.out, "summary.json"), rs)
 		writeJSON(filepath.Join(f.out, progressFile), progress{KernelTests: lp.KernelTests, RunsDone: i + 1})
 	}
-	if finish >= 0 {
+	if finish < 0 { // a guest that finished powers off, and its init's exit may race that
+		console += "[  441.169364] sysrq: Power Off\n[  441.179160] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00007e00\n"
+	} else {
 		console += "[  386.405] BUG: unable to handle page fault for address: ffff\n[  386.405] RIP: 0010:kmem_cache_alloc_node_noprof+0x6e/0x310\n\x1b[0m[  386.405720] Kernel panic - not syncing: Fatal exception in interrupt\r\n"
 	}
 	return os.WriteFile(filepath.Join(f.out, "console.log"), []byte(console), 0o644)
@@ -306,6 +308,24 @@ func TestDriveJourneyStops(t *testing.T) {
 		}
 		if !tc.stop && (err != nil || !strings.Contains(string(b), `"ok":true`)) {
 			t.Errorf("%s: done.json %s (%v)", tc.name, b, err)
+		}
+	}
+}
+
+// TestPanicLine: a crash is a panic; the init's exit racing the guest's
+// own power-off (as a run's last lines showed on 6.12 and 7) is not, and
+// a crash before the power-off still is.
+func TestPanicLine(t *testing.T) {
+	crash := "[  386.4] Kernel panic - not syncing: Fatal exception in interrupt\r\n"
+	off := "lab: cable/cake: PASS\n[  441.169364] sysrq: Power Off\n[  441.179160] Kernel panic - not syncing: Attempted to kill init! exitcode=0x00007e00\n"
+	for _, tc := range []struct{ name, console, want string }{
+		{"a crash", "lab: cable/none\n" + crash, "Kernel panic - not syncing: Fatal exception in interrupt"},
+		{"the power-off", off, ""},
+		{"a crash, then the power-off", crash + off, "Kernel panic - not syncing: Fatal exception in interrupt"},
+		{"none", "lab: cable/none\n", ""},
+	} {
+		if got := panicLine(tc.console); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }
