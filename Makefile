@@ -92,7 +92,8 @@ router size:
 FUZZTIME ?= 30s
 FUZZ := internal/uci:FuzzParse internal/tcstats:FuzzParseQdiscs \
 	internal/bbproto:FuzzProbe internal/bbproto:FuzzHello internal/bbproto:FuzzReadMsg \
-	internal/bbproto:FuzzStreamHeader internal/bbproto:FuzzFrameHeader internal/rpm:FuzzParseConfig
+	internal/bbproto:FuzzStreamHeader internal/bbproto:FuzzFrameHeader internal/rpm:FuzzParseConfig \
+	internal/http1:FuzzResponse
 fuzz:
 	@set -e; for t in $(FUZZ); do \
 		echo "fuzz $$t"; \

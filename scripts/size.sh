@@ -15,12 +15,16 @@
 # runs it from a tmpfs /tmp; TLS and its certificate checks, for the public
 # test servers, are 2.3 MB of it; once installed, only the pages it touches
 # are in RAM; the MIPS linkers align segments to 64 KiB, so that figure
-# moves in 64 KiB steps). Prints one line per architecture; exits 1 when one is over. openwrt/test's TestReadmeInstallCommands maps every DISTRIB_ARCH
+# moves in 64 KiB steps). x86 and i386 are held to 3 MB xz instead: OpenWrt's
+# x86 images boot from a disk (their root partition is 104 MB by default), not
+# a flash chip, and x86-64's code is the largest, so the flash figure would be
+# spent there first on growth no flash router carries. Prints one line per architecture; exits 1 when one is over. openwrt/test's TestReadmeInstallCommands maps every DISTRIB_ARCH
 # of OpenWrt 24.10 and 25.12 through the README's command onto this list.
 set -eu
 cd "$(dirname "$0")/.."
 max_bin=9000000
 max_xz=2500000
+max_xz_disk=3000000
 out=${BIN:-bin}/release
 mkdir -p "$out"
 rc=0
@@ -42,9 +46,11 @@ for target in aarch64:arm64: arm:arm:5 mipsel:mipsle:softfloat mips:mips:softflo
 		go build -tags router -trimpath -ldflags "-s -w -X main.version=${VERSION:-dev}" -o "$name" ./cmd/sqmkit
 	bytes=$(wc -c <"$name")
 	xzbytes=$(xz -9e -c "$name" | wc -c)
+	most_xz=$max_xz
+	case $owrt in x86 | i386) most_xz=$max_xz_disk ;; esac
 	verdict=ok
-	if [ "$bytes" -gt "$max_bin" ] || [ "$xzbytes" -gt "$max_xz" ]; then
-		verdict="OVER BUDGET ($max_bin stripped, $max_xz xz)"
+	if [ "$bytes" -gt "$max_bin" ] || [ "$xzbytes" -gt "$most_xz" ]; then
+		verdict="OVER BUDGET ($max_bin stripped, $most_xz xz)"
 		rc=1
 	fi
 	echo "router build $name (linux/$arch${variant:+ $variant}): $bytes bytes stripped, $xzbytes bytes xz: $verdict"

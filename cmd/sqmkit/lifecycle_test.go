@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
 )
 
@@ -368,5 +371,16 @@ func TestRateCLI(t *testing.T) {
 				t.Errorf("status after the full start:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestRefusedStartNotShaped: a queue whose start was refused as a whole
+// prints none of its directions as shaped.
+func TestRefusedStartNotShaped(t *testing.T) {
+	var b strings.Builder
+	r := apply.Result{Section: "wan", Device: "wan", State: apply.Failed, Err: errors.New("another start holds wan"),
+		Dirs: []apply.DirResult{{Direction: config.Upload, Device: "wan"}, {Direction: config.Download, Device: "ifb4wan"}}}
+	if !printResult(&b, r) || strings.Contains(b.String(), ": shaped") || !strings.Contains(b.String(), "not started") {
+		t.Errorf("a refused start printed:\n%s", b.String())
 	}
 }

@@ -2,10 +2,13 @@ package main
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
 // server is the server a test or tune measures against, as resolved from
@@ -14,6 +17,9 @@ type server struct {
 	Addr   string // host[:port] of a sqmkit serve, or a responsiveness server's config URL
 	URL    bool   // a responsiveness server: round trips only (rpm.RunPhases)
 	Public bool   // none was given: bbproto.DefaultServer
+	// From names where a server nobody typed came from: "$SQMKIT_SERVER",
+	// "option test_server", or "" (the compiled-in public default).
+	From string
 }
 
 // resolveServer checks s as a user wrote it (never a flag, a path or
@@ -28,9 +34,18 @@ func resolveServer(s string, qs []config.Queue) (server, error) {
 			configured = cmp.Or(configured, q.TestServer)
 		}
 		sv.Addr, sv.Public = bbproto.DefaultServer(configured), true
+		switch {
+		case os.Getenv("SQMKIT_SERVER") != "":
+			sv.From = "$SQMKIT_SERVER"
+		case configured != "":
+			sv.From = "option test_server"
+		}
 	}
 	sv.URL = bbproto.IsURL(sv.Addr)
 	if err := bbproto.CheckTarget(sv.Addr); err != nil {
+		if sv.From != "" {
+			return sv, fmt.Errorf("%s: %v (fix: correct it, or unset it for the public server)", sv.From, err)
+		}
 		return sv, fmt.Errorf("SERVER %v", err)
 	}
 	return sv, nil
@@ -41,5 +56,19 @@ func (sv server) note() string {
 	if !sv.Public {
 		return ""
 	}
-	return fmt.Sprintf("no SERVER given: measured against %s (a SERVER argument, SQMKIT_SERVER or the queue's option test_server names another)", sv.Addr)
+	from := ""
+	if sv.From != "" {
+		from = ", from " + sv.From
+	}
+	return fmt.Sprintf("no SERVER given: measured against %s%s (a SERVER argument, SQMKIT_SERVER or the queue's option test_server names another)", sv.Addr, from)
+}
+
+// blame adds where a server that could not be had came from when nobody
+// typed it: a bad $SQMKIT_SERVER is named, not taken for the network's
+// fault.
+func (sv server) blame(err error) error {
+	if !errors.Is(err, rpm.ErrConfigFetch) || sv.From == "" {
+		return err
+	}
+	return fmt.Errorf("%w (the server is %s's)", err, sv.From)
 }

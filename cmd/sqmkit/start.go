@@ -320,9 +320,14 @@ func printResult(w io.Writer, r apply.Result) bool {
 		line += ": " + removed(r.Done)
 	}
 	fmt.Fprintln(w, line)
+	// a direction is shaped only when its queue's start went through: one
+	// refused whole (its error above) shaped nothing (TestRefusedStartNotShaped)
+	whole := r.State == apply.Failed || r.State == apply.Waiting || r.State == apply.Skipped
 	for _, d := range r.Dirs {
 		status := "shaped"
 		switch {
+		case whole && d.Err == nil && !d.Kept:
+			status = "not started (left as it was)"
 		case d.Kept:
 			status = "already as planned, left alone"
 		case d.NotStarted:

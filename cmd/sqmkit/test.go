@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"strconv"
@@ -74,7 +76,11 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	// nothing to own: without a SERVER, a public responsiveness server
-	router := routerQueues(*root) // none off a router
+	router, err := routerQueues(*root) // none off a router
+	if err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
+		return 1
+	}
 	sv, err := resolveServer(strings.Join(pos, ""), router)
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
@@ -149,7 +155,7 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		pr.Done() // the summary must not share a line with the display
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", err)
+		fmt.Fprintln(stderr, "sqmkit test:", sv.blame(err))
 		return 1
 	}
 	if on.queue != nil {
@@ -292,16 +298,26 @@ func runCompare(files []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// routerQueues are root's enabled queues; none off a router.
-func routerQueues(root string) []config.Queue {
-	qs, _ := config.Resolve(root, "", nil, "") // a bad section is start's to report
-	return qs
+// routerQueues are root's enabled queues; none off a router (no
+// /etc/config/sqm). A file that does not parse is refused: its queues and
+// their test_server would silently be lost, and the test would go to the
+// public server by a route nobody checked (TestBrokenConfigRefused). A bad
+// section alone is start's to report.
+func routerQueues(root string) ([]config.Queue, error) {
+	if _, err := config.Load(root, ""); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w (fix: correct %s, or move it away)", err, config.Path(root, ""))
+	}
+	qs, _ := config.Resolve(root, "", nil, "")
+	return qs, nil
 }
 
 // holdQueues takes the job locks of root's enabled queues, if it has any,
 // for a job of kind (TestTestHoldsQueues).
 func holdQueues(root, kind, what string) (func(), error) {
-	qs := routerQueues(root)
+	qs, err := routerQueues(root)
+	if err != nil {
+		return nil, err
+	}
 	if len(qs) == 0 {
 		return func() {}, nil // no router config: nothing to hold
 	}

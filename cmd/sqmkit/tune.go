@@ -64,10 +64,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "sqmkit tune:", msg)
 		return 2
 	}
-	addr := *serverFlag
-	if addr == "" && len(pos) > 0 && !*undo {
-		addr = pos[0]
-	}
+	addr, sel := tuneArgs(pos, *serverFlag, flagSet(fs, "server"), *undo)
 	// a named server is checked before anything is read; without one, the
 	// tuned queue's own test_server decides (below, once it is known)
 	var sv server
@@ -77,10 +74,6 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "sqmkit tune:", err)
 			return 2
 		}
-	}
-	sel := ""
-	if len(pos) == want {
-		sel = pos[want-1]
 	}
 	qs, err := config.Resolve(*root, *file, o, sel)
 	if err == nil && len(qs) > 1 {
@@ -163,7 +156,7 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 	if out == nil && err != nil {
 		out = &tune.Outcome{}
 	}
-	if err != nil {
+	if err = sv.blame(err); err != nil {
 		out.Error = err.Error()
 	}
 	// the steps and choices of a search that chose; the JSON always, so
@@ -177,6 +170,26 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// tuneArgs splits tune's arguments into the server ("" the default) and
+// the SECTION: SERVER first, then SECTION; --server given, even empty (the
+// default server, as LuCI asks for it), or --undo leaves the one argument
+// to the SECTION (TestTuneArgs).
+func tuneArgs(pos []string, serverFlag string, serverSet, undo bool) (addr, sel string) {
+	if serverSet || undo {
+		if len(pos) > 0 {
+			sel = pos[0]
+		}
+		return serverFlag, sel
+	}
+	if len(pos) > 0 {
+		addr = pos[0]
+	}
+	if len(pos) > 1 {
+		sel = pos[1]
+	}
+	return addr, sel
 }
 
 // tuneUsage says what is wrong with tune's flags and arguments, "" when

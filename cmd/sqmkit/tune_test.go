@@ -209,7 +209,8 @@ func TestDefaultServer(t *testing.T) {
 	} {
 		t.Setenv("SQMKIT_SERVER", c.env)
 		conf(c.configured)
-		sv, err := resolveServer("", routerQueues(root))
+		qs, _ := routerQueues(root)
+		sv, err := resolveServer("", qs)
 		if err != nil || sv.Addr != c.want || !sv.Public || !strings.Contains(sv.note(), c.want) {
 			t.Errorf("env %q, test_server %q: %+v %v, want %s", c.env, c.configured, sv, err, c.want)
 		}
@@ -221,5 +222,53 @@ func TestDefaultServer(t *testing.T) {
 	conf("--json=/etc/passwd")
 	if _, err := config.Resolve(root, "", nil, ""); err == nil || !strings.Contains(err.Error(), "test_server") {
 		t.Errorf("a hostile test_server: %v", err)
+	}
+}
+
+// TestTuneArgs: an empty --server (what LuCI's Tune page sends when its
+// Server field is left empty) is the default server, and the argument
+// after it the SECTION, never a host named like the section.
+func TestTuneArgs(t *testing.T) {
+	for _, c := range []struct {
+		pos                  []string
+		flag                 string
+		set, undo            bool
+		wantAddr, wantSelect string
+	}{
+		{[]string{"wan"}, "", true, false, "", "wan"},
+		{[]string{"wan"}, "10.0.0.1", true, false, "10.0.0.1", "wan"},
+		{[]string{"10.0.0.1", "wan"}, "", false, false, "10.0.0.1", "wan"},
+		{[]string{"10.0.0.1"}, "", false, false, "10.0.0.1", ""},
+		{nil, "", false, false, "", ""},
+		{[]string{"wan"}, "", false, true, "", "wan"},
+	} {
+		addr, sel := tuneArgs(c.pos, c.flag, c.set, c.undo)
+		if addr != c.wantAddr || sel != c.wantSelect {
+			t.Errorf("%q --server=%q (given %v, undo %v): server %q, section %q; want %q, %q", c.pos, c.flag, c.set, c.undo, addr, sel, c.wantAddr, c.wantSelect)
+		}
+	}
+}
+
+// TestBrokenConfigRefused: a router whose /etc/config/sqm does not parse is
+// refused a test with the file and line, never sent to the public server
+// behind its back.
+func TestBrokenConfigRefused(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1\n"), 0o644)
+	var out, errb bytes.Buffer
+	code := runTest([]string{"--quiet", "--root", root}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "etc/config/sqm:2") || !strings.Contains(errb.String(), "fix:") || out.Len() != 0 {
+		t.Errorf("exit %d, stdout %q, stderr %q; want 1 and the file's line", code, out.String(), errb.String())
+	}
+}
+
+// TestBadEnvServerNamed: a $SQMKIT_SERVER that is not a server is named as
+// the bad one.
+func TestBadEnvServerNamed(t *testing.T) {
+	t.Setenv("SQMKIT_SERVER", "ftp://x/config")
+	var out, errb bytes.Buffer
+	if code := runTest([]string{"--quiet", "--root", t.TempDir()}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "$SQMKIT_SERVER") {
+		t.Errorf("exit %d, stderr %q; want 2 naming $SQMKIT_SERVER", code, errb.String())
 	}
 }

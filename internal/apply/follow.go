@@ -140,13 +140,12 @@ func (f *Follower) Set(to config.Rates) error {
 	if err != nil {
 		return err
 	}
-	n, err := f.o.change(f.cur, next, f.send)
+	n, err := f.o.recorded(f.cur, next, f.by, f.send)
 	if err != nil {
 		return err
 	}
 	if n > 0 {
 		f.cur = next
-		f.o.keepRates(next, f.by)
 	}
 	return nil
 }

@@ -54,9 +54,9 @@ func (l *Locks) acquire(iface string, coalesce bool) (func(), error) {
 	}
 	var pending *os.File
 	if coalesce {
-		f, err := os.OpenFile(filepath.Join(l.Dir, iface+".pending"), os.O_CREATE|os.O_RDWR, 0o644)
+		f, err := statefile.OpenLock(filepath.Join(l.Dir, iface+".pending"))
 		if err != nil {
-			return nil, fmt.Errorf("lock: %w", err)
+			return nil, err
 		}
 		if syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB) != nil {
 			f.Close()

@@ -53,7 +53,7 @@ func Rate(t Target, to config.Rates, by string, o Options) Result {
 			return r
 		}
 	}
-	n, err := o.change(from, next, func(lines [][]string) error {
+	n, err := o.recorded(from, next, by, func(lines [][]string) error {
 		_, err := o.Kernel.Batch("tc", false, lines)
 		return err
 	})
@@ -67,18 +67,32 @@ func Rate(t Target, to config.Rates, by string, o Options) Result {
 	}
 	r.State = Changed
 	o.log("%s: rates changed to %s (%d tc lines, no teardown)", r.Device, describe(next), n)
-	o.keepRates(next, by)
 	return r
 }
 
-// keepRates remembers p's rates for status, the doctor and hotplug.
-func (o *Options) keepRates(p *plan.Plan, by string) {
+// recorded is change with its record: the new rates are kept for status,
+// the doctor, hotplug and a dead tune's recovery before the kernel moves,
+// and a change whose record cannot be written is not made, since a rate
+// nothing remembers (a tune's trial at four times the line) could not be
+// undone (TestRateNeedsItsRecord). A change that is refused, or moves
+// nothing, puts the previous record back.
+func (o *Options) recorded(from, next *plan.Plan, by string, send func([][]string) error) (int, error) {
 	if o.RateDir == "" {
-		return
+		return o.change(from, next, send)
 	}
-	if err := ratestate.Save(o.RateDir, p.Device, ratestate.Rates{Rates: p.Rates(), By: by, At: time.Now().UTC(), Trial: o.Trial}); err != nil {
-		o.log("%s: rates changed, but not remembered (%v); status will report a drift", p.Device, err)
+	prev, had, _ := ratestate.Load(o.RateDir, next.Device)
+	if err := ratestate.Save(o.RateDir, next.Device, ratestate.Rates{Rates: next.Rates(), By: by, At: time.Now().UTC(), Trial: o.Trial}); err != nil {
+		return 0, fmt.Errorf("rates not changed: their record could not be written (%w); free %s and try again", err, o.RateDir)
 	}
+	n, err := o.change(from, next, send)
+	if err != nil || n == 0 {
+		if had {
+			ratestate.Save(o.RateDir, next.Device, prev)
+		} else {
+			ratestate.Clear(o.RateDir, next.Device)
+		}
+	}
+	return n, err
 }
 
 // changeLines are the tc change lines from one plan of a queue to

@@ -3,6 +3,8 @@ package apply
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -276,5 +278,63 @@ func TestRecoverDeadTune(t *testing.T) {
 	}
 	if st := Inspect([]Target{tg}, o)[0]; !st.Matches() {
 		t.Errorf("after the recovery the queue is not as planned at its configured rates: %v %v", st.Err, st.Diffs)
+	}
+}
+
+// TestRateNeedsItsRecord: a rate change whose record cannot be written (a
+// full /var/run) changes nothing, so no rate is ever in force that status,
+// hotplug or a dead tune's recovery cannot see; a refused change puts the
+// previous record back.
+func TestRateNeedsItsRecord(t *testing.T) {
+	tg := target("cake")
+	k, o := started(t, tg)
+	if r := Rate(tg, config.Rates{Download: 15000}, "first", o); r.State != Changed {
+		t.Fatalf("rate: %s %v", r.State, r.Err)
+	}
+	blocked := o
+	blocked.RateDir = filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(blocked.RateDir, nil, 0o644) // its record's directory cannot be made
+	before := len(k.Calls)
+	r := Rate(tg, config.Rates{Download: 80000}, "tune", blocked)
+	if r.State != Failed || r.Err == nil || !strings.Contains(r.Err.Error(), "record could not be written") {
+		t.Fatalf("want a refusal for the record, got %s %v", r.State, r.Err)
+	}
+	if len(k.Calls) != before {
+		t.Errorf("the kernel was changed: %+v", k.Calls[before:])
+	}
+	f, err := Follow(tg, "autorate", blocked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Set(config.Rates{Download: 80000}); err == nil || !strings.Contains(err.Error(), "record could not be written") {
+		t.Errorf("follower: %v", err)
+	}
+	f.Close()
+	if d := drift.Compare(at(t, tg, 15000, 10000), state(t, k)); len(d) > 0 {
+		t.Errorf("the kernel left the recorded rates: %v", d)
+	}
+	// a refused change keeps the record of the rates still in force
+	k.Fault = func(tcfake.Line) tcfake.Fault { return tcfake.Refuse }
+	if r := Rate(tg, config.Rates{Download: 30000}, "tune", o); r.State != Failed {
+		t.Fatalf("refused change: %s %v", r.State, r.Err)
+	}
+	if kept, ok, _ := ratestate.Load(o.RateDir, "wan"); !ok || kept.Download != 15000 || kept.By != "first" {
+		t.Errorf("after a refused change the record holds %+v (%v), want the first change's", kept, ok)
+	}
+}
+
+// TestPendingLockRefusesSymlink: a hotplug start's coalescing lock is
+// opened as the other state files are, never through a planted symlink.
+func TestPendingLockRefusesSymlink(t *testing.T) {
+	l := &Locks{Dir: t.TempDir()}
+	victim := filepath.Join(t.TempDir(), "victim")
+	os.WriteFile(victim, []byte("keep"), 0o644)
+	os.Symlink(victim, filepath.Join(l.Dir, "wan.pending"))
+	if release, err := l.Acquire("wan", true); err == nil {
+		release()
+		t.Error("the lock was taken through a symlink")
+	}
+	if b, _ := os.ReadFile(victim); string(b) != "keep" {
+		t.Errorf("the symlink's target holds %q", b)
 	}
 }

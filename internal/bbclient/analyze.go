@@ -72,6 +72,9 @@ type raw struct {
 	throughput []bbresult.Throughput
 	inflow     []bbresult.InFlow
 	notes      []string
+	// why says what the client knows of each direction's load (download,
+	// upload), for the reason a phase whose load never flowed gives.
+	why [2]string
 }
 
 // offsetModel is the server clock minus the client clock, in ns, as a
@@ -221,7 +224,102 @@ func analyze(rw *raw, res *bbresult.Result) {
 	}
 	res.Notes = append(res.Notes, rw.notes...)
 	res.Notes = append(res.Notes, notes(res, model)...)
+	if why := unmeasured(res, rw.why); why != "" {
+		if res.Incomplete != "" && res.Incomplete != why {
+			res.Notes = append(res.Notes, res.Incomplete)
+		}
+		res.Incomplete = why
+		res.Notes = append(res.Notes, why)
+	}
+	if res.Incomplete != "" {
+		res.Ungrade()
+	}
 }
+
+// MinLoadKbit is the least goodput a loaded direction must carry for its
+// phase to be graded. A phase whose load never flowed measured an idle
+// link, and its grade would be an A+ for nothing (TestNoGradeWithoutLoad).
+// The floor is far under any line a test can measure at all: the test's own
+// probes take 50-130 kbit/s each way, and the slowest upload the lab grades
+// (adsl-atm's 1 Mbit/s over ATM) carries fifty times it. It is absolute,
+// never a share of the other direction: an asymmetric line's upload may
+// carry a twentieth of its download.
+const MinLoadKbit = 16
+
+// maxLostShare: a loaded phase that lost more than this share of its
+// probes has too few answers left to say what its delay was.
+const maxLostShare = 0.5
+
+// unmeasured says why res holds no test to grade, "" when it does: a
+// loaded direction under MinLoadKbit over its phase, or over the phase's
+// second half (a load that stalled once the buffers on its way were full:
+// a server that stops reading an upload is acknowledged by its kernel
+// until its receive buffer is full), a loaded phase whose probes were
+// mostly lost or none answered. why is the client's account of each
+// direction's load (download, upload), added to the reason.
+func unmeasured(res *bbresult.Result, why [2]string) string {
+	for _, p := range res.Phases {
+		if !loadedPhase(p.Name) {
+			continue
+		}
+		late := lateGoodput(res.Samples.Throughput, p)
+		for d, mbps := range [2]float64{p.DownloadMbps, p.UploadMbps} {
+			name := [2]string{"download", "upload"}[d]
+			if !loads(p.Name, name) {
+				continue
+			}
+			var reason string
+			switch {
+			case mbps*1000 < MinLoadKbit:
+				reason = fmt.Sprintf("no grade: the %s never carried data (%s Mbit/s in the %s phase; a loaded direction must carry at least %d kbit/s)", name, bbresult.Fixed(mbps, 3), p.Name, MinLoadKbit)
+			case late[d] >= 0 && late[d]*1000 < MinLoadKbit:
+				reason = fmt.Sprintf("no grade: the %s stopped carrying data (%s Mbit/s over the %s phase's second half; a loaded direction must carry at least %d kbit/s)", name, bbresult.Fixed(late[d], 3), p.Name, MinLoadKbit)
+			default:
+				continue
+			}
+			if why[d] != "" {
+				reason += " — " + why[d]
+			}
+			return reason
+		}
+		lost := p.LostUp + p.LostDown
+		switch {
+		case p.ProbesSent > 0 && float64(lost) > maxLostShare*float64(p.ProbesSent):
+			return fmt.Sprintf("no grade: %d of the %s phase's %d latency probes got no answer, too few left to measure its delay", lost, p.Name, p.ProbesSent)
+		case p.Latency.N == 0:
+			return fmt.Sprintf("no grade: no latency probe was answered in the %s phase", p.Name)
+		}
+	}
+	return ""
+}
+
+// lateGoodput is the mean goodput (download, upload; Mbit/s) of the
+// throughput samples in p's second half, -1 where it has none.
+func lateGoodput(samples []bbresult.Throughput, p bbresult.Phase) [2]float64 {
+	mid := (p.Start + p.End) / 2
+	var sum [2]float64
+	n := 0
+	for _, s := range samples {
+		if s.T > mid && s.T <= p.End {
+			sum[0] += s.Download
+			sum[1] += s.Upload
+			n++
+		}
+	}
+	if n == 0 {
+		return [2]float64{-1, -1}
+	}
+	return [2]float64{sum[0] / float64(n), sum[1] / float64(n)}
+}
+
+// loadedPhase: a phase of the test that loads the link (is graded).
+func loadedPhase(name string) bool {
+	return name == bbresult.PhaseDownload || name == bbresult.PhaseUpload || name == bbresult.PhaseBidir
+}
+
+// loads says whether phase name loads direction dir ("download",
+// "upload").
+func loads(name, dir string) bool { return name == bbresult.PhaseBidir || name == dir }
 
 // holds says whether t (seconds into the test) falls in the span.
 func (s span) holds(t float64) bool { return t >= s.start && t < s.end }

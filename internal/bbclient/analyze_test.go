@@ -323,3 +323,52 @@ func TestNoNegativeDelay(t *testing.T) {
 		t.Errorf("one-way %v/%v ms, want 10/0", up, down)
 	}
 }
+
+// TestNoGradeWithoutLoad: a loaded direction that carried under
+// MinLoadKbit, or stopped carrying in its phase's second half, and a loaded
+// phase whose probes were mostly lost, leave nothing to grade; a slow
+// asymmetric line (an upload a fortieth of its download) is graded.
+func TestNoGradeWithoutLoad(t *testing.T) {
+	lat := bbresult.Stats{N: 100, Median: 20, Mean: 20}
+	phase := func(name string, down, up float64) bbresult.Phase {
+		return bbresult.Phase{Name: name, Start: 0, End: 10, DownloadMbps: down, UploadMbps: up, Latency: lat, ProbesSent: 100}
+	}
+	steady := func(down, up float64) []bbresult.Throughput {
+		var s []bbresult.Throughput
+		for i := 1; i <= 40; i++ {
+			s = append(s, bbresult.Throughput{T: float64(i) / 4, Download: down, Upload: up})
+		}
+		return s
+	}
+	for _, c := range []struct {
+		name    string
+		phases  []bbresult.Phase
+		samples []bbresult.Throughput
+		want    string
+	}{
+		{"loaded", []bbresult.Phase{phase("idle_before", 0, 0), phase("download", 40, 0.2)}, steady(40, 0.2), ""},
+		{"slow asymmetric upload", []bbresult.Phase{phase("upload", 0.05, 0.9)}, steady(0.05, 0.9), ""},
+		{"idle phases are not judged", []bbresult.Phase{phase("idle_before", 0, 0)}, nil, ""},
+		{"empty download", []bbresult.Phase{phase("download", 0, 0.1)}, steady(0, 0.1), "the download never carried data"},
+		{"trickle", []bbresult.Phase{phase("upload", 1, 0.01)}, nil, "the upload never carried data"},
+		{"bidirectional needs both", []bbresult.Phase{phase("bidirectional", 30, 0)}, nil, "the upload never carried data"},
+		{"stalled", []bbresult.Phase{phase("download", 8, 0)}, append(steady(40, 0)[:20], steady(0, 0)[20:]...), "the download stopped carrying data"},
+		{"probes lost", []bbresult.Phase{func() bbresult.Phase { p := phase("download", 40, 0); p.LostUp, p.LostDown = 30, 31; return p }()}, nil, "61 of the download phase's 100 latency probes"},
+		{"no probe answered", []bbresult.Phase{func() bbresult.Phase {
+			p := phase("download", 40, 0)
+			p.Latency, p.ProbesSent = bbresult.Stats{}, 0
+			return p
+		}()}, nil, "no latency probe was answered"},
+	} {
+		res := &bbresult.Result{Phases: c.phases, Samples: bbresult.Samples{Throughput: c.samples}}
+		got := unmeasured(res, [2]string{"down why", "up why"})
+		switch {
+		case c.want == "" && got != "":
+			t.Errorf("%s: %q, want it graded", c.name, got)
+		case c.want != "" && !strings.Contains(got, c.want):
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		case strings.HasPrefix(c.want, "the download") && !strings.HasSuffix(got, "down why"), strings.HasPrefix(c.want, "the upload") && !strings.HasSuffix(got, "up why"):
+			t.Errorf("%s: %q lacks the client's account of that direction", c.name, got)
+		}
+	}
+}

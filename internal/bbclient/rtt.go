@@ -33,6 +33,9 @@ type RTTRun struct {
 	Throughput []bbresult.Throughput
 	InFlow     []bbresult.InFlow
 	Notes      []string
+	// Why is what the client knows of each direction's load (download,
+	// upload): the reason a phase whose load never flowed gives.
+	Why [2]string
 }
 
 // AnalyzeRTT fills res's phases, grades, samples and notes from run as Run
@@ -41,7 +44,7 @@ type RTTRun struct {
 func AnalyzeRTT(res *bbresult.Result, run RTTRun) {
 	res.RTTOnly = true
 	rw := &raw{rttOnly: true, serverSaw: func(uint32) bool { return false },
-		throughput: run.Throughput, inflow: run.InFlow, notes: run.Notes}
+		throughput: run.Throughput, inflow: run.InFlow, notes: run.Notes, why: run.Why}
 	probes := slices.SortedStableFunc(slices.Values(run.Probes), func(a, b RTTProbe) int { return cmp.Compare(a.T, b.T) })
 	for i, p := range probes {
 		r := record{seq: uint32(i), sent: int64(p.T)}
@@ -54,9 +57,6 @@ func AnalyzeRTT(res *bbresult.Result, run RTTRun) {
 		rw.spans = append(rw.spans, span{name: p.Name, start: p.Start.Seconds(), end: p.End.Seconds(), down: p.Down, up: p.Up, loaded: p.Loaded})
 	}
 	analyze(rw, res)
-	if res.Incomplete != "" {
-		res.Ungrade()
-	}
 }
 
 // Phases are cfg's phases in order with their lengths, for a test over

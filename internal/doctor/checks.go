@@ -18,6 +18,15 @@ type checker struct {
 	findings []Finding
 }
 
+// start names how the reader re-applies the config: the command, or on
+// LuCI's pages the SQM page's Save & Apply.
+func (c *checker) start() string {
+	if c.in.Web {
+		return "Save & Apply on Network → SQM QoS"
+	}
+	return "`sqmkit start`"
+}
+
 func newChecker(in Input) *checker {
 	c := &checker{in: in, trees: buildTrees(&in.Now, in.Prev), expect: map[string]*Expect{}}
 	for i := range in.Expect {
@@ -135,7 +144,7 @@ func (c *checker) directions(wan string) string {
 		if t.root != nil {
 			ev = fmt.Sprintf("root is the kernel default %s", t.root.name())
 		}
-		c.add(sev, "no-egress-shaper", wan, "Start the shaper (`sqmkit start`); nothing limits the upload, so the queue forms in the modem.", ev, why)
+		c.add(sev, "no-egress-shaper", wan, "Start the shaper ("+c.start()+"); nothing limits the upload, so the queue forms in the modem.", ev, why)
 	}
 
 	targets := t.redirects()
@@ -153,7 +162,7 @@ func (c *checker) directions(wan string) string {
 			if t.ingress != nil {
 				ev = "ingress qdisc " + t.ingress.rec.Handle + " has no filter redirecting to an IFB"
 			}
-			c.add(Fail, "no-ingress-shaper", wan, "Start the shaper (`sqmkit start`); the download is not redirected to an IFB, so it is not shaped.",
+			c.add(Fail, "no-ingress-shaper", wan, "Start the shaper ("+c.start()+"); the download is not redirected to an IFB, so it is not shaped.",
 				ev, fmt.Sprintf("download %d kbit/s is configured", download))
 		}
 		return ""
@@ -166,7 +175,7 @@ func (c *checker) directions(wan string) string {
 	d, known := c.in.Now.Devices[ifb]
 	switch {
 	case known && !d.Exists:
-		c.add(Fail, "ifb-missing", ifb, "Create and raise the IFB (`sqmkit start` does), or remove the redirect: every download packet is dropped.",
+		c.add(Fail, "ifb-missing", ifb, "Create and raise the IFB ("+c.start()+" does), or remove the redirect: every download packet is dropped.",
 			append(ev, "/sys/class/net/"+ifb+" does not exist")...)
 		return ""
 	case known && d.OperState == "down":
@@ -181,7 +190,7 @@ func (c *checker) directions(wan string) string {
 		c.add(OK, "ingress", wan, "", append(ev, fmt.Sprintf("%s root %s shapes ingress at %s (%d pkt %s)", ifb, it.root.name(), tcstats.FormatRate(rate), it.root.packets, c.span()))...)
 		return ifb
 	case it.root != nil || c.in.Now.Complete || known:
-		c.add(Fail, "ifb-no-shaper", ifb, "Add the IFB's shaper (`sqmkit start`): the download is redirected but nothing shapes it.",
+		c.add(Fail, "ifb-no-shaper", ifb, "Add the IFB's shaper ("+c.start()+"): the download is redirected but nothing shapes it.",
 			append(ev, ifb+" has no shaping root qdisc")...)
 	default:
 		c.add(Warn, "ifb-unknown", ifb, "Include the IFB: paste `tc -s qdisc show` without `dev` so its shaper can be judged.",
@@ -265,7 +274,7 @@ func (c *checker) oneBand(t *tree) {
 		ev = append(ev, "removable qdiscs: "+strings.Join(removable, " "))
 		fix := "Remove the classifier and its unused bands; attach the live leaf directly to the shaper."
 		if isNSS(n.rec.Kind) {
-			fix = "Replace the tree with the flat NSS tree (nsstbl root → one nssfq_codel, set_default; `sqmkit start` with backend nss): qdiscs " + strings.Join(removable, " ") + " can go."
+			fix = "Replace the tree with the flat NSS tree (nsstbl root → one nssfq_codel, set_default; " + c.start() + " with backend nss): qdiscs " + strings.Join(removable, " ") + " can go."
 		}
 		c.add(Warn, "one-band", t.dev+" "+n.name(), fix, ev...)
 	}

@@ -106,6 +106,9 @@ type Input struct {
 	Devices []string
 	Expect  []Expect // from the sqm config; Queue.Interface names the WAN device
 	Offload Offload
+	// Web: the findings are read on LuCI's pages, so a fix names what the
+	// router's pages do, never a command or a flag (TestWebFixesNameNoFlag).
+	Web bool
 }
 
 // Diagnosis is the outcome of Check; its JSON form is what `sqmkit doctor
@@ -155,11 +158,17 @@ func Check(in Input) *Diagnosis {
 		r.Note = fmt.Sprintf("counters judged over a %s window", in.Window)
 	} else {
 		r.Note = "totals since boot (devices) and since creation (qdiscs) were used; run with --watch SECONDS to judge rates and bypass over a window"
+		if in.Web {
+			r.Note = "totals since boot (devices) and since creation (qdiscs) were used; the live counters on this page show the rates"
+		}
 	}
 	c.run()
 	if len(c.wans) == 0 {
-		c.add(Warn, "no-shaper", "system", "Start the shaper (`sqmkit start`), or name the WAN device: sqmkit doctor IFACE.",
-			"no device has a configured root qdisc or an ingress redirect, and no sqm queue names one")
+		fix := "Start the shaper (`sqmkit start`), or name the WAN device: sqmkit doctor IFACE."
+		if in.Web {
+			fix = "Enable a queue for the WAN device on Network → SQM QoS, then Save & Apply."
+		}
+		c.add(Warn, "no-shaper", "system", fix, "no device has a configured root qdisc or an ingress redirect, and no sqm queue names one")
 	}
 	r.Findings = c.findings
 	slices.SortStableFunc(r.Findings, func(a, b Finding) int { return cmp.Compare(b.Severity, a.Severity) })

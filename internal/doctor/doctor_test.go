@@ -136,11 +136,42 @@ func TestFindings(t *testing.T) {
 					t.Errorf("finding %s %s lacks evidence or fix", f.ID, f.Subject)
 				}
 			}
+			// the same findings on LuCI's pages name no command and no flag
+			// (TestWebFixesNameNoFlag)
+			web := in
+			web.Web = true
+			checkWebWords(t, Check(web))
 			if t.Failed() {
 				t.Log("\n" + dump(r))
 			}
 		})
 	}
+}
+
+// TestWebFixesNameNoFlag: what the doctor advises on LuCI's pages is what
+// a page can do, never a command line.
+func TestWebFixesNameNoFlag(t *testing.T) {
+	checkWebWords(t, Check(Input{Web: true}))
+	if r := Check(Input{}); !strings.Contains(r.Note, "--watch") || !strings.Contains(r.Findings[0].Fix, "sqmkit start") {
+		t.Errorf("the command line's doctor lost its advice: %q, %q", r.Note, r.Findings[0].Fix)
+	}
+}
+
+func checkWebWords(t *testing.T, r *Diagnosis) {
+	t.Helper()
+	for _, s := range append([]string{r.Note}, fixes(r)...) {
+		if strings.Contains(s, "--") || strings.Contains(s, "sqmkit ") {
+			t.Errorf("a web page's doctor advises a command line: %q", s)
+		}
+	}
+}
+
+func fixes(r *Diagnosis) []string {
+	var out []string
+	for _, f := range r.Findings {
+		out = append(out, f.Fix)
+	}
+	return out
 }
 
 func TestNSS7NamesRemovableQdiscs(t *testing.T) {

@@ -30,6 +30,7 @@ type Options struct {
 	// (ratestate); live runs judge the tree at those. "": the config's.
 	RateDir string
 	Warn    func(string) // what could not be judged, one line each
+	Web     bool         // read on LuCI's pages (Input.Web)
 }
 
 // Run gathers the input (pasted files or two live samples), the
@@ -86,7 +87,7 @@ func Run(o Options) (*Diagnosis, error) {
 			devs = append(devs, e.Queue.Interface)
 		}
 	}
-	in := Input{Devices: devs, Expect: expect}
+	in := Input{Devices: devs, Expect: expect, Web: o.Web}
 	var err error
 	if in.Offload, err = ReadOffload(cfgRoot); err != nil {
 		o.warn("firewall config not judged: %v", err)

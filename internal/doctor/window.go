@@ -83,7 +83,7 @@ func (c *checker) mismatch(wan, ifb string) {
 		}
 		if len(ev) > 0 {
 			c.add(Warn, "mismatch", fmt.Sprintf("%s %s", dev, d.Direction.Side()),
-				"Re-apply the config (`sqmkit start`), or change /etc/config/sqm if the kernel holds what you want.", ev...)
+				"Re-apply the config ("+c.start()+"), or change /etc/config/sqm if the kernel holds what you want.", ev...)
 		}
 	}
 }

@@ -41,7 +41,10 @@ type Conn struct {
 	br     *bufio.Reader
 	host   string
 	closed bool // the server said Connection: close, or a body was cut
-	mu     sync.Mutex
+	// location is the last answer's Location header, for the caller's
+	// redirect policy: this package follows none itself.
+	location string
+	mu       sync.Mutex
 }
 
 // dialTimeout bounds a connection's set-up, as the HTTP/2 client's.
@@ -98,6 +101,14 @@ func (c *Conn) Reusable() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return !c.closed
+}
+
+// Location is the last answer's Location header ("" none): a redirect's
+// target, which the caller checks before it follows it.
+func (c *Conn) Location() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.location
 }
 
 // Close closes the connection.
@@ -177,10 +188,10 @@ func (c *Conn) readHead() (code int, length int64, chunked bool, err error) {
 		return 0, 0, false, fmt.Errorf("not an HTTP/1 answer: %.40q", line)
 	}
 	status, _, _ := strings.Cut(rest, " ")
-	if code, err = strconv.Atoi(status); err != nil {
+	if code, err = strconv.Atoi(status); err != nil || code < 100 || code > 999 {
 		return 0, 0, false, fmt.Errorf("bad status line %.40q", line)
 	}
-	length = -1
+	length, c.location = -1, ""
 	for {
 		h, err := c.line()
 		if err != nil {
@@ -202,6 +213,8 @@ func (c *Conn) readHead() (code int, length int64, chunked bool, err error) {
 			if strings.EqualFold(value, "close") {
 				c.closed = true
 			}
+		case "location":
+			c.location = value
 		}
 	}
 	if code == 204 || code == 304 || code/100 == 1 {

@@ -67,7 +67,7 @@ func TestDefaultServerCalls(t *testing.T) {
 		method, args string
 		want         []string // the argv's tail
 	}{
-		{"test_start", `{}`, []string{"test", "--json", "*"}},
+		{"test_start", `{}`, []string{"test", "--root", e.Root, "--json", "*"}},
 		{"test_start", `{"server": "` + url + `"}`, []string{"--", url}},
 		{"tune_start", `{"budget": 140}`, []string{"--server=", "--", "wan"}},
 		{"tune_start", `{"server": "` + url + `", "budget": 140}`, []string{"--", url, "wan"}},
@@ -93,6 +93,11 @@ func TestDefaultServerCalls(t *testing.T) {
 	for _, bad := range []string{"-x", "https://h/<script>", "file:///etc/passwd"} {
 		if got := call(t, e, "test_start", fmt.Sprintf(`{"server": %q}`, bad)); !strings.Contains(fmt.Sprint(got["error"]), "leave it empty") {
 			t.Errorf("server %q: %v", bad, got)
+		}
+	}
+	for _, bad := range []string{`{"target": 1, "budget": 140}`, `{"target": ["A"], "budget": 140}`} {
+		if got := call(t, e, "tune_start", bad); !strings.Contains(fmt.Sprint(got["error"]), "argument target: want a string") {
+			t.Errorf("tune_start %s: %v", bad, got)
 		}
 	}
 }
@@ -274,5 +279,25 @@ func TestJobStartsOnce(t *testing.T) {
 				t.Error("the job does not run")
 			}
 		})
+	}
+}
+
+// TestTestIDsUnique: tests started within one second keep a result each.
+func TestTestIDsUnique(t *testing.T) {
+	e, _ := router(t)
+	exe, release := fakeSqmkit(t, bbresult.Result{Server: "vps.example", Started: e.Now()})
+	os.WriteFile(release, nil, 0o644)
+	e.Exe = exe
+	ids := map[any]bool{}
+	for range 3 {
+		got := call(t, e, "test_start", `{"server": "vps.example"}`)
+		if got["started"] != true {
+			t.Fatalf("test_start: %v", got)
+		}
+		ids[got["id"]] = true
+		waitDone(t, e.job("test"))
+	}
+	if results := call(t, e, "test_state", "")["results"].([]any); len(ids) != 3 || len(results) != 3 {
+		t.Errorf("three starts in one second: ids %v, %d results kept", ids, len(results))
 	}
 }

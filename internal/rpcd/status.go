@@ -153,7 +153,7 @@ func (e *Env) doctor(map[string]any) (any, error) {
 	if run == nil {
 		run = doctor.Run
 	}
-	d, err := run(doctor.Options{Root: e.Root, File: e.File, Read: e.Opts.Kernel.Read, RateDir: e.Opts.RateDir})
+	d, err := run(doctor.Options{Root: e.Root, File: e.File, Read: e.Opts.Kernel.Read, RateDir: e.Opts.RateDir, Web: true})
 	if err != nil {
 		return nil, err
 	}

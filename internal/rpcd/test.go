@@ -1,12 +1,16 @@
 package rpcd
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
@@ -28,13 +32,15 @@ func (e *Env) testStart(args map[string]any) (any, error) {
 	}
 	j := e.job("test")
 	now := e.Now().UTC()
-	out := filepath.Join(j.dir, "results", now.Format("20060102-150405")+".json")
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+	out, err := j.newResult(now)
+	if err != nil {
 		return nil, err
 	}
 	// the server after --: never read as a flag, whatever it holds; none
 	// is the default server (bbproto.DefaultServer)
-	cmd := []string{"test", "--json", out}
+	// the router's queues under e.Root, as tune's: the route check, the
+	// queue's test_server and its job lock are that router's
+	cmd := []string{"test", "--root", e.Root, "--json", out}
 	if server != "" {
 		cmd = append(cmd, "--", server)
 	}
@@ -43,6 +49,28 @@ func (e *Env) testStart(args map[string]any) (any, error) {
 	}
 	j.prune()
 	return map[string]any{"started": true, "id": strings.TrimSuffix(filepath.Base(out), ".json")}, nil
+}
+
+// newResult reserves the file of a test started at now: its id is the
+// time and a sequence number, taken by creating the file new, so tests
+// started in one second never share one (TestTestIDsUnique); ids sort as
+// they started.
+func (j job) newResult(now time.Time) (string, error) {
+	dir := filepath.Join(j.dir, "results")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for n := 0; n < 100; n++ {
+		out := filepath.Join(dir, fmt.Sprintf("%s-%02d.json", now.Format("20060102-150405"), n))
+		f, err := os.OpenFile(out, os.O_CREATE|os.O_EXCL|os.O_WRONLY|syscall.O_NOFOLLOW, 0o644)
+		if err == nil {
+			return out, f.Close()
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", errors.New("a hundred tests started within one second; wait a second")
 }
 
 // serverArg is a call's server: "" for the default one, else a config

@@ -41,7 +41,10 @@ func (e *Env) tuneStart(args map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	target, _ := str(args, "target")
+	target, err := str(args, "target")
+	if err != nil {
+		return nil, err
+	}
 	if target == "" {
 		target = "A+"
 	}

@@ -122,7 +122,8 @@ type measurer struct {
 	opts     Options
 	tls      *tls.Config
 	eps      endpoints
-	segments bool // uploads one TCP segment per packet (bbclient.Config.OneSegment)
+	pol      policy // where redirects may lead, set by fetchConfig
+	segments bool   // uploads one TCP segment per packet (bbclient.Config.OneSegment)
 }
 
 // transport makes a client that opens its own connection, HTTP/2 only:
@@ -158,11 +159,15 @@ func (m *measurer) transport(onDial func(net.Conn), segments bool) *http.Transpo
 }
 
 func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
+	var err error
+	if m.pol, err = newPolicy(cfgURL); err != nil {
+		return endpoints{}, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	tr := m.transport(nil, false)
 	defer tr.CloseIdleConnections()
-	body, _, err := get(ctx, &http.Client{Transport: tr}, cfgURL, 64<<10)
+	body, _, err := get(ctx, m.client(tr), cfgURL, 64<<10)
 	if err != nil {
 		return endpoints{}, err
 	}
@@ -172,35 +177,6 @@ func (m *measurer) fetchConfig(ctx context.Context, cfgURL string) (endpoints, e
 		m.opts.Log(fmt.Sprintf("rpm: config %s: load %s, probes %s, upload %s", cfgURL, eps.Large, eps.Small, eps.Upload))
 	}
 	return eps, err
-}
-
-// get fetches url with at most limit body bytes; it insists on 200 and
-// HTTP/2 and explains a certificate it cannot verify.
-func get(ctx context.Context, c *http.Client, url string, limit int64) ([]byte, *http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	req.Header.Set("Accept-Encoding", "identity") // the draft requires it
-	resp, err := c.Do(req)
-	if err != nil {
-		if hinted := certHint(url, err); hinted != err {
-			return nil, nil, hinted
-		}
-		return nil, nil, fmt.Errorf("rpm: %w", err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, limit))
-	if err != nil {
-		return nil, nil, fmt.Errorf("rpm: %s: %w", url, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("rpm: %s: server answered %s", url, resp.Status)
-	}
-	if resp.ProtoMajor != 2 {
-		return nil, nil, fmt.Errorf("rpm: %s: server answered over %s, not HTTP/2 (responsiveness needs probes multiplexed onto the load connections)", url, resp.Proto)
-	}
-	return body, resp, nil
 }
 
 // loader is one load-generating connection.
@@ -483,7 +459,7 @@ func (r *run) addLoader() {
 func (m *measurer) newLoader(up bool) *loader {
 	l := &loader{}
 	l.tr = m.transport(func(c net.Conn) { l.conn.Store(&c) }, up && m.segments)
-	l.client = &http.Client{Transport: l.tr}
+	l.client = m.client(l.tr)
 	return l
 }
 
@@ -513,13 +489,17 @@ func (m *measurer) load(ctx context.Context, l *loader, up bool) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: server answered %s", req.URL, resp.Status)
+		return fmt.Errorf("%s: %w", req.URL, statusError(resp.Status))
 	}
 	buf := make([]byte, 64<<10)
+	var got int64
 	for {
 		n, err := resp.Body.Read(buf)
-		if !up {
+		if got += int64(n); !up {
 			l.bytes.Add(int64(n))
+		}
+		if err == io.EOF && got == 0 && !up {
+			return fmt.Errorf("%s: %w", req.URL, errEmptyBody)
 		}
 		if err == io.EOF {
 			return nil // the object ended; the caller fetches it again

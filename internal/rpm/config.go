@@ -50,11 +50,26 @@ func newConfigJSON(host string) configJSON {
 	}}
 }
 
-// parseConfig validates a configuration object the way the draft asks
+// parseConfig validates a configuration object (checkConfig); its error
+// is a configError, so a fetch that failed on it says so (fetchFailure).
+func parseConfig(data []byte) (endpoints, error) {
+	e, err := checkConfig(data)
+	if err != nil {
+		return e, configError{err}
+	}
+	return e, nil
+}
+
+// configError: the server answered, with a config sqmkit cannot use.
+type configError struct{ error }
+
+func (e configError) Unwrap() error { return e.error }
+
+// checkConfig validates a configuration object the way the draft asks
 // clients to: version 1, all three URLs, one host for all three (so they
 // can share connections). Only https is accepted because the TLS handshake
 // time is one of the formula's terms.
-func parseConfig(data []byte) (endpoints, error) {
+func checkConfig(data []byte) (endpoints, error) {
 	var c configJSON
 	if err := json.Unmarshal(data, &c); err != nil {
 		return endpoints{}, fmt.Errorf("rpm config: not a JSON object: %v", err)
@@ -73,6 +88,9 @@ func parseConfig(data []byte) (endpoints, error) {
 		}
 		if u.Scheme != "https" {
 			return nil, fmt.Errorf("rpm config: %q is %q; sqmkit measures over HTTPS only (the TLS handshake is part of the RPM formula)", name, s)
+		}
+		if u.User != nil {
+			return nil, fmt.Errorf("rpm config: %q (%s) carries credentials, which sqmkit never sends", name, u.Redacted())
 		}
 		return u, nil
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net/url"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 type h1 struct {
 	tls      *tls.Config
 	eps      endpoints
+	pol      policy // where redirects may lead, set by fetchConfig
 	log      func(string)
 	segments bool // uploads one TCP segment per packet (bbclient.Config.OneSegment)
 }
@@ -29,31 +31,45 @@ var uploadSize int64 = 64 << 20
 
 func (w *h1) multiplexed() bool { return false }
 
-// get dials u and GETs it, at most max body bytes, insisting on 200: the
-// config's fetch and each foreign probe. It returns the connection's
-// set-up times and the GET's.
+// get dials u and GETs it, at most max body bytes, following the
+// redirects w's policy allows and insisting on 200: the config's fetch and
+// each foreign probe. It returns the last connection's set-up times and
+// its GET's.
 func (w *h1) get(ctx context.Context, u *url.URL, max int) (http1.Timing, []byte, time.Duration, error) {
-	c, err := http1.Dial(ctx, u, w.tls, false)
-	if err != nil {
-		return http1.Timing{}, nil, 0, certHint(u.Redacted(), err)
+	for hops := 0; ; hops++ {
+		c, err := http1.Dial(ctx, u, w.tls, false)
+		if err != nil {
+			return http1.Timing{}, nil, 0, certHint(u.Redacted(), err)
+		}
+		body := &limited{max: max}
+		start := time.Now()
+		code, err := c.Get(ctx, u.RequestURI(), body)
+		d := time.Since(start)
+		c.Close()
+		if err == nil && isRedirect(code) {
+			next, perr := w.pol.follow(u, c.Location(), hops)
+			if perr == nil {
+				u = next
+				continue
+			}
+			err = perr
+		}
+		if err == nil && code != 200 {
+			err = statusError(strconv.Itoa(code))
+		}
+		if err != nil {
+			return c.Timing, nil, d, fmt.Errorf("rpm: %s: %w", u.Redacted(), err)
+		}
+		return c.Timing, body.b, d, nil
 	}
-	defer c.Close()
-	body := &limited{max: max}
-	start := time.Now()
-	code, err := c.Get(ctx, u.RequestURI(), body)
-	d := time.Since(start)
-	if err == nil && code != 200 {
-		err = fmt.Errorf("server answered %d", code)
-	}
-	if err != nil {
-		return c.Timing, nil, d, fmt.Errorf("rpm: %s: %w", u.Redacted(), err)
-	}
-	return c.Timing, body.b, d, nil
 }
 
 func (w *h1) fetchConfig(ctx context.Context, cfgURL string) (endpoints, error) {
 	u, err := url.Parse(cfgURL)
 	if err != nil {
+		return endpoints{}, err
+	}
+	if w.pol, err = newPolicy(cfgURL); err != nil {
 		return endpoints{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*dialTimeout)
@@ -87,12 +103,18 @@ type h1Load struct {
 	c      *http1.Conn
 	acked  int64 // bytes acked on connections already closed
 	kernel bool  // the kernel counted acked bytes on a closed one
+	// target is where a download's redirects led (nil: the config's large
+	// URL), hops how many it followed: a load follows maxRedirects in all.
+	target *url.URL
+	hops   int
 }
 
 func (l *h1Load) transfer(ctx context.Context) error {
 	u := l.w.eps.Large
 	if l.up {
 		u = l.w.eps.Upload
+	} else if l.target != nil {
+		u = l.target
 	}
 	l.mu.Lock()
 	c := l.c
@@ -107,17 +129,28 @@ func (l *h1Load) transfer(ctx context.Context) error {
 		l.c = c
 		l.mu.Unlock()
 	}
-	var code int
-	var err error
 	if l.up {
-		code, err = c.Post(ctx, u.RequestURI(), uploadSize, func(n int) { l.bytes.Add(int64(n)) })
-	} else {
-		code, err = c.Get(ctx, u.RequestURI(), counter{&l.bytes})
+		code, err := c.Post(ctx, u.RequestURI(), uploadSize, func(n int) { l.bytes.Add(int64(n)) })
+		if err == nil && code != 200 {
+			err = fmt.Errorf("%s: %w", u.Redacted(), statusError(strconv.Itoa(code)))
+		}
+		return err
 	}
-	if err == nil && code != 200 {
-		err = fmt.Errorf("%s: server answered %d", u.Redacted(), code)
+	before := l.bytes.Load()
+	code, err := c.Get(ctx, u.RequestURI(), counter{&l.bytes})
+	switch {
+	case err != nil:
+		return err
+	case isRedirect(code):
+		next, err := l.w.pol.follow(u, c.Location(), l.hops)
+		l.target, l.hops = next, l.hops+1
+		return err
+	case code != 200:
+		return fmt.Errorf("%s: %w", u.Redacted(), statusError(strconv.Itoa(code)))
+	case l.bytes.Load() == before:
+		return fmt.Errorf("%s: %w", u.Redacted(), errEmptyBody)
 	}
-	return err
+	return nil
 }
 
 // retire closes l's connection, if any, and counts what its peer

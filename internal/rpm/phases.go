@@ -74,8 +74,9 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 		logf = func(string) {}
 	}
 	w := newWire(cfg, logf)
-	if _, err = w.fetchConfig(ctx, cfgURL); err != nil {
-		return nil, fmt.Errorf("the responsiveness server %s could not be reached: %w (fix: check the connection, or name another server)", cfgURL, err)
+	eps, err := w.fetchConfig(ctx, cfgURL)
+	if err != nil {
+		return nil, fetchFailure(cfgURL, err)
 	}
 	p := &phaseRun{w: w, start: time.Now(), every: every, cfg: cfg.Test}
 	for _, ph := range cfg.Test.Phases() {
@@ -109,6 +110,9 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 		res.Family = "ipv6"
 	}
 	notes := []string{fmt.Sprintf("%s is a responsiveness server: its round trips are TCP handshakes, with no one-way split up and down", cfgURL)}
+	if pol, err := newPolicy(cfgURL); err == nil && pol.hostNote(eps) != "" {
+		notes = append(notes, pol.hostNote(eps))
+	}
 	if !w.multiplexed() {
 		notes = append(notes, "spoken over HTTP/1.1 (the router build has no HTTP/2): no GET can share a loaded connection, so there is no in-flow latency and no RPM")
 	} else {
@@ -121,8 +125,10 @@ func RunPhases(ctx context.Context, cfg PhaseConfig) (*bbresult.Result, error) {
 		res.Incomplete = fmt.Sprintf("%d load connections failed; the first: %v", p.failed, p.firstFail)
 		notes = append(notes, res.Incomplete)
 	}
-	bbclient.AnalyzeRTT(res, bbclient.RTTRun{Probes: p.probes, Phases: phases, Throughput: p.throughput, InFlow: p.inflow, Notes: notes})
-	if v := p.loadedLat.means().rpm(); v == v { // not NaN
+	bbclient.AnalyzeRTT(res, bbclient.RTTRun{Probes: p.probes, Phases: phases, Throughput: p.throughput, InFlow: p.inflow, Notes: notes,
+		Why: [2]string{p.why("large-download", eps.Large, 0), p.why("upload", eps.Upload, 1)}})
+	// an RPM, like a grade, is of a link the test loaded
+	if v := p.loadedLat.means().rpm(); v == v && res.Incomplete == "" { // not NaN
 		res.RPM = &bbresult.RPM{URL: cfgURL, RPM: v}
 		for _, ph := range res.Phases {
 			res.RPM.DownloadMbps = max(res.RPM.DownloadMbps, ph.DownloadMbps)
@@ -154,11 +160,29 @@ type phaseRun struct {
 	lastErr    error
 	failed     int
 	firstFail  error
+	dirFail    [2]error // each direction's first failed load (download, upload)
+}
+
+// why is what the client saw of a direction's load (d: 0 download, 1
+// upload) at the server's endpoint u, for a phase whose load never flowed.
+func (p *phaseRun) why(endpoint string, u fmt.Stringer, d int) string {
+	if err := p.dirFail[d]; err != nil {
+		return fmt.Sprintf("the server's %s endpoint %s failed: %v", endpoint, u, err)
+	}
+	return fmt.Sprintf("the server's %s endpoint %s kept its connections open without moving data", endpoint, u)
 }
 
 type dirLoader struct {
 	load
 	up bool
+}
+
+// dirIndex is a direction's index in a pair: 0 download, 1 upload.
+func dirIndex(up bool) int {
+	if up {
+		return 1
+	}
+	return 0
 }
 
 // transfers is how many objects each load connection of a direction
@@ -192,6 +216,9 @@ func (p *phaseRun) phase(ctx context.Context, ph bbclient.RTTPhase) bbclient.RTT
 								p.mu.Lock()
 								if p.failed++; p.firstFail == nil {
 									p.firstFail = err
+								}
+								if d := dirIndex(up); p.dirFail[d] == nil {
+									p.dirFail[d] = err
 								}
 								p.mu.Unlock()
 								return

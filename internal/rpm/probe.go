@@ -10,7 +10,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/http"
 	"net/http/httptrace"
 	"sync"
 	"time"
@@ -81,7 +80,7 @@ func (m *measurer) foreign(ctx context.Context) (foreignTimes, error) {
 		},
 		GotConn: func(httptrace.GotConnInfo) { gotConn = time.Now() },
 	}
-	_, _, err := get(httptrace.WithClientTrace(ctx, trace), &http.Client{Transport: tr}, m.eps.Small.String(), 1<<10)
+	_, _, err := get(httptrace.WithClientTrace(ctx, trace), m.client(tr), m.eps.Small.String(), 1<<10)
 	if err != nil {
 		return f, err
 	}

@@ -83,8 +83,8 @@ func TestServerEndpoints(t *testing.T) {
 		ctype        string
 		check        func([]byte) error
 	}{
-		{"GET", pathWellKnown, 200, "application/json", func(b []byte) error { return checkConfig(b, addr) }},
-		{"GET", pathConfig, 200, "application/json", func(b []byte) error { return checkConfig(b, addr) }},
+		{"GET", pathWellKnown, 200, "application/json", func(b []byte) error { return checkConfigShape(b, addr) }},
+		{"GET", pathConfig, 200, "application/json", func(b []byte) error { return checkConfigShape(b, addr) }},
 		{"GET", pathSmall, 200, "application/octet-stream", func(b []byte) error {
 			if len(b) != 1 {
 				return errors.New("small object is not 1 byte")
@@ -123,9 +123,9 @@ func TestServerEndpoints(t *testing.T) {
 	}
 }
 
-// checkConfig checks the exact JSON shape networkQuality and the draft
+// checkConfigShape checks the exact JSON shape networkQuality and the draft
 // read: version 1 and both URL name sets pointing back at addr.
-func checkConfig(b []byte, addr string) error {
+func checkConfigShape(b []byte, addr string) error {
 	var raw struct {
 		Version json.Number       `json:"version"`
 		URLs    map[string]string `json:"urls"`

@@ -100,3 +100,47 @@ func readyOne[T any](mu *sync.Mutex, list func() []T, ready func(T) bool) (pick 
 const dialTimeout = 10 * time.Second
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// statusError is an answer other than 200, its status as the server gave
+// it ("404 Not Found", or the code alone over HTTP/1.1).
+type statusError string
+
+func (s statusError) Error() string { return "server answered " + string(s) }
+
+// ErrConfigFetch marks a test that ended before it began: the server's
+// config could not be had (fetchFailure says why).
+var ErrConfigFetch = errors.New("the responsiveness server's config could not be had")
+
+// fetchError is fetchFailure's words, marked ErrConfigFetch.
+type fetchError struct{ error }
+
+func (e fetchError) Is(target error) bool { return target == ErrConfigFetch }
+func (e fetchError) Unwrap() error        { return e.error }
+
+// fetchFailure says what failed when a responsiveness server's config
+// could not be had, and the fix: the answer (a status, a redirect refused,
+// a config sqmkit cannot use), the certificate (its names, its dates, its
+// issuer: certHint), else the connection itself (TestFetchFailure).
+func fetchFailure(cfgURL string, err error) error { return fetchError{explain(cfgURL, err)} }
+
+func explain(cfgURL string, err error) error {
+	var status statusError
+	var names x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var bad configError
+	switch {
+	case errors.As(err, &bad):
+		return fmt.Errorf("the responsiveness server %s answered, but not with a config sqmkit can use: %w (fix: check the URL's path; a responsiveness server publishes its config at /.well-known/nq)", cfgURL, err)
+	case errors.As(err, &status):
+		return fmt.Errorf("the responsiveness server %s answered, but not with its config: %w (fix: check the URL's path)", cfgURL, err)
+	case errors.Is(err, errRedirect):
+		return fmt.Errorf("the responsiveness server %s sent the test elsewhere: %w (sqmkit follows redirects only to https on the same host; fix: name the server it redirects to, if you trust it)", cfgURL, err)
+	case errors.As(err, &names):
+		return fmt.Errorf("the responsiveness server %s answered with a certificate for other names (%w): the name leads to another server (fix: check the name, and the router's DNS)", cfgURL, err)
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return fmt.Errorf("the responsiveness server %s answered with a certificate outside its dates (%w) (fix: check this machine's clock, e.g. that NTP has set it; a router that has not learnt the time sees every certificate as not yet valid)", cfgURL, err)
+	case errors.As(err, new(x509.UnknownAuthorityError)):
+		return err // certHint's words
+	}
+	return fmt.Errorf("the responsiveness server %s could not be reached: %w (fix: check the connection, or name another server)", cfgURL, err)
+}

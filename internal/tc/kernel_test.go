@@ -144,3 +144,19 @@ func TestProbeTwinRefusalIsInconclusive(t *testing.T) {
 		t.Errorf("an inconclusive probe must be logged and not cached: %d cache files, logs %q", len(files), logs)
 	}
 }
+
+// TestProbeCacheRefusesPlanted: a symlink planted at a batch's cache entry
+// does not vouch for the batch; it is probed (and refused) as if uncached.
+func TestProbeCacheRefusesPlanted(t *testing.T) {
+	tctest.NeedRoot(t)
+	cache := t.TempDir()
+	p := &Prober{Runner: &Runner{}, CacheDir: cache}
+	victim := filepath.Join(t.TempDir(), "regular")
+	os.WriteFile(victim, []byte("x"), 0o644)
+	if err := os.Symlink(victim, filepath.Join(cache, p.key(fqBatch))); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Probe([][][]string{fqBatch}); err != nil || res[0] == nil {
+		t.Errorf("a planted cache entry let fq_codel's batch through unprobed: %v %v", res, err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
 // DefaultCacheDir holds one file per tc batch proven acceptable in this
@@ -64,7 +66,9 @@ func (p *Prober) Probe(batches [][][]string) ([]error, error) {
 	for i, b := range batches {
 		keys[i] = p.key(b)
 		if keys[i] != "" {
-			if _, err := os.Stat(filepath.Join(p.CacheDir, keys[i])); err == nil {
+			// a regular file only: nothing planted there vouches for a batch
+			if f, err := statefile.Open(filepath.Join(p.CacheDir, keys[i])); err == nil {
+				f.Close()
 				p.log(fmt.Sprintf("probe: batch %d accepted earlier this boot (cache %s)", i+1, keys[i][:12]))
 				continue
 			}
@@ -269,11 +273,7 @@ func (p *Prober) key(batch [][]string) string {
 
 func (p *Prober) remember(key string, batch [][]string) {
 	text, _ := Render(batch)
-	err := os.MkdirAll(p.CacheDir, 0o755)
-	if err == nil {
-		err = os.WriteFile(filepath.Join(p.CacheDir, key), []byte(text), 0o644)
-	}
-	if err != nil {
+	if err := statefile.Write(filepath.Join(p.CacheDir, key), []byte(text), 0o644); err != nil {
 		p.log("probe: cannot cache verdict: " + err.Error())
 	}
 }
