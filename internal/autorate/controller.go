@@ -333,7 +333,9 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		return ByIdle, "idle: back toward the base rate"
 	case c.loaded(d):
 		ds.state = Loaded
-		if !fresh || now.Sub(ds.lastCut) < p.Settle {
+		// no sample in the window is no evidence: nothing moves on it, as
+		// at a start whose delay source has not answered (TestNoSamplesNoRaise)
+		if !fresh || len(ds.window) == 0 || now.Sub(ds.lastCut) < p.Settle {
 			ds.probedMs = probedMs // not judged yet
 			return "", ""
 		}

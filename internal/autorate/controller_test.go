@@ -482,3 +482,22 @@ func TestBaseline(t *testing.T) {
 		t.Errorf("a lower sample: added %v, baseline %v", got, b.Ms())
 	}
 }
+
+// TestNoSamplesNoRaise: autorate's start without a delay signal (reflectors
+// that never answer, a server that sends nothing) is no evidence: the
+// rates never rise above the base, however loaded the link, and the
+// controller says it stalled.
+func TestNoSamplesNoRaise(t *testing.T) {
+	c, _ := New(params(), t0)
+	at := t0
+	for range 100 {
+		at = at.Add(100 * time.Millisecond)
+		c.Step(at, [2]int{c.Rate(config.Download), c.Rate(config.Upload)})
+		if c.Rate(config.Download) > 20000 || c.Rate(config.Upload) > params().Base[config.Upload] {
+			t.Fatalf("raised to %d/%d without a delay sample", c.Rate(config.Download), c.Rate(config.Upload))
+		}
+	}
+	if c.State(config.Download) != Stalled || c.State(config.Upload) != Stalled {
+		t.Errorf("after 10 s without a sample: %s/%s, want stalled", c.State(config.Download), c.State(config.Upload))
+	}
+}
