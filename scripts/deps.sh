@@ -11,8 +11,10 @@ set -eu
 # (scripts/openwrt-stack.sh); nginx: the reference responsiveness server's
 # setup (TestReferenceResponsivenessServer runs its own nginx in a test
 # namespace; the system's nginx service is not wanted and is stopped);
-# openssl: the client that asks nginx for each cipher (TestChaChaWithoutAES).
-pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring chromium cmake libjson-c-dev libbsd-dev file git qemu-user nginx openssl"
+# openssl: the client that asks nginx for each cipher (TestChaChaWithoutAES);
+# ca-certificates: /etc/ssl/certs, which the tests of the default server
+# cover with a CA of their own (refserver.Confined).
+pkgs="iproute2 ethtool iperf3 irtt fping flent python3-matplotlib qemu-system-x86 linux-image-amd64 busybox-static pppoe ppp util-linux procps shellcheck xz-utils zstd iputils-ping kmod gcc make libc6-dev bison flex pkg-config libmnl-dev debian-archive-keyring chromium cmake libjson-c-dev libbsd-dev file git qemu-user nginx openssl ca-certificates"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -28,20 +28,44 @@ const Port = 8443
 // `sqmkit serve --rpm` has, since the setup's own Go and Swift backends
 // are not pinned). It returns the config URL.
 func Write(dir, addr, backend string) (string, error) {
+	cert, key, err := rpm.SelfSignedPEM([]string{addr})
+	if err != nil {
+		return "", err
+	}
+	return write(dir, backend, site{addr: addr, port: Port, host: addr, cert: cert, key: key,
+		config: "/config", small: "/files/small", large: "/files/large", upload: "/slurp"})
+}
+
+// site is one layout of the server: where nginx listens, the host its URLs
+// and certificate name, and the paths of its config and objects. alias
+// serves the objects at paths of their own (the impersonated public
+// server's); without it they are the reference setup's files under root.
+type site struct {
+	addr, host   string
+	port         int
+	cert, key    []byte
+	config       string
+	small, large string
+	upload       string
+	alias        bool
+}
+
+func write(dir, backend string, s site) (string, error) {
 	for _, d := range []string{"root/files", "tmp"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
 			return "", err
 		}
 	}
-	base := fmt.Sprintf("https://%s:%d", addr, Port)
-	if strings.Contains(addr, ":") {
-		base = fmt.Sprintf("https://[%s]:%d", addr, Port)
+	host := s.host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
 	}
-	cert, key, err := rpm.SelfSignedPEM([]string{addr})
-	if err != nil {
-		return "", err
+	base := "https://" + host
+	if s.port != 443 {
+		base += fmt.Sprintf(":%d", s.port)
 	}
-	cfg := fmt.Sprintf(`{"version": 1, "urls": {"small_https_download_url": "%[1]s/files/small", "large_https_download_url": "%[1]s/files/large", "https_upload_url": "%[1]s/slurp", "small_download_url": "%[1]s/files/small", "large_download_url": "%[1]s/files/large", "upload_url": "%[1]s/slurp"}}`, base)
+	cfg := fmt.Sprintf(`{"version": 1, "urls": {"small_https_download_url": "%[1]s%[2]s", "large_https_download_url": "%[1]s%[3]s", "https_upload_url": "%[1]s%[4]s", "small_download_url": "%[1]s%[2]s", "large_download_url": "%[1]s%[3]s", "upload_url": "%[1]s%[4]s"}}`,
+		base, s.small, s.large, s.upload)
 	files := []struct {
 		name string
 		data []byte
@@ -49,9 +73,9 @@ func Write(dir, addr, backend string) (string, error) {
 	}{
 		{"root/files/small", []byte("x"), 0o644},
 		{"root/config", []byte(cfg), 0o644},
-		{"cert.pem", cert, 0o644},
-		{"key.pem", key, 0o600},
-		{"nginx.conf", []byte(conf(dir, addr, backend)), 0o644},
+		{"cert.pem", s.cert, 0o644},
+		{"key.pem", s.key, 0o600},
+		{"nginx.conf", []byte(conf(dir, backend, s)), 0o644},
 	}
 	for _, f := range files {
 		if err := os.WriteFile(filepath.Join(dir, f.name), f.data, f.mode); err != nil {
@@ -63,7 +87,7 @@ func Write(dir, addr, backend string) (string, error) {
 		return "", err
 	}
 	err = errors.Join(f.Truncate(4<<30), f.Close())
-	return base + "/config", err
+	return base + s.config, err
 }
 
 // Command is nginx in the foreground on dir's configuration; stop it with
@@ -93,10 +117,14 @@ func Log(dir string) string {
 // does: the lab's emulated CPU has none, and under the reference's own
 // order both ends ran AES-256-GCM in software, which took the guest's
 // CPU from the download (TestChaChaWithoutAES; docs/results.md).
-func conf(dir, addr, backend string) string {
-	listen := addr
-	if strings.Contains(addr, ":") {
-		listen = "[" + addr + "]"
+func conf(dir, backend string, s site) string {
+	listen := s.addr
+	if strings.Contains(listen, ":") {
+		listen = "[" + listen + "]"
+	}
+	objects := fmt.Sprintf("location %[2]s { root %[1]s/root; }\n\t\tlocation %[3]s { root %[1]s/root; }\n\t\tlocation /config { alias %[1]s/root/config; }", dir, s.large, s.small)
+	if s.alias {
+		objects = fmt.Sprintf("location = %[2]s { alias %[1]s/root/files/large; }\n\t\tlocation = %[3]s { alias %[1]s/root/files/small; }\n\t\tlocation = %[4]s { alias %[1]s/root/config; }", dir, s.large, s.small, s.config)
 	}
 	return fmt.Sprintf(`user root;
 worker_processes 1;
@@ -119,6 +147,7 @@ http {
 	}
 	server {
 		listen %[2]s:%[4]d ssl http2 reuseport;
+		server_name %[6]s;
 		client_max_body_size 250M;
 		server_tokens off;
 		ssl_certificate %[1]s/cert.pem;
@@ -129,9 +158,8 @@ http {
 		ssl_ciphers HIGH:AES-128:!aNULL:!MD5;
 		ssl_prefer_server_ciphers on;
 		ssl_conf_command Options PrioritizeChaCha;
-		location /files/large { root %[1]s/root; }
-		location /files/small { root %[1]s/root; }
-		location /slurp {
+		%[7]s
+		location %[5]s {
 			proxy_buffers 32 4k;
 			proxy_buffer_size 4k;
 			proxy_busy_buffers_size 16k;
@@ -142,9 +170,8 @@ http {
 			proxy_set_header Connection "";
 			proxy_request_buffering off;
 		}
-		location /config { alias %[1]s/root/config; }
 		location /.well-known/nq { alias %[1]s/root/config; }
 	}
 }
-`, dir, listen, backend, Port)
+`, dir, listen, backend, s.port, s.upload, s.host, objects)
 }

@@ -123,3 +123,48 @@ func TestChaChaWithoutAES(t *testing.T) {
 		}
 	}
 }
+
+// TestWritePublic: the impersonation is the compiled-in default's URL, its
+// certificate verifies for the public host against the CA it hands the
+// clients and no other, its config names the host's own objects, and
+// nginx takes its configuration.
+func TestWritePublic(t *testing.T) {
+	dir := t.TempDir()
+	p, err := WritePublic(dir, "10.3.0.2", "127.0.0.1:4043")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.URL != "https://mensura.cdn-apple.com/api/v1/gm/config" || p.Hosts != "10.3.0.2 mensura.cdn-apple.com\n" {
+		t.Errorf("%+v", p)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM([]byte(p.CA)) {
+		t.Fatal("the CA is no PEM")
+	}
+	pb, _ := os.ReadFile(filepath.Join(dir, "cert.pem"))
+	blk, _ := pem.Decode(pb)
+	c, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{DNSName: p.Host, Roots: pool}); err != nil {
+		t.Errorf("the server's certificate: %v", err)
+	}
+	if _, err := c.Verify(x509.VerifyOptions{DNSName: p.Host}); err == nil {
+		t.Error("the system's own CAs trust the impersonation")
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "root/config"))
+	if !strings.Contains(string(b), `"large_https_download_url": "https://mensura.cdn-apple.com/api/v1/gm/large"`) {
+		t.Errorf("config %s", b)
+	}
+	for _, f := range []string{"hosts", "resolv.conf", "certs/ca-certificates.crt"} {
+		if _, err := os.Stat(filepath.Join(p.Client, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if nginx, err := exec.LookPath("nginx"); err == nil {
+		if out, _ := exec.Command(nginx, "-t", "-p", dir+"/", "-c", filepath.Join(dir, "nginx.conf")).CombinedOutput(); !strings.Contains(string(out), "syntax is ok") {
+			t.Errorf("nginx -t:\n%s", out)
+		}
+	}
+}
