@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/refserver"
+	"github.com/sqmkit/sqmkit/internal/tune"
 	"github.com/sqmkit/sqmkit/lab/internal/accept"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
@@ -42,8 +46,11 @@ type journeyReady struct {
 	UpKbit   int    `json:"up_kbit"`
 	Device   string `json:"device"`
 	Script   string `json:"script"`
-	Server   string `json:"server"`
-	Password string `json:"password"`
+	Server   string `json:"server"` // the sqmkit serve, for autorate's one-way delays
+	// DefaultServer is what a test or tune with no server measures
+	// against, the public default the lab impersonates.
+	DefaultServer string `json:"default_server"`
+	Password      string `json:"password"`
 }
 
 // journeyDone is what the host's browser run reports (TestJourney writes
@@ -98,10 +105,23 @@ func (g *guest) journeyRun(p *profile.Profile, r *result) error {
 	if err := t.startServers(g.tools.sqmkit, g.tools.serve); err != nil {
 		return err
 	}
+	// the public default, impersonated: nothing in the journey names a
+	// server for a test or a tune, so every one goes where a router
+	// owner's would (by name, its certificate checked against the
+	// router's CA bundle), here the reference server past the modem
+	pub, err := t.publicServer(g.tools.sqmkit)
+	if err != nil {
+		return err
+	}
 	// the router as a fresh OpenWrt with LuCI and luci-app-sqm's
 	// sqm-scripts, a root password set
 	_, network := routerUCI(p, t.wanDev, "cake", "", 0, 0)
-	o, err := g.bootOpenWrt(t, "journey", network, "", nil, func(root string) error { return setRootPassword(root, journeyPassword) })
+	o, err := g.bootOpenWrt(t, "journey", network, "", nil, func(root string) error {
+		if err := impersonate(root, pub); err != nil {
+			return err
+		}
+		return setRootPassword(root, journeyPassword)
+	})
 	if err != nil {
 		return err
 	}
@@ -120,7 +140,7 @@ func (g *guest) journeyRun(p *profile.Profile, r *result) error {
 	dir := filepath.Join(g.out, "journey")
 	os.MkdirAll(dir, 0o755)
 	os.Remove(filepath.Join(dir, "done.json"))
-	ready := journeyReady{DownKbit: p.Down * 95 / 100, UpKbit: p.Up * 95 / 100, Device: t.wanDev, Script: "sqmkit-cake.qos", Server: serverIP, Password: journeyPassword}
+	ready := journeyReady{DownKbit: p.Down * 95 / 100, UpKbit: p.Up * 95 / 100, Device: t.wanDev, Script: "sqmkit-cake.qos", Server: serverIP, DefaultServer: pub.URL, Password: journeyPassword}
 	if err := writeJSON(filepath.Join(dir, "ready.json"), ready); err != nil {
 		return err
 	}
@@ -136,7 +156,11 @@ func (g *guest) journeyRun(p *profile.Profile, r *result) error {
 	if !done.OK {
 		return fmt.Errorf("in the browser: %s (journey/browser.log)", done.Error)
 	}
-	// the rates the page's tune wrote, as the config holds them
+	defaults, err := g.journeyDefaults(t, o, pub, logf, r.Dir)
+	if err != nil {
+		return err
+	}
+	// the rates the default tune wrote, as the config holds them
 	qs, err := config.Resolve(o.Path("/"), "", nil, t.wanDev)
 	if err != nil {
 		return err
@@ -154,7 +178,7 @@ func (g *guest) journeyRun(p *profile.Profile, r *result) error {
 	r.DownKbit = liveRate(o, t.wanDev)
 	r.Checks = accept.Shaped(*r.Test, r.DownKbit)
 	out, _ := o.run(logf, "/usr/bin/sqmkit", "doctor", "--json")
-	r.Checks = append(r.Checks, doctorCheck(out))
+	r.Checks = append(append(r.Checks, doctorCheck(out)), defaults...)
 	r.Journey.Grade = r.Test.Grade
 	r.Journey.LoginToAPS = end.Sub(done.LoginAt).Seconds()
 	if r.Test.Grade != "A+" {
@@ -202,4 +226,103 @@ func liveRate(o *owrtRouter, dev string) int {
 		}
 	}
 	return 0
+}
+
+// impersonate makes an OpenWrt root take the lab's impersonation for the
+// public default: its host in /etc/hosts, its CA where OpenWrt's ca-bundle
+// puts the system's (refserver.WritePublic).
+func impersonate(root string, pub *refserver.Public) error {
+	f, err := os.OpenFile(filepath.Join(root, "etc/hosts"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(pub.Hosts)
+	if err = errors.Join(err, f.Close()); err != nil {
+		return err
+	}
+	certs := filepath.Join(root, "etc/ssl/certs")
+	if err := os.MkdirAll(certs, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(certs, "ca-certificates.crt"), []byte(pub.CA), 0o644)
+}
+
+// defaultPhases are the CLI's tests of the journey's default path: short,
+// every phase (the grade of each is the lab's own test's job).
+var defaultPhases = []string{"--quiet", "--idle", "2s", "--download", "5s", "--upload", "5s", "--bidir", "5s"}
+
+// journeyDefaults checks the path a router owner takes with nothing
+// typed, past LuCI's pages: the page's test went to the impersonated
+// public server, as `sqmkit test` with no server does on the router
+// (router build) and from the client (full build); the queue's option
+// test_server takes it to the sqmkit serve instead; `sqmkit tune --write`
+// with no server writes rates found against the public server. A default
+// that reached anything else fails its check.
+func (g *guest) journeyDefaults(t *topo, o *owrtRouter, pub *refserver.Public, logf io.Writer, dir string) ([]accept.Check, error) {
+	public := serverIP + ":443"
+	var page *bbresult.Result
+	if names, _ := filepath.Glob(o.Path("/var/run/sqmkit/luci/test/results/*.json")); len(names) > 0 {
+		page, _ = readResult(names[len(names)-1])
+	}
+	cs := []accept.Check{defaultCheck("LuCI's test, Server empty", page, pub.URL, public)}
+	onRouter := func(js string) *bbresult.Result {
+		o.run(logf, "/usr/bin/sqmkit", append([]string{"test", "--json", js}, defaultPhases...)...)
+		r, _ := readResult(o.Path(js))
+		return r
+	}
+	cs = append(cs, defaultCheck("sqmkit test on the router (router build), no server", onRouter("/tmp/default.json"), pub.URL, public))
+	js := filepath.Join(dir, "client-default.json")
+	out, err := t.sh.run(nsClient, refserver.Confined(pub.Client, append([]string{g.tools.sqmkit, "test", "--json", js}, defaultPhases...))...)
+	fmt.Fprintf(logf, "# client: sqmkit test, no server (%v)\n%s", err, out)
+	client, _ := readResult(js)
+	cs = append(cs, defaultCheck("sqmkit test from the client (full build), no server", client, pub.URL, public))
+	// the queue's option test_server names the sqmkit serve: a test with
+	// no server goes there (its one-way split says so), then unset again
+	qs, err := config.Resolve(o.Path("/"), "", nil, t.wanDev)
+	if err != nil {
+		return nil, err
+	}
+	opt := "sqm." + qs[0].Section + ".test_server"
+	o.run(logf, "uci", "set", opt+"="+serverIP)
+	o.run(logf, "uci", "commit", "sqm")
+	res := onRouter("/tmp/test-server.json")
+	c := defaultCheck("sqmkit test on the router with option test_server (a sqmkit serve)", res, serverIP, serverIP+":8693")
+	c.OK = c.OK && !res.RTTOnly // defaultCheck: res is not nil when OK
+	cs = append(cs, c)
+	o.run(logf, "uci", "delete", opt)
+	o.run(logf, "uci", "commit", "sqm")
+	// tune --write, no server: the public one, at the least budget
+	o.run(logf, "/usr/bin/sqmkit", "tune", "--write", "--budget", "140s", "--json", "/tmp/tune-default.json")
+	var tuned tune.Outcome
+	readJSONFile(o.Path("/tmp/tune-default.json"), &tuned)
+	c = defaultCheck("sqmkit tune --write on the router, no server: its confirming test", tuned.Confirm, pub.URL, public)
+	if c.OK = c.OK && tuned.Written; !tuned.Written {
+		c.Name += ": nothing written (" + tuned.Error + ")"
+	}
+	cs = append(cs, c)
+	for _, c := range cs {
+		verdict := "ok"
+		if !c.OK {
+			verdict = "FAILED, want " + c.Want
+		}
+		g.say("%s/journey: %s: %s", t.p.Name, c.Name, verdict)
+	}
+	return cs, nil
+}
+
+// defaultCheck: res was graded against server, reached at addr.
+func defaultCheck(name string, res *bbresult.Result, server, addr string) accept.Check {
+	c := accept.Check{Name: name, Want: fmt.Sprintf("graded against %s at %s", server, addr)}
+	if res == nil {
+		c.Name += ": no result"
+		return c
+	}
+	c.OK = res.Server == server && res.ServerAddr == addr && res.Incomplete == "" && res.Grades.DSLReports != ""
+	if !c.OK {
+		c.Name += fmt.Sprintf(": measured against %s at %s, grade %q", res.Server, res.ServerAddr, res.Grades.DSLReports)
+		if res.Incomplete != "" {
+			c.Name += ", incomplete: " + res.Incomplete
+		}
+	}
+	return c
 }

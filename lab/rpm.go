@@ -46,6 +46,16 @@ type rpmResult struct {
 	Sqmkit                 [2]float64 `json:"sqmkit_rpm"`
 	SqmkitEarlier          [2]float64 `json:"sqmkit_rpm_earlier_draft"`
 	SqmkitConns            [2]int     `json:"sqmkit_connections"`
+	// Each client's two halves per direction, ms: a foreign probe per
+	// round trip and a loaded GET (goresponsiveness's from its probe
+	// logs, 0 without them), its goodput, and the rule each direction was
+	// judged by (yardstick).
+	GoresponsivenessForeign [2]float64 `json:"goresponsiveness_foreign_ms"`
+	GoresponsivenessLoaded  [2]float64 `json:"goresponsiveness_loaded_ms"`
+	GoresponsivenessMbps    [2]float64 `json:"goresponsiveness_mbps"`
+	SqmkitForeign           [2]float64 `json:"sqmkit_foreign_ms"`
+	SqmkitLoaded            [2]float64 `json:"sqmkit_loaded_ms"`
+	Rule                    [2]string  `json:"rule"`
 	// With a shaper: sqmkit tune's rates (download, upload, kbit/s)
 	// against sqmkit serve and against the reference server's URL.
 	TuneServe *[2]int `json:"tune_serve_kbit,omitempty"`
@@ -65,32 +75,64 @@ func (t *topo) refServer(sqmkit string) (string, error) {
 	if t.refURL != "" {
 		return t.refURL, nil
 	}
-	nginx, err := exec.LookPath("nginx")
-	if err != nil {
-		return "", fmt.Errorf("nginx is not installed (scripts/deps.sh installs it): %w", err)
-	}
 	dir := t.refDir()
-	url, err := refserver.Write(dir, serverIP, "127.0.0.1:4043")
+	url, err := refserver.Write(dir, serverIP, rpmBackend)
 	if err != nil {
 		return "", err
 	}
-	backend, err := t.sh.daemon(nsServer, filepath.Join(t.logs, "rpm-backend.log"), sqmkit, "serve", "--listen", "127.0.0.1:8694", "--rpm", "127.0.0.1:4043")
-	if err != nil {
-		return "", err
-	}
-	t.procs = append(t.procs, backend)
-	ng, err := t.sh.daemon(nsServer, filepath.Join(t.logs, "nginx.log"), refserver.Command(nginx, dir)...)
-	if err != nil {
-		return "", err
-	}
-	ng.term = true
-	t.procs = append(t.procs, ng)
-	time.Sleep(time.Second)
-	if err := refserver.Failed(dir); err != nil {
+	if err := t.nginx(sqmkit, dir, "nginx.log"); err != nil {
 		return "", err
 	}
 	t.refURL = url
 	return url, nil
+}
+
+// publicServer starts the reference server as the public default in the
+// server namespace, on port 443 beside refServer's, once per lab
+// (refserver.WritePublic): a client that resolves its host to serverIP
+// and trusts its CA (the OpenWrt router's /etc, refserver.Confined on the
+// client) takes it for the public server.
+func (t *topo) publicServer(sqmkit string) (*refserver.Public, error) {
+	if t.public != nil {
+		return t.public, nil
+	}
+	dir := filepath.Join(t.dir, "public")
+	p, err := refserver.WritePublic(dir, serverIP, rpmBackend)
+	if err != nil {
+		return nil, err
+	}
+	if err := t.nginx(sqmkit, dir, "nginx-public.log"); err != nil {
+		return nil, err
+	}
+	t.public = &p
+	return t.public, nil
+}
+
+// rpmBackend is where `sqmkit serve --rpm` sinks the nginx setups' /slurp.
+const rpmBackend = "127.0.0.1:4043"
+
+// nginx runs nginx on dir's layout in the server namespace, the backend
+// of its /slurp first (once per lab).
+func (t *topo) nginx(sqmkit, dir, log string) error {
+	nginx, err := exec.LookPath("nginx")
+	if err != nil {
+		return fmt.Errorf("nginx is not installed (scripts/deps.sh installs it): %w", err)
+	}
+	if !t.backend {
+		backend, err := t.sh.daemon(nsServer, filepath.Join(t.logs, "rpm-backend.log"), sqmkit, "serve", "--listen", "127.0.0.1:8694", "--rpm", rpmBackend)
+		if err != nil {
+			return err
+		}
+		t.procs, t.backend = append(t.procs, backend), true
+	}
+	ng, err := t.sh.daemon(nsServer, filepath.Join(t.logs, log), refserver.Command(nginx, dir)...)
+	if err != nil {
+		return err
+	}
+	ng.term = true
+	t.procs = append(t.procs, ng)
+	time.Sleep(time.Second)
+	return refserver.Failed(dir)
 }
 
 // refDir is where refServer lays the reference server out, on the guest's tmpfs.
@@ -171,7 +213,10 @@ func (g *guest) rpmScenario(t *topo, name string, r *result) error {
 		g.say("%s/%s: %s", t.p.Name, r.Backend, why)
 		r.Checks = append(r.Checks, accept.Check{Name: "RPM measured: " + why, Want: "both clients, both directions"})
 	} else {
-		r.Checks = append(r.Checks, rpmChecks(rr)...)
+		r.Checks = append(r.Checks, rpmChecks(rr, shaped)...)
+		for i, dir := range []string{"download", "upload"} {
+			g.say("%s/%s: %s RPM judged by the %s", t.p.Name, r.Backend, dir, rr.Rule[i])
+		}
 	}
 
 	if shaped {
@@ -247,7 +292,9 @@ func letterRank(l string) int { return slices.Index([]string{"A+", "A", "B", "C"
 func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 	return t.endpointsHeld(func() error {
 		run := func(argv ...string) (string, error) { return t.sh.run(nsClient, argv...) }
-		c, err := refserver.Compare(run, g.tools.goresp, g.tools.sqmkit, url, func() error { return g.settle(filepath.Base(dir) + " rpm") })
+		logs := filepath.Join(t.dir, "goresp-logs") // no dot on its path (GoresponsivenessArgs)
+		os.MkdirAll(logs, 0o755)
+		c, err := refserver.Compare(run, g.tools.goresp, g.tools.sqmkit, url, logs, func() error { return g.settle(filepath.Base(dir) + " rpm") })
 		for _, o := range c.Outputs {
 			os.WriteFile(filepath.Join(dir, o.Name+".log"), []byte(o.Text), 0o644)
 		}
@@ -256,6 +303,7 @@ func (g *guest) rpmFigures(t *topo, dir, url string, rr *rpmResult) error {
 		}
 		for i, s := range c.Ours {
 			rr.Sqmkit[i], rr.SqmkitEarlier[i], rr.SqmkitConns[i] = s.RPM, s.EarlierDraft(), s.Conns
+			rr.SqmkitForeign[i], rr.SqmkitLoaded[i] = s.ForeignMs(), s.LoadedMs()
 		}
 		rr.setTheirs(c.Theirs[0], c.Theirs[1])
 		return nil
@@ -329,6 +377,7 @@ func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 	for i, d := range []refserver.Theirs{down, up} {
 		rr.Goresponsiveness[i], rr.GoresponsivenessConns[i] = 0, d.Conns
 		rr.GoresponsivenessRounds[i], rr.GoresponsivenessKept[i] = d.Rounds, d.Kept
+		rr.GoresponsivenessForeign[i], rr.GoresponsivenessLoaded[i], rr.GoresponsivenessMbps[i] = d.Foreign, d.Loaded, d.Mbps
 		if !math.IsNaN(d.RPM) && !math.IsInf(d.RPM, 0) {
 			rr.Goresponsiveness[i] = d.RPM
 		}
@@ -336,7 +385,8 @@ func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 }
 
 // rpmChecks hold sqmkit's RPM, aggregated as goresponsiveness does,
-// within refserver.Band of goresponsiveness's per direction. The figure sqmkit
+// within refserver.Band of goresponsiveness's per direction, by the rule
+// yardstick picks (recorded in rr.Rule). The figure sqmkit
 // prints (the draft's current aggregation) is recorded beside it, not
 // held to the band: under a standing queue the two aggregations differ
 // several-fold by design (docs/results.md). A direction goresponsiveness
@@ -345,11 +395,15 @@ func (rr *rpmResult) setTheirs(down, up refserver.Theirs) {
 // check names how many of goresponsiveness's final-window probe rounds
 // returned: it drops those still running when it stops, which on a slow
 // path leaves its fastest (refserver.Theirs).
-func rpmChecks(rr *rpmResult) []accept.Check {
+func rpmChecks(rr *rpmResult, shaped bool) []accept.Check {
 	var cs []accept.Check
 	for i, dir := range []string{"download", "upload"} {
-		ratio := rr.SqmkitEarlier[i] / rr.Goresponsiveness[i]
+		ratio, half, rule := yardstick(rr, i, shaped)
+		rr.Rule[i] = rule
 		name := fmt.Sprintf("%s RPM, sqmkit's latencies as goresponsiveness aggregates (on %d connections) / goresponsiveness's (on %d)", dir, rr.SqmkitConns[i], rr.GoresponsivenessConns[i])
+		if half != "" {
+			name = fmt.Sprintf("%s RPM's foreign half, sqmkit's (on %d connections) / goresponsiveness's (on %d): %s", dir, rr.SqmkitConns[i], rr.GoresponsivenessConns[i], half)
+		}
 		if n := rr.GoresponsivenessRounds[i]; n > 0 {
 			name += fmt.Sprintf(", which kept %d of the %d probe rounds of its final window", rr.GoresponsivenessKept[i], n)
 		}
@@ -366,6 +420,30 @@ func rpmChecks(rr *rpmResult) []accept.Check {
 		cs = append(cs, c)
 	}
 	return cs
+}
+
+// yardstick is how direction i's two RPMs compare: the whole figure
+// (sqmkit's in goresponsiveness's aggregation over goresponsiveness's),
+// except for the upload through a shaper where goresponsiveness's own
+// 16 kB HTTP/2 frame, at its connection's share of the goodput, takes
+// longer than a quarter of its loaded GET: that GET then waits mostly
+// behind its client's own write, not the network's queue, so the loaded
+// halves are reported beside the frame's time, not judged, and the
+// foreign halves (a new connection's handshakes and GET, the network's
+// alone) are compared (TestYardstick). It returns the ratio, the halves
+// when it compared the foreign one ("" the whole) and the rule in words.
+func yardstick(rr *rpmResult, i int, shaped bool) (ratio float64, halves, rule string) {
+	whole := rr.SqmkitEarlier[i] / rr.Goresponsiveness[i]
+	frame := refserver.FrameMs(rr.GoresponsivenessMbps[i], rr.GoresponsivenessConns[i])
+	theirs, ours := rr.GoresponsivenessLoaded[i], rr.SqmkitLoaded[i]
+	if !shaped || i != 1 || theirs <= 0 || rr.GoresponsivenessForeign[i] <= 0 || rr.SqmkitForeign[i] <= 0 || !(frame > theirs/4) {
+		return whole, "", fmt.Sprintf("whole RPM (goresponsiveness's 16 kB frame %s ms beside its loaded GET %s ms)", bbresult.Fixed(frame, 1), bbresult.Fixed(theirs, 1))
+	}
+	ratio = rr.GoresponsivenessForeign[i] / rr.SqmkitForeign[i] // RPMs are 60000 over these
+	halves = fmt.Sprintf("%.1f ms a round trip, goresponsiveness's %.1f; the loaded halves, not judged: sqmkit's %.0f ms, goresponsiveness's %.0f ms beside its own 16 kB frame's %.0f ms",
+		rr.SqmkitForeign[i], rr.GoresponsivenessForeign[i], ours, theirs, frame)
+	return ratio, halves, fmt.Sprintf("foreign half: goresponsiveness's 16 kB frame takes %.0f ms at %.2f Mbit/s a connection, over a quarter of its loaded GET's %.0f ms, so its loaded half times its own write",
+		frame, rr.GoresponsivenessMbps[i]/float64(rr.GoresponsivenessConns[i]), theirs)
 }
 
 // tuneChecks hold tune's rates against the reference server's URL within

@@ -56,7 +56,7 @@ func TestSameLetters(t *testing.T) {
 func TestRPMBands(t *testing.T) {
 	rr := &rpmResult{SqmkitEarlier: [2]float64{124, 220}, Sqmkit: [2]float64{1300, 1400}}
 	rr.setTheirs(refserver.Theirs{RPM: 100, Conns: 16, Rounds: 39, Kept: 8}, refserver.Theirs{RPM: 300, Conns: 16})
-	cs := rpmChecks(rr)
+	cs := rpmChecks(rr, false)
 	if len(cs) != 2 || !cs[0].OK || cs[1].OK || cs[1].Unproven != "" || !strings.HasPrefix(cs[1].Name, "upload") {
 		t.Errorf("rpmChecks: %+v", cs)
 	}
@@ -69,7 +69,7 @@ func TestRPMBands(t *testing.T) {
 	// upload whose load generator gave up: neither is graded
 	rr = &rpmResult{SqmkitEarlier: [2]float64{124, 220}}
 	rr.setTheirs(refserver.Theirs{RPM: math.NaN(), Conns: 16}, refserver.Theirs{RPM: 1073})
-	cs = rpmChecks(rr)
+	cs = rpmChecks(rr, false)
 	if cs[0].OK || cs[0].Unproven == "" || cs[1].OK || !strings.Contains(cs[1].Unproven, "gave up") || !accept.Unproven(cs) {
 		t.Errorf("rpmChecks without goresponsiveness's figures: %+v", cs)
 	}
@@ -154,5 +154,37 @@ func TestGSOMaxSize(t *testing.T) {
 	}
 	if got, err := gsoMaxSize("4: c0: <UP> mtu 1500\n"); err == nil {
 		t.Errorf("no field: got %q, want an error", got)
+	}
+}
+
+// TestYardstick: the upload through a shaper, where goresponsiveness's own
+// 16 kB frame takes more than a quarter of its loaded GET, is compared on
+// its foreign half and says so; every other direction on the whole RPM.
+func TestYardstick(t *testing.T) {
+	rr := &rpmResult{SqmkitEarlier: [2]float64{110, 300}, Goresponsiveness: [2]float64{100, 100}, GoresponsivenessConns: [2]int{16, 16},
+		GoresponsivenessMbps: [2]float64{36, 7.5}, GoresponsivenessLoaded: [2]float64{40, 200}, GoresponsivenessForeign: [2]float64{20, 30},
+		SqmkitForeign: [2]float64{21, 33}, SqmkitLoaded: [2]float64{30, 60}}
+	for _, tc := range []struct {
+		name   string
+		i      int
+		shaped bool
+		mbps   float64
+		ratio  float64
+		rule   string
+	}{
+		{"upload through cake, a frame of 280 ms", 1, true, 7.5, 30.0 / 33, "foreign half"},
+		{"upload unshaped", 1, false, 7.5, 3, "whole RPM"},
+		{"download through cake", 0, true, 36, 1.1, "whole RPM"},
+		{"upload through cake, a fast frame", 1, true, 200, 3, "whole RPM"},
+	} {
+		rr.GoresponsivenessMbps[1] = tc.mbps
+		ratio, halves, rule := yardstick(rr, tc.i, tc.shaped)
+		if math.Abs(ratio-tc.ratio) > 1e-9 || !strings.HasPrefix(rule, tc.rule) || (tc.rule == "foreign half") != (halves != "") {
+			t.Errorf("%s: ratio %v, %q, %q; want %v by the %s", tc.name, ratio, halves, rule, tc.ratio, tc.rule)
+		}
+	}
+	rr.GoresponsivenessMbps[1] = 7.5
+	if cs := rpmChecks(rr, true); !cs[0].OK || !cs[1].OK || !strings.HasPrefix(cs[1].Name, "upload RPM's foreign half") || !strings.HasPrefix(rr.Rule[0], "whole") {
+		t.Errorf("rpmChecks through cake: %+v, rules %q", cs, rr.Rule)
 	}
 }

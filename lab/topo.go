@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/refserver"
 	"github.com/sqmkit/sqmkit/lab/internal/linkemu"
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
 )
@@ -62,8 +63,10 @@ type topo struct {
 	// target is what `sqmkit test` grades against: the server namespace's
 	// sqmkit serve when empty, else these arguments (a responsiveness
 	// server's config URL, rpm.go)
-	target []string
-	refURL string // the reference responsiveness server's config URL, once started (rpm.go)
+	target  []string
+	refURL  string            // the reference responsiveness server's config URL, once started (rpm.go)
+	public  *refserver.Public // the public default impersonated, once started (rpm.go)
+	backend bool              // their /slurp's backend runs
 }
 
 // shapedDev is the device sqmkit's queue names (UCI sqm interface). NSS

@@ -102,7 +102,7 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 		b, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name}, argv...)...).CombinedOutput()
 		return string(b), err
 	}
-	c, err := refserver.Compare(run, goresp, bin, url, nil)
+	c, err := refserver.Compare(run, goresp, bin, url, "", nil)
 	for _, o := range c.Outputs {
 		t.Logf("%s:\n%s", o.Name, o.Text)
 	}

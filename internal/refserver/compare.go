@@ -2,6 +2,8 @@ package refserver
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 
@@ -30,8 +32,11 @@ type Output struct{ Name, Text string }
 // sqmkit's own stop ended lower: the reference nginx buffers a fixed
 // amount per stream, so the loaded GET grows with the connections and only
 // equal counts compare (TestCompareHoldsSqmkitToTheirs).
-// before, if not nil, runs before each command (the lab lets the path settle).
-func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparison, error) {
+// before, if not nil, runs before each command (the lab lets the path
+// settle). logs, when not "", is a directory (on the client's side, with no
+// dot in its path) for goresponsiveness's probe logs, from which each
+// direction's two halves are read (Halves).
+func Compare(run Run, goresp, sqmkit, url, logs string, before func() error) (Comparison, error) {
 	var c Comparison
 	step := func(name string, argv ...string) (string, error) {
 		if before != nil {
@@ -56,13 +61,20 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 			if again > 0 {
 				name += "-again"
 			}
-			out, err := step(name, append([]string{goresp}, GoresponsivenessArgs(url, conns)...)...)
+			base := ""
+			if logs != "" {
+				base = filepath.Join(logs, name)
+			}
+			out, err := step(name, append([]string{goresp}, GoresponsivenessArgs(url, conns, base)...)...)
 			if err != nil {
 				return th, err
 			}
 			var got [2]Theirs
 			if got[0], got[1], err = Goresponsiveness([]byte(out)); err != nil {
 				return th, err
+			}
+			if base != "" {
+				Halves(probeLog(base, "self"), probeLog(base, "foreign"), &got)
 			}
 			for i := range th {
 				if again == 0 || !th[i].Measured() {
@@ -108,4 +120,15 @@ func Compare(run Run, goresp, sqmkit, url string, before func() error) (Comparis
 		c.Theirs[i] = th[i]
 	}
 	return c, nil
+}
+
+// probeLog is goresponsiveness's probe log of kind ("self", "foreign")
+// under base: it names them base-KIND-<its run's time>.
+func probeLog(base, kind string) []byte {
+	names, _ := filepath.Glob(base + "-" + kind + "-*")
+	if len(names) == 0 {
+		return nil
+	}
+	b, _ := os.ReadFile(names[len(names)-1])
+	return b
 }

@@ -41,11 +41,11 @@ func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 				n := argv[len(argv)-1]
 				switch argv[0] {
 				case "/gr":
-					if slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", 0)) {
+					if slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", 0, "")) {
 						return string(out), nil
 					}
 					m, _ := strconv.Atoi(n)
-					if !slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", m)) {
+					if !slices.Equal(argv[1:], GoresponsivenessArgs("https://s/config", m, "")) {
 						t.Errorf("goresponsiveness ran with %q", argv[1:])
 					}
 					runs = append(runs, "mnp "+n)
@@ -65,7 +65,7 @@ func TestCompareHoldsSqmkitToTheirs(t *testing.T) {
 				}
 				return "", fmt.Errorf("ran %q", argv)
 			}
-			c, err := Compare(run, "/gr", "/sqmkit", "https://s/config", func() error { befores++; return nil })
+			c, err := Compare(run, "/gr", "/sqmkit", "https://s/config", "", func() error { befores++; return nil })
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,7 +122,7 @@ func TestCompareRunsAgain(t *testing.T) {
 				return fmt.Sprintf("Note: download: 1 RPM on %s connections (high confidence): TCP 1, TLS 2, GET 3 ms on new connections, 4 ms on loaded ones\n"+
 					"Note: upload: 1 RPM on %s connections (high confidence): TCP 1, TLS 2, GET 3 ms on new connections, 4 ms on loaded ones\n", n, n), nil
 			}
-			c, err := Compare(run, "/gr", "/sqmkit", "https://s/config", nil)
+			c, err := Compare(run, "/gr", "/sqmkit", "https://s/config", "", nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +166,7 @@ func TestCompareStops(t *testing.T) {
 				return "", nil
 			}
 			settles := 0
-			c, err := Compare(run, "/gr", "/sqmkit", "u", func() error {
+			c, err := Compare(run, "/gr", "/sqmkit", "u", "", func() error {
 				if settles++; settles > tc.settles {
 					return boom
 				}

@@ -35,12 +35,17 @@ func Stages(out []byte) ([]Stage, error) {
 	return st, nil
 }
 
+// ForeignMs and LoadedMs are the stage's two halves: a foreign probe per
+// round trip, and the loaded GET (refserver.Halves has goresponsiveness's).
+func (s Stage) ForeignMs() float64 { return (s.TCP + s.TLS + s.GET) / 3 }
+func (s Stage) LoadedMs() float64  { return s.Load }
+
 // EarlierDraft is the stage's latencies aggregated as goresponsiveness
 // does (the draft's earlier text): 60000 over the mean of the foreign and
 // the loaded latencies. docs/commands.md, "Responsiveness (RPM)", says why
 // sqmkit prints the current text's figure instead.
 func (s Stage) EarlierDraft() float64 {
-	return 60000 / ((s.Load + (s.TCP+s.TLS+s.GET)/3) / 2)
+	return 60000 / ((s.LoadedMs() + s.ForeignMs()) / 2)
 }
 
 // GoresponsivenessArgs are goresponsiveness's arguments against url,
@@ -57,12 +62,17 @@ func (s Stage) EarlierDraft() float64 {
 //     window kept (Theirs.Rounds, Kept).
 //
 // conns, when not 0, is its maximum of connections (--rpm.mnp); 0 keeps
-// the draft's 16 (Compare).
-func GoresponsivenessArgs(url string, conns int) []string {
+// the draft's 16 (Compare). logs, when not "", is the base name of its
+// probe logs (--logger-filename; Halves reads them): a path without a dot,
+// since it inserts its suffixes before the first one.
+func GoresponsivenessArgs(url string, conns int, logs string) []string {
 	mps := strconv.Itoa(ProbeRounds)
 	args := []string{"--debug", "--url", url, "--insecure-skip-verify", "--rpm.timeout", "30", "--rpm.tmp", "95", "--rpm.mps", mps}
 	if conns > 0 {
 		args = append(args, "--rpm.mnp", strconv.Itoa(conns))
+	}
+	if logs != "" {
+		args = append(args, "--logger-filename", logs)
 	}
 	return args
 }
@@ -123,6 +133,11 @@ type Theirs struct {
 	RPM          float64
 	Conns        int
 	Rounds, Kept int
+	// Mbps is its goodput (0: not printed); Foreign and Loaded its final
+	// window's two halves in ms (a foreign probe per round trip, a loaded
+	// GET), from its probe logs (Halves); 0 without them.
+	Mbps            float64
+	Foreign, Loaded float64
 }
 
 // Measured says whether goresponsiveness measured the direction under
@@ -133,7 +148,8 @@ func (t Theirs) Measured() bool {
 }
 
 var (
-	theirStage  = regexp.MustCompile(`(?s)(Download|Upload):.*?using (\d+) parallel connections.*?RPM:\s+(\S+) \(Single-Sided`)
+	theirStage  = regexp.MustCompile(`(?s)(Download|Upload):(.*?)using (\d+) parallel connections.*?RPM:\s+(\S+) \(Single-Sided`)
+	theirMbps   = regexp.MustCompile(`Throughput: ([\d.]+) Mbps`)
 	theirBounds = regexp.MustCompile(`(?ms)^(Download|Upload):\n.*?Bucket bounds: \((\d+), (\d+)\)`)
 	theirRound  = regexp.MustCompile(`(?m)^(Download|Upload): (Reserving|Filling) a responsiveness bucket with id (\d+)\b`)
 )
@@ -143,12 +159,16 @@ var (
 func Goresponsiveness(out []byte) (down, up Theirs, err error) {
 	got := map[string]Theirs{}
 	for _, m := range theirStage.FindAllSubmatch(out, -1) {
-		n, _ := strconv.Atoi(string(m[2]))
-		v, err := strconv.ParseFloat(string(m[3]), 64)
-		if err != nil {
-			return down, up, fmt.Errorf("goresponsiveness's %s RPM %q: %w", m[1], m[3], err)
+		mbps := 0.0
+		if t := theirMbps.FindSubmatch(m[2]); t != nil {
+			mbps, _ = strconv.ParseFloat(string(t[1]), 64)
 		}
-		got[string(m[1])] = Theirs{RPM: v, Conns: n}
+		n, _ := strconv.Atoi(string(m[3]))
+		v, err := strconv.ParseFloat(string(m[4]), 64)
+		if err != nil {
+			return down, up, fmt.Errorf("goresponsiveness's %s RPM %q: %w", m[1], m[4], err)
+		}
+		got[string(m[1])] = Theirs{RPM: v, Conns: n, Mbps: mbps}
 	}
 	down, okd := got["Download"]
 	up, oku := got["Upload"]

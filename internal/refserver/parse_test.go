@@ -13,7 +13,7 @@ import (
 func TestParse(t *testing.T) {
 	theirs, _ := os.ReadFile("testdata/goresponsiveness.out")
 	down, up, err := Goresponsiveness(theirs)
-	if err != nil || down != (Theirs{RPM: 32088, Conns: 9}) || up != (Theirs{RPM: 16443, Conns: 16}) {
+	if err != nil || down != (Theirs{RPM: 32088, Conns: 9, Mbps: 2892.801}) || up != (Theirs{RPM: 16443, Conns: 16, Mbps: 8730.687}) {
 		t.Errorf("Goresponsiveness = %v, %v, %v; want 32088 on 9, 16443 on 16", down, up, err)
 	}
 	// through the lab's 500 ms of unshaped queue: no probe in the
@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 	// rounds it started between its bucket bounds, and those that returned
 	debug, _ := os.ReadFile("testdata/goresponsiveness-debug.out")
 	down, up, err = Goresponsiveness(debug)
-	if err != nil || down != (Theirs{RPM: 73, Conns: 16, Rounds: 39, Kept: 8}) || up != (Theirs{RPM: 85, Conns: 16, Rounds: 40, Kept: 18}) {
+	if err != nil || down != (Theirs{RPM: 73, Conns: 16, Rounds: 39, Kept: 8, Mbps: 35.895}) || up != (Theirs{RPM: 85, Conns: 16, Rounds: 40, Kept: 18, Mbps: 7.492}) {
 		t.Errorf("Goresponsiveness --debug = %+v, %+v, %v; want 73 on 16 keeping 8 of 39 rounds, 85 on 16 keeping 18 of 40", down, up, err)
 	}
 	// ids within a direction's bounds that another direction reserved are

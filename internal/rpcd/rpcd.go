@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"slices"
 	"strings"
@@ -131,6 +132,18 @@ func (e *Env) call(name string, in io.Reader) (any, error) {
 	return m.call(e, args)
 }
 
+// readable says why the SQM config cannot be read at all (it does not
+// parse), nil when it can: every page's state fails with these same
+// words, which the pages show as one banner naming the file and line
+// (TestBrokenConfigOneAnswer); a page never falls back to a default in
+// its place.
+func (e *Env) readable() error {
+	if _, err := config.Load(e.Root, e.File); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%w (fix: correct %s on LuCI's SQM page or in the file)", err, config.Path(e.Root, e.File))
+	}
+	return nil
+}
+
 // str is the string argument name, "" when absent; a value of another
 // type is an error that names the argument.
 func str(args map[string]any, name string) (string, error) {
@@ -172,6 +185,9 @@ func (e *Env) recover() []string {
 // none enabled is no error (a fresh install: the pages say so). Sections
 // refused for their own mistakes come back in bad, beside the others.
 func (e *Env) queues() ([]apply.Target, *config.BadSections, error) {
+	if err := e.readable(); err != nil {
+		return nil, nil, err
+	}
 	qs, err := config.Resolve(e.Root, e.File, nil, "")
 	var bad *config.BadSections
 	switch {

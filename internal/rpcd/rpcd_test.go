@@ -201,3 +201,22 @@ func TestPlantedFIFO(t *testing.T) {
 		t.Fatal("a call hung on a planted FIFO")
 	}
 }
+
+// TestBrokenConfigOneAnswer: with an /etc/config/sqm that does not parse,
+// every page's state answers with the same error naming the file's line
+// and the fix (the pages show one banner for it), never a default in its
+// place: no public server, no "no enabled queue".
+func TestBrokenConfigOneAnswer(t *testing.T) {
+	e, _ := router(t)
+	os.WriteFile(filepath.Join(e.Root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1\n"), 0o644)
+	var first string
+	for _, m := range []string{"status", "counters", "doctor", "test_state", "tune_state", "autorate"} {
+		got := fmt.Sprint(call(t, e, m, "")["error"])
+		if first == "" {
+			first = got
+		}
+		if got != first || !strings.Contains(got, "etc/config/sqm:2") || !strings.Contains(got, "fix:") {
+			t.Errorf("%s: %q, want the one error naming the line and the fix (first: %q)", m, got, first)
+		}
+	}
+}

@@ -149,6 +149,9 @@ func marks(r *tcstats.Record) uint64 {
 
 // doctor is `sqmkit doctor` on the enabled queues, findings worst first.
 func (e *Env) doctor(map[string]any) (any, error) {
+	if err := e.readable(); err != nil {
+		return nil, err
+	}
 	run := e.Doctor
 	if run == nil {
 		run = doctor.Run

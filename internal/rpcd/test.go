@@ -89,11 +89,12 @@ func serverArg(args map[string]any) (string, error) {
 }
 
 // defaultServer is what a test or tune of queue section ("": the first)
-// measures against when the call names no server.
+// measures against when the call names no server. A config that cannot
+// be read has no default: the caller's state fails with its error.
 func (e *Env) defaultServer(section string) string {
 	ts, _, err := e.queues()
 	if err != nil {
-		return bbproto.DefaultServer("")
+		return ""
 	}
 	for _, t := range ts {
 		if section == "" || t.Queue.Section == section {
@@ -137,6 +138,9 @@ type phaseSummary struct {
 // testState is whether a test runs, its progress, and the kept results,
 // newest first.
 func (e *Env) testState(map[string]any) (any, error) {
+	if err := e.readable(); err != nil {
+		return nil, err
+	}
 	j := e.job("test")
 	names, _ := filepath.Glob(filepath.Join(j.dir, "results", "*.json"))
 	slices.Sort(names)
@@ -195,14 +199,14 @@ func (e *Env) testResult(args map[string]any) (any, error) {
 		phases = append(phases, map[string]any{"name": p.Name, "start_s": p.Start, "end_s": p.End})
 	}
 	return map[string]any{"id": id, "server": r.Server, "grade": r.Grades.DSLReports, "idle_rtt_ms": fixed(r.IdleRTT), "phases": phases,
-		"rtt_ms": thin(rtt), "download_mbps": thin(down), "upload_mbps": thin(up)}, nil
+		"rtt_ms": thin(rtt), "download_mbps": thin(down), "upload_mbps": thin(up), "incomplete": r.Incomplete}, nil
 }
 
 // thin keeps at most maxPoints of xy: the largest of each run of
 // neighbours, so a spike the eye should see is kept.
 func thin(xy [][2]float64) [][2]float64 {
 	if len(xy) <= maxPoints {
-		return xy
+		return append([][2]float64{}, xy...) // [], never null: a result without samples has empty series
 	}
 	per := (len(xy) + maxPoints - 1) / maxPoints
 	out := make([][2]float64, 0, maxPoints)

@@ -132,6 +132,9 @@ type tuneOutcome struct {
 // tuneState is the running or last tune: what was asked, its progress
 // lines, and its outcome beside the configured rates.
 func (e *Env) tuneState(map[string]any) (any, error) {
+	if err := e.readable(); err != nil {
+		return nil, err
+	}
 	recovered := e.recover()
 	j := e.job("tune")
 	var m meta

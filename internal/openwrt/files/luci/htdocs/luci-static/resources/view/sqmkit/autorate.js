@@ -20,7 +20,9 @@ var callAutorate = rpc.declare({ object: 'sqmkit', method: 'autorate' });
 
 return view.extend({
 	load: function() {
-		return Promise.all([ notify.call(callAutorate), uci.load('sqm') ]);
+		// a config that does not parse is the plugin's banner; the settings
+		// form, which needs it, is left out instead of failing the page
+		return Promise.all([ notify.call(callAutorate), uci.load('sqm').catch(function() { return null; }) ]);
 	},
 
 	section: function(s) {
@@ -88,7 +90,9 @@ return view.extend({
 		this.box = E('div', { 'id': 'sqmkit-autorate' });
 		this.fill(res);
 		poll.add(L.bind(function() { return notify.call(callAutorate).then(L.bind(this.fill, this)); }, this), 5);
-		return this.settings().then(L.bind(function(form) {
+		var settings = res && !res.error ? this.settings() :
+			Promise.resolve(E('p', { 'class': 'sqmkit-unavailable' }, [ _('The settings return once /etc/config/sqm reads again; see the message above.') ]));
+		return settings.then(L.bind(function(form) {
 			return E('div', {}, [
 				E('h2', {}, [ _('Autorate') ]),
 				E('div', { 'class': 'cbi-map-descr' }, [ _('sqmkit autorate moves the shaper\'s rates between a floor and a ceiling as the delay the link adds rises and falls.') ]),

@@ -24,6 +24,12 @@ return view.extend({
 
 	queueSection: function(q) {
 		var ok = q.shaped, t = notify.text;
+		// a section refused for its own mistake: its error, not a plan it has none of
+		if (q.error && !q.interface)
+			return E('div', { 'class': 'cbi-section sqmkit-refused', 'data-section': q.section }, [
+				E('h3', {}, [ t(_('Queue %s').format(q.section)) ]),
+				E('p', { 'class': 'sqmkit-verdict' }, [ E('strong', { 'style': 'color:#c00' }, [ _('Refused') ]), t(' — ' + q.error) ])
+			]);
 		var head = E('p', { 'class': 'sqmkit-verdict' }, [
 			E('strong', { 'style': 'color:' + (ok ? 'green' : '#c00') }, [ ok ? _('Shaped as planned') : _('Not as planned') ]),
 			t(' — ' + _('%s on %s, backend %s, download %d / upload %d kbit/s').format(q.section, q.interface, q.backend, q.download_kbit, q.upload_kbit) +
@@ -49,8 +55,11 @@ return view.extend({
 		]);
 	},
 
-	doctorSection: function(d) {
+	doctorSection: function(d, status) {
 		var t = notify.text;
+		// the config's error is the banner's already: said once
+		if (d && d.error && status && d.error === status.error)
+			return E('p', { 'id': 'sqmkit-doctor' }, [ _('The doctor needs the queues; see the message above.') ]);
 		if (!d || d.error)
 			return E('p', { 'id': 'sqmkit-doctor' }, [ t(d && d.error ? d.error : _('The doctor could not run.')) ]);
 		var sev = { fail: '#c00', warn: '#b60', ok: 'green' };
@@ -102,7 +111,7 @@ return view.extend({
 			E('h2', {}, [ _('SQM proof (sqmkit)') ]),
 			E('div', { 'class': 'cbi-map-descr' }, [ _('What the kernel holds for each enabled queue, next to the plan; live counters every 5 s; and the doctor, which checks from the counters that traffic really passes the shaper.') ]),
 			body,
-			this.doctorSection(doctor)
+			this.doctorSection(doctor, status)
 		]);
 		var prev = counters;
 		poll.add(L.bind(function() {

@@ -45,16 +45,21 @@ return view.extend({
 		return notify.call(callResult, id).then(function(res) {
 			if (res == null || notify.failed(res))
 				return;
-			var bands = res.phases.filter(function(p) { return p.end_s > p.start_s; })
+			var rtt = res.rtt_ms || [], down = res.download_mbps || [], up = res.upload_mbps || [];
+			var bands = (res.phases || []).filter(function(p) { return p.end_s > p.start_s; })
 				.map(function(p) { return { name: p.name, from: p.start_s, to: p.end_s }; });
-			var sorted = res.rtt_ms.map(function(p) { return p[1]; }).sort(function(a, b) { return a - b; });
+			var sorted = rtt.map(function(p) { return p[1]; }).sort(function(a, b) { return a - b; });
 			var clip = sorted.length ? sorted[Math.floor(0.99 * (sorted.length - 1))] * 1.2 : 0;
 			box.textContent = '';
 			box.setAttribute('data-id', id);
+			if (!rtt.length && !down.length && !up.length) {
+				box.appendChild(E('p', { 'class': 'sqmkit-no-chart' }, [ notify.text(_('No chart: this test kept no samples (%s).').format(res.incomplete || _('it ended before its first'))) ]));
+				return;
+			}
 			box.appendChild(chart.draw(_('Latency (probe round trip) — %s, grade %s').format(res.server, res.grade || '-'), _('ms'),
-				[ { name: _('round trip'), points: res.rtt_ms } ], { bands: bands, xlabel: _('seconds'), clip: clip }));
+				[ { name: _('round trip'), points: rtt } ], { bands: bands, xlabel: _('seconds'), clip: clip }));
 			box.appendChild(chart.draw(_('Goodput'), _('Mbit/s'),
-				[ { name: _('download'), points: res.download_mbps }, { name: _('upload'), points: res.upload_mbps } ],
+				[ { name: _('download'), points: down }, { name: _('upload'), points: up } ],
 				{ bands: bands, xlabel: _('seconds') }));
 		});
 	},
