@@ -48,12 +48,17 @@ deps:
 # pass on OpenWrt 25.12's kernel series, and cake_mq beside cake on 7.x
 # (scripts/kernels.sh fetches both kernels once). Exit 3 of a lab run: it
 # could not measure something on this host, which is not a pass.
+# Each part is timed (sqmkit-lab part, gotest), and the end prints the
+# table, the tests skipped and those that absorbed a slow host.
+LAB := $(CURDIR)/$(BIN)/sqmkit-lab
 test: deps build
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
-	cd openwrt/browser && $(GO) vet ./... && $(GO) test -count=1 -timeout 10m ./...
-	$(BIN)/sqmkit-lab ci --kernel 6.12
-	$(BIN)/sqmkit-lab mq --kernel 7 --profiles cable
+	@rm -f $(BIN)/test-parts.tsv
+	$(LAB) part vet -- sh -c '$(GO) vet ./... && cd openwrt/browser && $(GO) vet ./...'
+	$(LAB) gotest unit -- -count=1 -timeout 20m ./...
+	cd openwrt/browser && $(LAB) gotest browser -- -count=1 -timeout 10m ./...
+	$(LAB) part lab-ci -- $(LAB) ci --kernel 6.12
+	$(LAB) part lab-mq -- $(LAB) mq --kernel 7 --profiles cable
+	@$(LAB) parts
 
 unit: build
 	$(GO) test -count=1 ./...
