@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sqmkit/sqmkit/lab/internal/profile"
@@ -23,10 +24,15 @@ func runGuestCmd(_ string, args []string) int {
 
 // runReplay replays a trace in the modem namespace (started by trace).
 func runReplay(_ string, args []string) int {
-	if len(args) != 2 {
-		fatal(fmt.Errorf("usage: sqmkit-lab replay PROFILE TRACE (in the modem namespace; started by trace)"))
+	if len(args) != 4 {
+		fatal(fmt.Errorf("usage: sqmkit-lab replay PROFILE TRACE SECONDS SLOT_MS (in the modem namespace; started by trace)"))
 	}
-	if err := replay(args[0], args[1]); err != nil {
+	seconds, err1 := strconv.Atoi(args[2])
+	slot, err2 := strconv.Atoi(args[3])
+	if err1 != nil || err2 != nil {
+		fatal(fmt.Errorf("replay: SECONDS %q and SLOT_MS %q: want whole numbers", args[2], args[3]))
+	}
+	if err := replay(args[0], args[1], seconds, slot); err != nil {
 		fatal(err)
 	}
 	return 0
@@ -132,7 +138,7 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 	case "ab":
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.abScenario(t, b, r, *run.AB) }), nil
 	case "trace":
-		return g.traceRuns(p, run.Profile, run.Trace, run.Seconds, run.Backends), nil
+		return g.traceRuns(p, run.Profile, run), nil
 	case "rpm":
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.rpmScenario(t, b, r) }), nil
 	case "journey":

@@ -343,15 +343,21 @@ func stage(repo, out string, plan []planRun, kernelTests, demo bool, journeyPort
 		if plan[i].Trace == "" {
 			continue
 		}
-		b, err := os.ReadFile(plan[i].Trace)
-		if err != nil {
-			return "", "", err
+		// a recording is a pair, "A.down,A.up": each file travels
+		var copied []string
+		for _, f := range strings.Split(plan[i].Trace, ",") {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				return "", "", err
+			}
+			to := filepath.Join(out, "traces", filepath.Base(f))
+			os.MkdirAll(filepath.Dir(to), 0o755)
+			if err := os.WriteFile(to, b, 0o644); err != nil {
+				return "", "", err
+			}
+			copied = append(copied, to)
 		}
-		plan[i].Trace = filepath.Join(out, "traces", filepath.Base(plan[i].Trace))
-		os.MkdirAll(filepath.Dir(plan[i].Trace), 0o755)
-		if err := os.WriteFile(plan[i].Trace, b, 0o644); err != nil {
-			return "", "", err
-		}
+		plan[i].Trace = strings.Join(copied, ",")
 	}
 	// External backends travel with the run too: the guest sees the host's
 	// root read-only, but not what sits under the host's /tmp.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"slices"
 )
@@ -129,16 +130,26 @@ type planRun struct {
 	AB *abSpec `json:"ab,omitempty"`
 	// IPv6, in tune mode: sqmkit tune reaches the server over IPv6.
 	IPv6 bool `json:"ipv6,omitempty"`
-	// Trace, in trace mode: the capacity trace file; Backends are then
-	// the controllers. Seconds, when set, replays only its first seconds.
+	// Trace, in trace mode: the capacity trace file, or a recording's
+	// pair "A.down,A.up" (mahimahi's format); Backends are then the
+	// controllers. Seconds, when set, replays only its first seconds;
+	// SlotMs is a recording's slot (recordedSlot when 0).
 	Trace   string `json:"trace,omitempty"`
 	Seconds int    `json:"seconds,omitempty"`
+	SlotMs  int    `json:"slot_ms,omitempty"`
 }
 
-// ciTrace is `ci`'s autorate run: the first minute of lte (a capacity
-// that moves every 100 ms), sqmkit's controller alone, graded by
-// traceChecks. A minute, not the whole trace: 3.5 minutes per controller
-// of the CI's budget; the first minute already holds lte's swings.
+// ciTrace is `ci`'s autorate run: a recorded cellular link's first minute
+// (Verizon's LTE in mahimahi's format, ../shared/traces/mahimahi; its
+// controllers' table is docs/results.md's), sqmkit's controller alone,
+// graded by traceChecks. A minute, not the whole recording: the CI's
+// budget; its first minute already holds outages and tenfold swings. Where
+// the recordings are absent (a clone without ../shared), the generated lte
+// trace's first minute instead, and the run says which it replayed.
 func ciTrace(repo string) planRun {
+	rec := filepath.Join(filepath.Dir(repo), "shared", "traces", "mahimahi", "Verizon-LTE-short")
+	if _, err := os.Stat(rec + ".down"); err == nil {
+		return planRun{Profile: "cable", Backends: []string{ctlSqmkit}, Mode: "trace", Trace: rec + ".down," + rec + ".up", Seconds: 60}
+	}
 	return planRun{Profile: "cable", Backends: []string{ctlSqmkit}, Mode: "trace", Trace: filepath.Join(repo, "lab/traces/lte.trace"), Seconds: 60}
 }

@@ -151,6 +151,34 @@ func traceLine(x *traced) string {
 		x.Trace, x.Controller, x.Utilisation[0], x.Utilisation[1], x.P50[0], x.P50[1], x.P95[0], x.P95[1], x.P99[0], x.P99[1], x.Over30s[0], x.Over30s[1], x.Changes, cpu)
 }
 
+// traceTable writes one trace's controllers as a table and says whether
+// rs were a trace's (TestTraceTable): utilisation and goodput moved per
+// direction, the added delay's median, p95 and p99, the seconds over
+// +30 ms, and the controller's CPU.
+func traceTable(b *strings.Builder, name string, rs []result) bool {
+	if len(rs) == 0 || rs[0].Trace == nil {
+		return false
+	}
+	x := rs[0].Trace
+	fmt.Fprintf(b, "\n**%s** (%s; every controller between %d/%d and %d/%d kbit/s, from %d/%d)\n\n", name, x.Kind, x.Floor[0], x.Floor[1], x.Ceiling[0], x.Ceiling[1], x.Base[0], x.Base[1])
+	fmt.Fprintln(b, "| controller | utilisation down/up | moved MB down+up | added down p50/p95/p99 ms | added up p50/p95/p99 ms | s over +30 ms down/up | CPU s/h |")
+	fmt.Fprintln(b, "|---|---|---|---|---|---|---|")
+	for _, r := range rs {
+		x := r.Trace
+		if x == nil {
+			fmt.Fprintf(b, "| %s | %s: %s | | | | | |\n", r.Backend, r.Status, r.Error)
+			continue
+		}
+		cpu := "-"
+		if x.CPUPerHour >= 0 {
+			cpu = fmt.Sprintf("%.1f", x.CPUPerHour)
+		}
+		fmt.Fprintf(b, "| %s | %.2f / %.2f | %.1f + %.1f | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.0f / %.0f | %s |\n", x.Controller, x.Utilisation[0], x.Utilisation[1],
+			x.MovedMB[0], x.MovedMB[1], x.P50[0], x.P95[0], x.P99[0], x.P50[1], x.P95[1], x.P99[1], x.Over30s[0], x.Over30s[1], cpu)
+	}
+	return true
+}
+
 // sweepLine says what a sweep found.
 func sweepLine(s *swept) string {
 	stop := "every step"
@@ -173,6 +201,9 @@ func markdown(rs []result) string {
 	}
 	names, groups := byProfile(rs)
 	for _, name := range names {
+		if traceTable(&b, name, groups[name]) {
+			continue
+		}
 		fmt.Fprintf(&b, "\n**%s**\n\n| %s |\n|%s\n", name, strings.Join(tableHead, " | "), strings.Repeat("---|", len(tableHead)))
 		for _, r := range groups[name] {
 			fmt.Fprintf(&b, "| %s |\n", strings.Join(row(r), " | "))
@@ -187,9 +218,7 @@ func markdown(rs []result) string {
 			if r.Sweep != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, sweepLine(r.Sweep))
 			}
-			if r.Trace != nil {
-				fmt.Fprintf(&b, "\n%s\n", traceLine(r.Trace))
-			}
+
 			if r.RPM != nil {
 				fmt.Fprintf(&b, "\n%s: %s\n", r.Backend, rpmLine(r.RPM))
 			}

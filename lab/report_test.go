@@ -137,3 +137,22 @@ func TestSeriesOf(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceTable: a trace's controllers are one table, with its kind and
+// the bounds every controller got; a run without figures says why.
+func TestTraceTable(t *testing.T) {
+	x := &traced{Trace: "Verizon-LTE-short", Kind: "recorded (mahimahi)", Controller: "sqmkit", Utilisation: [2]float64{0.61, 0.55}, MovedMB: [2]float64{50.5, 48.2},
+		P50: [2]float64{3, 2}, P95: [2]float64{40, 30}, P99: [2]float64{90, 70}, Over30s: [2]float64{8, 5}, CPUPerHour: 12.5, Floor: [2]int{1332, 2292}, Base: [2]int{4260, 5652}, Ceiling: [2]int{9696, 10596}}
+	var b strings.Builder
+	ok := traceTable(&b, "cable-Verizon-LTE-short", []result{{Backend: "sqmkit", Trace: x}, {Backend: "ext:cake-autorate", Status: "fail", Error: "refused"}})
+	got := b.String()
+	for _, want := range []string{"recorded (mahimahi); every controller between 1332/2292 and 9696/10596 kbit/s, from 4260/5652",
+		"| sqmkit | 0.61 / 0.55 | 50.5 + 48.2 | 3.0 / 40.0 / 90.0 | 2.0 / 30.0 / 70.0 | 8 / 5 | 12.5 |", "| ext:cake-autorate | fail: refused |"} {
+		if !ok || !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+	if traceTable(&b, "cable", []result{{Backend: "cake"}}) {
+		t.Error("a graded profile read as a trace")
+	}
+}

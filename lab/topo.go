@@ -47,7 +47,7 @@ func (t *topo) ipv6() error {
 }
 
 // guestModules are what the scenarios load in the guest kernel.
-var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", "sch_tbf", "sch_ingress",
+var guestModules = []string{"sch_cake", "sch_fq_codel", "sch_netem", "sch_htb", "sch_tbf", "sch_ingress", "sch_plug",
 	"ifb", "act_mirred", "cls_u32", "8021q", "pppoe", "pppox", "ppp_generic", "veth", "virtio_net"}
 
 // topo is one built lab for a profile.

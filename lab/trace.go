@@ -60,7 +60,14 @@ func sqmkitController(ctl string) bool {
 // traced is one trace × controller's figures (result.Trace).
 type traced struct {
 	Trace      string `json:"trace"`
+	Kind       string `json:"kind"` // generated or recorded (trace.Trace.Kind)
 	Controller string `json:"controller"`
+	// MovedMB is the goodput delivered over the run, per direction (MB).
+	MovedMB [2]float64 `json:"moved_mb"`
+	// The bounds every controller got (traceBounds), kbit/s per direction.
+	Floor   [2]int `json:"floor_kbit"`
+	Base    [2]int `json:"base_kbit"`
+	Ceiling [2]int `json:"ceiling_kbit"`
 	// Utilisation is the goodput delivered ÷ the trace's capacity over the
 	// run, per direction (download, upload).
 	Utilisation [2]float64 `json:"utilisation"`
@@ -91,29 +98,42 @@ type traced struct {
 // traceIdle is the probes' idle lead-in before the load: their baseline.
 const traceIdle = 3 * time.Second
 
-// traceRuns replays tr (its first seconds, when not 0) on profile p (its
-// framing and buffer; its rates become the trace's highest) once per
-// controller.
-func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, seconds int, ctls []string) []result {
-	f, err := os.Open(tracePath)
+// recordedSlot is a recording's slot on the modem: the modem's tbf and
+// plug change every 10 ms (what the guest's timers hold: replay's log
+// counts the slots it ran late), each slot's opportunities delivered as
+// its first moment allows (linkemu.Slot).
+const recordedSlot = 10 * time.Millisecond
+
+// loadTrace reads run's trace (a recording in slots of its SlotMs) and
+// keeps its first Seconds.
+func loadTrace(path string, seconds, slotMs int) (*trace.Trace, error) {
+	slot := recordedSlot
+	if slotMs > 0 {
+		slot = time.Duration(slotMs) * time.Millisecond
+	}
+	tr, err := trace.Load(path, slot)
+	if err != nil {
+		return nil, err
+	}
+	tr.Cut(time.Duration(seconds) * time.Second)
+	return tr, nil
+}
+
+// traceRuns replays run's trace (its first seconds, when set) on profile
+// p (its framing and buffer; its rates become the trace's highest) once
+// per controller.
+func (g *guest) traceRuns(base *profile.Profile, profilePath string, pr planRun) []result {
+	tracePath, ctls := pr.Trace, pr.Backends
+	tr, err := loadTrace(tracePath, pr.Seconds, pr.SlotMs)
 	if err != nil {
 		g.say("%v", err)
 		return nil
-	}
-	name := strings.TrimSuffix(filepath.Base(tracePath), ".trace")
-	tr, err := trace.Read(name, f)
-	f.Close()
-	if err != nil {
-		g.say("%v", err)
-		return nil
-	}
-	if n := seconds * int(time.Second/trace.Step); n > 0 && n < len(tr.Down) {
-		tr.Down, tr.Up = tr.Down[:n], tr.Up[:n]
 	}
 	p := *base
 	_, _, p.Down = trace.Stats(tr.Down)
 	_, _, p.Up = trace.Stats(tr.Up)
 	p.Name = base.Name + "-" + tr.Name
+	g.say("trace %s: %s, %v in steps of %v", tr.Name, tr.Kind, tr.Duration(), tr.Step)
 	var runs []traceRun
 	rs := g.profileRuns(&p, ctls, "", func(t *topo, ctl string, r *result) error {
 		// a run the host disturbed is run again, like a noisy phase
@@ -125,7 +145,7 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 				return nil, err
 			}
 			var err error
-			run, err = g.traceOne(t, tr, profilePath, tracePath, ctl, r)
+			run, err = g.traceOne(t, tr, profilePath, tracePath, pr, ctl, r)
 			if err != nil {
 				return nil, err
 			}
@@ -153,13 +173,13 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath, tracePath string, 
 
 // traceOne runs one controller through the trace, with a bidirectional
 // load from the client for its whole length.
-func (g *guest) traceOne(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result) (traceRun, error) {
+func (g *guest) traceOne(t *topo, tr *trace.Trace, profilePath, tracePath string, pr planRun, ctl string, r *result) (traceRun, error) {
 	var run traceRun
-	err := g.traceCtl(t, tr, profilePath, tracePath, ctl, r, &run)
+	err := g.traceCtl(t, tr, profilePath, tracePath, pr, ctl, r, &run)
 	return run, err
 }
 
-func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, run *traceRun) error {
+func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath string, pr planRun, ctl string, r *result, run *traceRun) error {
 	c := &ctlRun{stop: func() {}}
 	err := g.startCtl(t, tr, ctl, r, c)
 	defer func() { c.stop() }()
@@ -169,7 +189,36 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath, ctl s
 	if err != nil {
 		return err
 	}
-	return g.replay(t, tr, profilePath, tracePath, ctl, r, c, run)
+	return g.replay(t, tr, profilePath, tracePath, pr, ctl, r, c, run)
+}
+
+// traceBounds are the floor, base and ceiling (kbit/s; download, upload)
+// every controller gets on tr. A recording's are the rule a router owner
+// follows with a speed test of their own (trace.Bounds: the 10th, 50th
+// and 90th percentiles of its one-second rates); a generated trace's, 95 %
+// of its 5th percentile, 95 % of its mean and its highest.
+func traceBounds(tr *trace.Trace) (floor, base, ceiling [2]int) {
+	for d, v := range [2][]int{tr.Down, tr.Up} {
+		if tr.Recorded() {
+			floor[d], base[d], ceiling[d] = trace.Bounds(v, tr.Step)
+			continue
+		}
+		_, mean, hi := trace.Stats(v)
+		floor[d], base[d], ceiling[d] = max(int(quantile(floats(v), 0.05))*95/100, 64), mean*95/100, hi
+	}
+	return floor, base, ceiling
+}
+
+// recordedLimit is the modem's buffer on a recording, in bytes per
+// direction: the profile's buffer time at the recording's mean rate
+// (a buffer at its highest, a moment's burst, would hold seconds more).
+func recordedLimit(p *profile.Profile, tr *trace.Trace) [2]int {
+	var l [2]int
+	for d, v := range [2][]int{tr.Down, tr.Up} {
+		_, mean, _ := trace.Stats(v)
+		l[d] = max(mean/8*p.BufferMs, 4*linkemu.Frame(p))
+	}
+	return l
 }
 
 // ctlRun is a controller started for a trace: its shaper's scenario, its
@@ -187,8 +236,8 @@ type ctlRun struct {
 func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctlRun) error {
 	_, dmean, _ := trace.Stats(tr.Down)
 	_, umean, _ := trace.Stats(tr.Up)
-	// floor: 95 % of the trace's 5th percentile (its minimum is a dropout)
-	dmin, umin := max(int(quantile(floats(tr.Down), 0.05))*95/100, 64), max(int(quantile(floats(tr.Up), 0.05))*95/100, 64)
+	floor, base, ceiling := traceBounds(tr)
+	dmin, umin := floor[0], floor[1]
 	c.sh = t.sh
 	shaped := func(down, up int) error {
 		var err error
@@ -203,29 +252,45 @@ func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 		c.stop = func() { sh.run(nsRouter, routerSqmkit(root), "stop", "--root", root) }
 		return nil
 	}
-	d0, u0 := tr.At(0)
-	if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", config.Download, d0), " "),
-		strings.Join(linkemu.Change(t.p, "m1", config.Upload, u0), " ")}); err != nil {
-		return err
+	if tr.Recorded() {
+		// the slots' plug under each tbf; the player's first slot sets both
+		limit := recordedLimit(t.p, tr)
+		var lines []string
+		for d, dev := range []string{"m0", "m1"} {
+			for _, l := range linkemu.RecordedSetup(dev, limit[d]) {
+				lines = append(lines, strings.Join(l, " "))
+			}
+		}
+		if err := t.sh.batch(nsModem, "tc", lines); err != nil {
+			return err
+		}
+	} else {
+		d0, u0 := tr.At(0)
+		if err := t.sh.batch(nsModem, "tc", []string{strings.Join(linkemu.Change(t.p, "m0", config.Download, d0), " "),
+			strings.Join(linkemu.Change(t.p, "m1", config.Upload, u0), " ")}); err != nil {
+			return err
+		}
 	}
 	switch {
 	case ctl == ctlNone:
 		return nil
 	case ctl == ctlStaticMin:
-		return shaped(max(trace.SustainedMin(tr.Down)*95/100, 64), max(trace.SustainedMin(tr.Up)*95/100, 64))
+		return shaped(max(trace.SustainedMin(tr.Down, tr.Step)*95/100, 64), max(trace.SustainedMin(tr.Up, tr.Step)*95/100, 64))
 	case !knownController(ctl) && !strings.HasPrefix(ctl, extPrefix):
 		return fmt.Errorf("controller %q: want one of %s, %s or ext:NAME=DIR", ctl, strings.Join(traceControllers, ", "), ctlSqmkitMQ)
 	}
-	// base: the mean
-	if err := shaped(dmean*95/100, umean*95/100); err != nil || ctl == ctlStaticMean {
+	if ctl == ctlStaticMean {
+		return shaped(dmean*95/100, umean*95/100)
+	}
+	// the controllers start at the base, between the floor and the ceiling
+	if err := shaped(base[0], base[1]); err != nil {
 		return err
 	}
 	if strings.HasPrefix(ctl, extPrefix) {
-		return g.startExt(t, tr, ctl, r, c, dmin, umin)
+		return g.startExt(t, tr, ctl, r, c, floor, ceiling)
 	}
-	// ceiling: the trace's maximum
 	args := []string{routerSqmkit(c.sc.root), "autorate", "--root", c.sc.root,
-		"--min", fmt.Sprintf("%d:%d", dmin, umin), "--max", fmt.Sprintf("%d:%d", t.p.Down, t.p.Up)}
+		"--min", fmt.Sprintf("%d:%d", dmin, umin), "--max", fmt.Sprintf("%d:%d", ceiling[0], ceiling[1])}
 	if ctl != ctlReflectors {
 		args = append(args, "--server", serverIP)
 	} else {
@@ -256,15 +321,15 @@ func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 
 // startExt starts an external controller's start script on the shaper
 // startCtl set up, with the trace's floor and ceiling in its environment.
-func (g *guest) startExt(t *topo, tr *trace.Trace, ctl string, r *result, c *ctlRun, dmin, umin int) error {
+func (g *guest) startExt(t *topo, tr *trace.Trace, ctl string, r *result, c *ctlRun, floor, ceiling [2]int) error {
 	b, err := parseBackend(ctl)
 	if err != nil {
 		return err
 	}
 	env := append(slices.Clone(c.sc.lab),
 		"LAB_IFB="+plan.IFBOf(config.Queue{Interface: c.sc.dev, Backend: config.Cake}), fmt.Sprintf("LAB_TRACE=%s", tr.Name),
-		fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", dmin), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", umin),
-		fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", t.p.Down), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", t.p.Up),
+		fmt.Sprintf("LAB_TRACE_MIN_DOWN_KBIT=%d", floor[0]), fmt.Sprintf("LAB_TRACE_MIN_UP_KBIT=%d", floor[1]),
+		fmt.Sprintf("LAB_TRACE_MAX_DOWN_KBIT=%d", ceiling[0]), fmt.Sprintf("LAB_TRACE_MAX_UP_KBIT=%d", ceiling[1]),
 		"LAB_REFLECTORS="+serverIP+" 10.3.0.1", "LAB_LOGS="+r.Dir, "LAB_EXT_NAME="+b.(extBackend).label)
 	esh := &shell{log: t.sh.log, env: env}
 	dir := b.(extBackend).dir
@@ -286,12 +351,13 @@ func (g *guest) startExt(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 
 // replay plays the trace on the modem while the client loads both ways and
 // probes, samples the rates the controller sets, and judges the figures.
-func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl string, r *result, c *ctlRun, run *traceRun) error {
+func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath string, pr planRun, ctl string, r *result, c *ctlRun, run *traceRun) error {
 	sc, tree := c.sc, c.tree
 	cpu0 := treeCPU(tree)
 	// the player changes the modem's rates from the trace, the test loads
 	// both ways and probes, the rates the controller sets are sampled
-	player, err := t.sh.daemon(nsModem, filepath.Join(r.Dir, "replay.log"), filepath.Join(filepath.Dir(g.tools.sqmkit), "sqmkit-lab"), "replay", profilePath, tracePath)
+	player, err := t.sh.daemon(nsModem, filepath.Join(r.Dir, "replay.log"), filepath.Join(filepath.Dir(g.tools.sqmkit), "sqmkit-lab"), "replay",
+		profilePath, tracePath, fmt.Sprint(pr.Seconds), fmt.Sprint(pr.SlotMs))
 	if err != nil {
 		return err
 	}
@@ -305,19 +371,24 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl str
 	close(stopSampling)
 	rates := <-samples
 	os.WriteFile(filepath.Join(r.Dir, "trace.test.log"), []byte(out), 0o644)
-	if err != nil {
-		return fmt.Errorf("sqmkit test: %w", err)
-	}
 	var res bbresult.Result
-	b, err := os.ReadFile(js)
-	if err == nil {
-		err = json.Unmarshal(b, &res)
+	b, rerr := os.ReadFile(js)
+	if rerr == nil {
+		rerr = json.Unmarshal(b, &res)
 	}
-	if err != nil {
-		return err
+	switch {
+	case rerr != nil && err != nil:
+		return fmt.Errorf("sqmkit test: %w", err)
+	case rerr != nil:
+		return rerr
+	case res.Incomplete != "":
+		// an outage can leave the test without its grade (its probes
+		// lost); its samples are the run's figures all the same
+		g.say("trace: %s/%s: the test ended incomplete (%s): its figures are from the samples it has", tr.Name, ctl, res.Incomplete)
 	}
 	x := traceFigures(&res, tr)
-	x.Trace, x.Controller = tr.Name, ctl
+	x.Trace, x.Kind, x.Controller = tr.Name, tr.Kind, ctl
+	x.Floor, x.Base, x.Ceiling = traceBounds(tr)
 	x.CPUPerHour, x.Processes = -1, -1
 	if tree != nil {
 		x.CPUPerHour, x.CPUByCommand, x.CPUKernelShare = cpuUse(cpu0, treeCPU(tree), float64(time.Hour)/float64(tr.Duration()))
@@ -339,8 +410,9 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath, ctl str
 	if x.Noise != nil {
 		host = fmt.Sprintf("; host: other processes %.1f%%, vCPUs ran %.0f%% and waited %.1f%%", 100*x.Noise.Foreign, 100*x.Noise.Busy, 100*x.Noise.Steal)
 	}
-	g.say("trace: %s/%s: utilisation %.2f/%.2f, added p95 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h%s, %.0f%% in the kernel, %d processes%s",
-		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.P95[0], x.P95[1], x.Over30s[0], x.Over30s[1], x.CPUPerHour, cpuSplit(x.CPUByCommand), 100*x.CPUKernelShare, x.Processes, host)
+	g.say("trace: %s/%s: utilisation %.2f/%.2f, moved %.1f/%.1f MB, added p50 %.1f/%.1f p95 %.1f/%.1f p99 %.1f/%.1f ms, over 30 ms %.0f/%.0f s, CPU %.1f s/h%s, %.0f%% in the kernel, %d processes%s",
+		tr.Name, ctl, x.Utilisation[0], x.Utilisation[1], x.MovedMB[0], x.MovedMB[1], x.P50[0], x.P50[1], x.P95[0], x.P95[1], x.P99[0], x.P99[1],
+		x.Over30s[0], x.Over30s[1], x.CPUPerHour, cpuSplit(x.CPUByCommand), 100*x.CPUKernelShare, x.Processes, host)
 	// a trace run is a measurement (the figures are the result); sqmkit's
 	// own controllers are also held to bars only a following one meets
 	r.Status = "pass"
@@ -432,6 +504,7 @@ func traceFigures(res *bbresult.Result, tr *trace.Trace) traced {
 		if capacity[d] > 0 {
 			x.Utilisation[d] = got[d] / capacity[d]
 		}
+		x.MovedMB[d] = got[d] / 8 / 1000 // kbit → MB
 	}
 	return x
 }
@@ -466,21 +539,18 @@ func sampleRates(sc *scenario, stop <-chan struct{}) []ratePoint {
 	}
 }
 
-// replay is `sqmkit-lab replay PROFILE TRACE` in the modem namespace:
-// the modem's tbf rates follow the trace, one change per Step, through
-// one long-lived tc, on an absolute schedule (a late change does not
-// delay the next ones).
-func replay(profilePath, tracePath string) error {
+// replay is `sqmkit-lab replay PROFILE TRACE SECONDS SLOT_MS` in the
+// modem namespace: the modem follows the trace, one change per step,
+// through one long-lived tc, on an absolute schedule (a late change does
+// not delay the next ones), and says how many steps it ran late. A
+// generated trace moves the tbf's rate (linkemu.Change); a recording's
+// slots set the tbf's bucket and the plug (linkemu.Slot).
+func replay(profilePath, tracePath string, seconds, slotMs int) error {
 	p, err := profile.Load("", profilePath)
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(tracePath)
-	if err != nil {
-		return err
-	}
-	tr, err := trace.Read(filepath.Base(tracePath), f)
-	f.Close()
+	tr, err := loadTrace(tracePath, seconds, slotMs)
 	if err != nil {
 		return err
 	}
@@ -492,20 +562,44 @@ func replay(profilePath, tracePath string) error {
 		return err
 	}
 	defer s.Close()
+	step := stepper(p, tr)
 	t0 := time.Now().Add(traceIdle)
 	late := 0
 	for i := range tr.Down {
-		at := t0.Add(time.Duration(i) * trace.Step)
+		at := t0.Add(time.Duration(i) * tr.Step)
 		time.Sleep(time.Until(at))
-		if time.Since(at) > trace.Step/2 {
+		if time.Since(at) > tr.Step/2 {
 			late++
 		}
-		if err := s.Send([][]string{linkemu.Change(p, "m0", config.Download, tr.Down[i]), linkemu.Change(p, "m1", config.Upload, tr.Up[i])}); err != nil {
-			return fmt.Errorf("step %d: %w", i, err)
+		if lines := step(i); len(lines) > 0 {
+			if err := s.Send(lines); err != nil {
+				return fmt.Errorf("step %d: %w", i, err)
+			}
 		}
 	}
-	fmt.Printf("replayed %d steps of %s, %d of them more than %v late\n", len(tr.Down), tr.Name, late, trace.Step/2)
+	fmt.Printf("replayed %d steps of %v of %s (%s), %d of them more than %v late\n", len(tr.Down), tr.Step, tr.Name, tr.Kind, late, tr.Step/2)
 	return nil
+}
+
+// stepper is the tc lines of each step of tr on profile p's modem.
+func stepper(p *profile.Profile, tr *trace.Trace) func(i int) [][]string {
+	if !tr.Recorded() {
+		return func(i int) [][]string {
+			return [][]string{linkemu.Change(p, "m0", config.Download, tr.Down[i]), linkemu.Change(p, "m1", config.Upload, tr.Up[i])}
+		}
+	}
+	limit, frame := recordedLimit(p, tr), linkemu.Frame(p)
+	var blocked [2]bool
+	ms := int(tr.Step / time.Millisecond)
+	return func(i int) [][]string {
+		var lines [][]string
+		for d, dev := range []string{"m0", "m1"} {
+			kbit := [2]int{tr.Down[i], tr.Up[i]}[d]
+			l, b := linkemu.Slot(dev, kbit*ms/8/trace.Opportunity, frame, blocked[d], limit[d])
+			lines, blocked[d] = append(lines, l...), b
+		}
+		return lines
+	}
 }
 
 // writeTraces writes every generated trace into dir.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
@@ -12,7 +14,7 @@ import (
 // A trace run's figures: utilisation against the trace's capacity over the
 // loaded part, added delay over the lead-in's lowest delay, per direction.
 func TestTraceFigures(t *testing.T) {
-	tr := &trace.Trace{Down: []int{10000, 10000, 20000, 20000}, Up: []int{2000, 2000, 2000, 2000}} // 400 ms
+	tr := &trace.Trace{Down: []int{10000, 10000, 20000, 20000}, Up: []int{2000, 2000, 2000, 2000}, Step: trace.Step} // 400 ms
 	res := &bbresult.Result{ProbeInterval: 100}
 	start := traceIdle.Seconds()
 	for i := range 5 { // the idle lead-in: 20 ms down, 10 ms up
@@ -34,6 +36,10 @@ func TestTraceFigures(t *testing.T) {
 	}
 	if x.Over30s[0] != 0.2 || x.Over30s[1] != 0 {
 		t.Errorf("seconds over 30 ms %v", x.Over30s)
+	}
+	// half of 10, 10, 20, 20 Mbit/s for 100 ms each; 2 Mbit/s for 400 ms
+	if math.Abs(x.MovedMB[0]-0.375) > 1e-9 || math.Abs(x.MovedMB[1]-0.1) > 1e-9 {
+		t.Errorf("moved %v MB", x.MovedMB)
 	}
 }
 
@@ -62,10 +68,18 @@ func TestTraceChecks(t *testing.T) {
 			t.Errorf("%s: failed %q, want %q", tc.name, failed, tc.failed)
 		}
 	}
-	// ci runs the first minute of lte with sqmkit's controller
+	// ci runs a recording's first minute with sqmkit's controller, where
+	// ../shared/traces has it, else lte's
 	r := ciTrace("/repo")
 	if r.Mode != "trace" || r.Seconds != 60 || r.Trace != "/repo/lab/traces/lte.trace" || !slices.Equal(r.Backends, []string{ctlSqmkit}) {
-		t.Errorf("ci trace %+v", r)
+		t.Errorf("ci trace without the recordings %+v", r)
+	}
+	repo := t.TempDir()
+	rec := filepath.Join(repo, "shared", "traces", "mahimahi", "Verizon-LTE-short")
+	os.MkdirAll(filepath.Dir(rec), 0o755)
+	os.WriteFile(rec+".down", []byte("1\n"), 0o644)
+	if r := ciTrace(filepath.Join(repo, "main")); r.Trace != rec+".down,"+rec+".up" || r.Seconds != 60 {
+		t.Errorf("ci trace beside the recordings %+v", r)
 	}
 }
 

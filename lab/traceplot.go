@@ -45,7 +45,7 @@ func tracePlot(path string, tr *trace.Trace, runs []traceRun) error {
 			if d == 1 {
 				v = tr.Up[i]
 			}
-			capXY[i] = plotter.XY{X: float64(i) * trace.Step.Seconds(), Y: float64(v) / 1000}
+			capXY[i] = plotter.XY{X: float64(i) * tr.Step.Seconds(), Y: float64(v) / 1000}
 		}
 		cl, err := plotter.NewLine(capXY)
 		if err != nil {

@@ -104,3 +104,57 @@ func sizes(rate, bufferMs int) (burst, limit int) {
 	burst = max(bucketMs*bytesPerMs, 4000)
 	return burst, max(bytesPerMs*bufferMs, 2*burst)
 }
+
+// A recorded trace's slots on the modem (Slot): a slot's opportunities
+// are its bytes, delivered as its first moment allows, then none until
+// the next slot; a slot with none is an outage. tbf resets its tokens to
+// its whole bucket on every change, so each slot's change makes the bucket
+// the slot's bytes and the rate next to nothing: the slot carries its
+// bytes and not one more, whatever tokens the last one left. A bucket
+// smaller than a packet would drop the packet, so an outage instead
+// blocks a plug queued under the tbf (RecordedSetup), which holds the
+// packets, up to the modem's buffer, until the next slot releases them.
+
+// plugHandle is the plug's handle under the tbf (10:).
+const plugHandle = "20:"
+
+// trickle is the rate of a slot's tbf: its bucket carries the slot.
+const trickle = "8bit"
+
+// RecordedSetup are the tc lines that put a plug holding limit bytes (the
+// modem's buffer) under dev's tbf and open it.
+func RecordedSetup(dev string, limit int) [][]string {
+	return [][]string{
+		{"qdisc", "replace", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "limit", fmt.Sprint(limit)},
+		{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "release_indefinite"},
+	}
+}
+
+// Frame is what the modem's stab counts for a 1500-byte IP packet, the
+// packet one of a recorded trace's opportunities delivers: its wire
+// overhead added, in ATM cells on an ATM line.
+func Frame(p *profile.Profile) int {
+	n := 1500 + p.Overhead
+	if p.LinkLayer == "atm" {
+		n = (n + 47) / 48 * 53
+	}
+	return n
+}
+
+// Slot is the tc lines for one slot of a recorded trace on dev: its
+// opportunities, each a frame's bytes (Frame). blocked says whether the
+// plug is held now; the lines leave it as Slot returns.
+func Slot(dev string, opportunities, frame int, blocked bool, limit int) (lines [][]string, nowBlocked bool) {
+	if opportunities == 0 {
+		if blocked {
+			return nil, true
+		}
+		return [][]string{{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "block"}}, true
+	}
+	lines = [][]string{{"qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
+		"rate", trickle, "burst", fmt.Sprint(opportunities * frame), "limit", fmt.Sprint(limit)}}
+	if blocked {
+		lines = append(lines, []string{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "release_indefinite"})
+	}
+	return lines, false
+}

@@ -76,3 +76,30 @@ func TestChange(t *testing.T) {
 		t.Errorf("got  %s\nwant %s", got, want)
 	}
 }
+
+// TestSlot: a slot's tbf bucket is its opportunities' frames at a trickle
+// of a rate; an outage blocks the plug once, and the next slot with an
+// opportunity opens it again.
+func TestSlot(t *testing.T) {
+	lines, blocked := Slot("m0", 3, 1518, false, 1000000)
+	if blocked || len(lines) != 1 || strings.Join(lines[0], " ") != "qdisc change dev m0 parent 1:1 handle 10: tbf rate 8bit burst 4554 limit 1000000" {
+		t.Errorf("a slot of 3: %q %v", lines, blocked)
+	}
+	lines, blocked = Slot("m0", 0, 1518, false, 1000000)
+	if !blocked || len(lines) != 1 || !strings.HasSuffix(strings.Join(lines[0], " "), "plug block") {
+		t.Errorf("an outage: %q %v", lines, blocked)
+	}
+	if lines, blocked = Slot("m0", 0, 1518, true, 1000000); !blocked || len(lines) != 0 {
+		t.Errorf("an outage that goes on: %q %v", lines, blocked)
+	}
+	lines, blocked = Slot("m0", 1, 1518, true, 1000000)
+	if blocked || len(lines) != 2 || !strings.HasSuffix(strings.Join(lines[1], " "), "plug release_indefinite") {
+		t.Errorf("the end of an outage: %q %v", lines, blocked)
+	}
+	if f := Frame(&profile.Profile{Overhead: 18}); f != 1518 {
+		t.Errorf("frame %d", f)
+	}
+	if f := Frame(&profile.Profile{Overhead: 32, LinkLayer: "atm"}); f != 32*53 {
+		t.Errorf("an ATM frame %d, want 32 cells", f)
+	}
+}

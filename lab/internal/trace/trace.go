@@ -1,11 +1,13 @@
 // Package trace is the lab's capacity traces: a link whose rate moves,
-// replayed on the modem (its tbf's rate changed every Step) so a
+// replayed on the modem (its tbf's rate changed every step) so a
 // controller that follows capacity (sqmkit autorate, cake-autorate) can be
 // measured against the same moving link as a static shaper.
 //
-// The traces under lab/traces are generated here from a name and a seed
-// (`sqmkit-lab traces` writes them; a test checks the files are what the
-// generator makes), so every number in them can be reproduced.
+// Two kinds: the traces under lab/traces are generated here from a name
+// and a seed (`sqmkit-lab traces` writes them; a test checks the files are
+// what the generator makes), so every number in them can be reproduced;
+// recorded ones are read from mahimahi's format (ReadMahimahi), the
+// field's yardstick, measured on real cellular networks.
 package trace
 
 import (
@@ -19,24 +21,43 @@ import (
 	"time"
 )
 
-// Step is the time between two capacity points: the modem's rate changes
-// every 100 ms, about as often as an LTE scheduler's allocation settles.
+// Step is the time between two capacity points of a generated trace: the
+// modem's rate changes every 100 ms, about as often as an LTE scheduler's
+// allocation settles.
 const Step = 100 * time.Millisecond
 
-// Trace is a capacity per Step, per direction, in kbit/s.
+// Trace is a capacity per step, per direction, in kbit/s.
 type Trace struct {
 	Name     string
 	Seed     uint64
 	Down, Up []int
+	// Step is the time between two points (Step for a generated trace, a
+	// recorded one's slot).
+	Step time.Duration
+	// Kind says where the trace comes from: "generated (seed N)", or
+	// "recorded (mahimahi)" (Recorded).
+	Kind string
 }
 
+// Recorded says whether the trace was measured on a real link (mahimahi's
+// format): its slots carry delivery opportunities, and a slot without one
+// is an outage, not a low rate.
+func (t *Trace) Recorded() bool { return strings.HasPrefix(t.Kind, "recorded") }
+
 // Duration is the trace's length.
-func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Down)) * Step }
+func (t *Trace) Duration() time.Duration { return time.Duration(len(t.Down)) * t.Step }
 
 // At is the capacity at time d (the last point after the end).
 func (t *Trace) At(d time.Duration) (down, up int) {
-	i := min(int(d/Step), len(t.Down)-1)
+	i := max(0, min(int(d/t.Step), len(t.Down)-1))
 	return t.Down[i], t.Up[i]
+}
+
+// Cut keeps the trace's first d (all of it when d is 0 or longer).
+func (t *Trace) Cut(d time.Duration) {
+	if n := int(d / t.Step); n > 0 && n < len(t.Down) {
+		t.Down, t.Up = t.Down[:n], t.Up[:n]
+	}
 }
 
 // Stats are a direction's minimum, mean and maximum.
@@ -50,10 +71,11 @@ func Stats(v []int) (lo, mean, hi int) {
 }
 
 // SustainedMin is the lowest capacity held for a second: the minimum of
-// the moving one-second means. A dropout (starlink's: 100–400 ms at 0) is
-// not a rate anyone would shape to (TestSustainedMin).
-func SustainedMin(v []int) int {
-	n := int(time.Second / Step)
+// the moving one-second means of v, a point every step. A dropout
+// (starlink's: 100–400 ms at 0) is not a rate anyone would shape to
+// (TestSustainedMin).
+func SustainedMin(v []int, step time.Duration) int {
+	n := int(time.Second / step)
 	if len(v) < n {
 		lo, _, _ := Stats(v)
 		return lo
@@ -81,7 +103,7 @@ const Length = 180 * time.Second
 // Generate makes trace name from seed.
 func Generate(name string, seed uint64) (*Trace, error) {
 	n := int(Length / Step)
-	t := &Trace{Name: name, Seed: seed, Down: make([]int, n), Up: make([]int, n)}
+	t := &Trace{Name: name, Seed: seed, Down: make([]int, n), Up: make([]int, n), Step: Step, Kind: fmt.Sprintf("generated (seed %d)", seed)}
 	rng := rand.New(rand.NewPCG(seed, 0x5157))
 	switch name {
 	case "lte":
@@ -152,7 +174,7 @@ func (t *Trace) Write(w io.Writer) error {
 
 // Read parses a trace file; lines must be Step apart from 0.
 func Read(name string, r io.Reader) (*Trace, error) {
-	t := &Trace{Name: name}
+	t := &Trace{Name: name, Step: Step, Kind: "generated"}
 	sc := bufio.NewScanner(r)
 	line := 0
 	for sc.Scan() {
@@ -186,6 +208,9 @@ func Read(name string, r io.Reader) (*Trace, error) {
 	}
 	if len(t.Down) == 0 {
 		return nil, fmt.Errorf("%s: no capacity lines", name)
+	}
+	if seed, ok := Names[name]; ok {
+		t.Seed, t.Kind = seed, fmt.Sprintf("generated (seed %d)", seed)
 	}
 	return t, nil
 }

@@ -2,10 +2,13 @@ package trace
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Each generated trace has the shape its name promises.
@@ -111,8 +114,81 @@ func TestSustainedMin(t *testing.T) {
 		{"a lower level that lasts", append(second(30000), second(10000)...), 10000},
 		{"shorter than a second", []int{5, 3, 9}, 3},
 	} {
-		if got := SustainedMin(tc.v); got != tc.want {
+		if got := SustainedMin(tc.v, Step); got != tc.want {
 			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestReadMahimahi: opportunities per slot become kbit/s (one 1500-byte
+// packet in 10 ms is 1200 kbit/s), a slot without one is an outage (0),
+// the pair is as long as its shorter direction, the last partial slot is
+// left out, and a line out of order is refused.
+func TestReadMahimahi(t *testing.T) {
+	down := "1\n1\n5\n25\n25\n25\n31\n"
+	up := "0\n15\n19\n29\n"
+	tr, err := ReadMahimahi("x", strings.NewReader(down), strings.NewReader(up), 10*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// down: slots 0-9 (3), 10-19 (0), 20-29 (3), 30-39 partial: left out
+	if want := []int{3600, 0, 3600}; !slices.Equal(tr.Down, want) || !slices.Equal(tr.Up, []int{1200, 2400, 1200}) {
+		t.Errorf("down %v up %v", tr.Down, tr.Up)
+	}
+	if !tr.Recorded() || tr.Duration() != 30*time.Millisecond {
+		t.Errorf("%+v", tr)
+	}
+	if _, err := ReadMahimahi("x", strings.NewReader("5\n3\n"), strings.NewReader(up), 10*time.Millisecond); err == nil {
+		t.Error("a line out of order read")
+	}
+}
+
+// TestRecordings: the recorded pairs in ../shared/traces/mahimahi read
+// with the means their README gives, and each has outages (a recording's
+// minimum is 0, not a rate): what Bounds' rule is for.
+func TestRecordings(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "..", "shared", "traces", "mahimahi")
+	pairs, err := Pairs(dir)
+	if err != nil {
+		t.Skipf("no recordings here (%v): they are read from ../shared/traces", err)
+	}
+	want := map[string][2]float64{"Verizon-LTE-short": {5.0, 5.9}, "TMobile-LTE-short": {16.7, 13.3}, "ATT-LTE-driving": {5.2, 0.8}}
+	for _, p := range pairs {
+		tr, err := Load(p, 10*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, dmean, _ := Stats(tr.Down)
+		_, umean, _ := Stats(tr.Up)
+		w, ok := want[tr.Name]
+		if !ok || math.Abs(float64(dmean)/1000-w[0]) > 0.15 || math.Abs(float64(umean)/1000-w[1]) > 0.15 {
+			t.Errorf("%s: mean %d/%d kbit/s, want %v Mbit/s", tr.Name, dmean, umean, w)
+		}
+		if lo, _, _ := Stats(tr.Down); lo != 0 {
+			t.Errorf("%s: no outage in the download (minimum %d)", tr.Name, lo)
+		}
+		floor, base, ceil := Bounds(tr.Down, tr.Step)
+		if !(0 < floor && floor < base && base < ceil) {
+			t.Errorf("%s: bounds %d < %d < %d", tr.Name, floor, base, ceil)
+		}
+	}
+}
+
+// TestBounds: the floor, base and ceiling are the 10th, 50th and 90th
+// percentiles of the one-second means, whatever one slot holds.
+func TestBounds(t *testing.T) {
+	var v []int
+	for s := range 10 { // ten seconds at 1000, 2000, ..., 10000, each with an outage slot
+		for i := range 100 {
+			x := (s + 1) * 1000
+			if i == 0 {
+				x = 0
+			}
+			v = append(v, x*100/99)
+		}
+	}
+	near := func(a, b int) bool { return a-b <= 1 && b-a <= 1 }
+	if f, b, c := Bounds(v, 10*time.Millisecond); !near(f, 1000) || !near(b, 5000) || !near(c, 9000) {
+		t.Errorf("bounds %d/%d/%d, want 1000/5000/9000", f, b, c)
 	}
 }
