@@ -128,7 +128,7 @@ func printParts(w io.Writer, repo string) {
 	tw.Flush()
 }
 
-// testEvent is one line of `go test -json` (cmd/test2json).
+// testEvent is one line of `go test -json` (Go's test2json format).
 type testEvent struct {
 	Action  string
 	Package string

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -127,6 +130,45 @@ func TestFileLength(t *testing.T) {
 		}
 		if n := strings.Count(string(b), "\n"); n > 600 {
 			t.Errorf("%s: %d lines, more than 600", p, n)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFunctionLength: no Go function over 100 lines (a command's body
+// reads as parse → call → print, the work in the package that owns it;
+// autorate's step as the decision it makes, one rule per helper).
+func TestFunctionLength(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			switch d.Name() {
+			case ".git", "bin", ".cache", "results":
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if filepath.Ext(p) != ".go" {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, p, nil, 0)
+		if err != nil {
+			return err
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			if n := fset.Position(fn.End()).Line - fset.Position(fn.Pos()).Line + 1; n > 100 {
+				t.Errorf("%s: %s is %d lines, more than 100", p, fn.Name.Name, n)
+			}
 		}
 		return nil
 	})

@@ -80,12 +80,16 @@ func TestReferenceResponsivenessServer(t *testing.T) {
 	}
 	sameGrades(t, onRouter, grade["sqmkit serve"])
 
-	// The RPM as the draft measures it (a connection added every interval,
-	// to stability): goresponsiveness, then sqmkit test --rpm held to the
-	// connections it ended with in each direction, one after the other on
-	// the same path, both endpoints' backlogs kept small as the draft asks
-	// (refserver.Compare, GoresponsivenessArgs, EndpointLowat,
-	// ClientGSOMax).
+	compareRPM(t, srv, cli, goresp, bin, url, dir)
+}
+
+// compareRPM: the RPM as the draft measures it (a connection added every
+// interval, to stability): goresponsiveness, then sqmkit test --rpm held to
+// the connections it ended with in each direction, one after the other on
+// the same path, both endpoints' backlogs kept small as the draft asks
+// (refserver.Compare, GoresponsivenessArgs, EndpointLowat, ClientGSOMax).
+func compareRPM(t *testing.T, srv, cli *tctest.Netns, goresp, bin, url, dir string) {
+	t.Helper()
 	// goresponsiveness aggregates as the draft's earlier versions did, the
 	// mean of the foreign and the loaded latencies; sqmkit follows the
 	// current text, the mean of the two rates (docs/commands.md,

@@ -2,24 +2,20 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"io/fs"
 	"net"
 	"os"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbclient"
 	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/config"
-	"github.com/sqmkit/sqmkit/internal/cpuload"
-	"github.com/sqmkit/sqmkit/internal/joblock"
-	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/report"
 	"github.com/sqmkit/sqmkit/internal/rpm"
+	"github.com/sqmkit/sqmkit/internal/testrun"
 )
 
 func init() {
@@ -55,126 +51,52 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 	if ok, code := parseFlags(fs, args); !ok {
 		return code
 	}
-	pos := fs.Args()
-	for _, f := range []struct {
-		name, what string
-		n, most    int
-	}{{"rpm-conns", "load connections per direction", *rpmConns, rpm.MaxConns}, {"rpm-rate", "probe pairs per second", *rpmRate, rpm.MaxRate}} {
-		if err := checkRPMLimit(f.name, f.what, f.n, f.most, flagSet(fs, f.name) && *rpmURL == ""); err != nil {
-			fmt.Fprintln(stderr, "sqmkit test:", err)
-			return 2
-		}
+	pos, ro := fs.Args(), rpmOptions{*rpmInsecure, *rpmConns, *rpmRate}
+	if err := checkRPMLimits(fs, ro, *rpmURL); err != nil {
+		fmt.Fprintln(stderr, "sqmkit test:", err)
+		return 2
 	}
-	if *compare {
+	switch {
+	case *compare:
 		return runCompare(pos, stdout, stderr)
-	}
-	if len(pos) == 0 && *rpmURL != "" {
-		return runRPMOnly(*rpmURL, rpmOptions{*rpmInsecure, *rpmConns, *rpmRate}, stdout, stderr)
-	}
-	if len(pos) > 1 {
+	case len(pos) == 0 && *rpmURL != "":
+		return runRPMOnly(*rpmURL, ro, stdout, stderr)
+	case len(pos) > 1:
 		fmt.Fprintln(stderr, "sqmkit test: want one SERVER at most (see -h)")
 		return 2
 	}
-	// nothing to own: without a SERVER, a public responsiveness server
-	router, err := routerQueues(*root) // none off a router
+	queues, err := testrun.RouterQueues(*root) // none off a router
 	if err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 1
 	}
-	sv, err := resolveServer(strings.Join(pos, ""), router)
+	sv, err := testrun.Resolve(strings.Join(pos, ""), queues)
+	if err == nil {
+		err = testConfig(&cfg, sv, *v4, *v6, *port, *rpmURL)
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", err)
-		return 2
-	}
-	if sv.URL && (*port != 0 || *rpmURL != "") {
-		fmt.Fprintln(stderr, "sqmkit test: a responsiveness server (a URL) takes neither --port nor --rpm: its test measures the RPM itself")
-		return 2
-	}
-	cfg.Server = sv.Addr
-	switch {
-	case *v4 && *v6:
-		fmt.Fprintln(stderr, "sqmkit test: -4 and -6 exclude each other")
-		return 2
-	case *v4:
-		cfg.Network = "tcp4"
-	case *v6:
-		cfg.Network = "tcp6"
-	}
-	if *port != 0 {
-		if *port < 1 || *port > 65535 {
-			fmt.Fprintf(stderr, "sqmkit test: --port %d out of range 1..65535\n", *port)
-			return 2
-		}
-		host, _ := bbproto.SplitHostPort(cfg.Server)
-		cfg.Server = net.JoinHostPort(host, strconv.Itoa(*port))
-	}
-	if err := cfg.Check(); err != nil {
 		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 2
 	}
 	var pr *report.Progress
 	if !*quiet {
 		pr = report.NewProgress(stderr, isTerminal(stderr))
-		cfg.Progress = func(p bbclient.Progress) {
-			pr.Update(p.Phase, p.Elapsed, p.Total, p.DownMbps, p.UpMbps, p.RTT)
-		}
+		cfg.Progress = func(p bbclient.Progress) { pr.Update(p.Phase, p.Elapsed, p.Total, p.DownMbps, p.UpMbps, p.RTT) }
 	}
-
 	ctx, stop := stopSignals()
 	defer stop()
-	// on a router, the test's route must leave through a queue (else it
-	// grades another link), and that queue's counters are read beside it
-	var qs []config.Queue
-	if !*anyRoute {
-		qs = router
-	}
-	on, err := routeCheck(ctx, *root, qs, cfg.Server, cfg.Network, "")
-	if err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", err)
-		return 1
-	}
-	cfg.Network = on.network
-	// on a router, the test holds its queues: a tune is not moving their
-	// rates meanwhile, and autorate pauses until it ends
-	release, err := holdQueues(*root, "test", cfg.Server)
-	if err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", err)
-		return 1
-	}
-	defer release()
-	sampling := make(chan struct{})
-	samples, cpu := on.counters(sampling), on.cpu(sampling)
-	var res *bbresult.Result
-	if sv.URL {
-		res, err = rpm.RunPhases(ctx, rpm.PhaseConfig{Test: cfg, Insecure: *rpmInsecure})
-	} else {
-		res, err = bbclient.Run(ctx, cfg)
-	}
-	close(sampling)
+	res, err := testrun.Test(ctx, testrun.Options{Config: cfg, Server: sv, Root: *root, Queues: queues, AnyRoute: *anyRoute, Insecure: *rpmInsecure,
+		Warn: func(s string) { fmt.Fprintln(stderr, "sqmkit test:", s) }})
 	if pr != nil {
 		pr.Done() // the summary must not share a line with the display
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "sqmkit test:", sv.blame(err))
+		fmt.Fprintln(stderr, "sqmkit test:", err)
 		return 1
-	}
-	if on.queue != nil {
-		res.Queue = on.queue.Section
-		res.PathChecks = onpath.Check(res, on.queue.Section, <-samples)
-		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: on.queue.Interface, RPS: cpuload.RPS(*root, on.queue.Interface), XPS: cpuload.XPS(*root, on.queue.Interface), Qdisc: on.queue.Qdisc, Down: on.queue.Download, Up: on.queue.Upload})
-		if len(res.CPU) > 0 && res.Incomplete == "" {
-			// kept for doctor, status and LuCI: what this router can shape
-			if err := cpuload.Save(*root, cpuload.Record{Section: on.queue.Section, At: res.Started, By: "test", Qdisc: on.queue.Qdisc, Phases: res.CPU}); err != nil {
-				fmt.Fprintln(stderr, "sqmkit test: the CPU measurement was not kept:", err)
-			}
-		}
-	}
-	if n := sv.note(); n != "" {
-		res.Notes = append(res.Notes, n)
 	}
 	if *rpmURL != "" {
 		// After the bufferbloat test, not during it: both load the link.
-		r, notes, err := measureRPM(ctx, *rpmURL, rpmOptions{*rpmInsecure, *rpmConns, *rpmRate})
+		r, notes, err := measureRPM(ctx, *rpmURL, ro)
 		res.RPM = r // what was measured, also when cut short
 		for _, n := range notes {
 			res.Notes = append(res.Notes, "rpm: "+n)
@@ -188,6 +110,46 @@ func runTest(args []string, stdout, stderr io.Writer) int {
 		return 1 // measured, not graded: no exit status of a pass
 	}
 	return rc
+}
+
+// testConfig completes a test's configuration for server sv from the
+// flags: the family (-4, -6) and a port; a responsiveness server takes
+// neither --port nor --rpm.
+func testConfig(cfg *bbclient.Config, sv testrun.Server, v4, v6 bool, port int, rpmURL string) error {
+	if sv.URL && (port != 0 || rpmURL != "") {
+		return errors.New("a responsiveness server (a URL) takes neither --port nor --rpm: its test measures the RPM itself")
+	}
+	cfg.Server = sv.Addr
+	switch {
+	case v4 && v6:
+		return errors.New("-4 and -6 exclude each other")
+	case v4:
+		cfg.Network = "tcp4"
+	case v6:
+		cfg.Network = "tcp6"
+	}
+	if port != 0 {
+		if port < 1 || port > 65535 {
+			return fmt.Errorf("--port %d out of range 1..65535", port)
+		}
+		host, _ := bbproto.SplitHostPort(cfg.Server)
+		cfg.Server = net.JoinHostPort(host, strconv.Itoa(port))
+	}
+	return cfg.Check()
+}
+
+// checkRPMLimits refuses --rpm-conns and --rpm-rate out of range, or given
+// without --rpm.
+func checkRPMLimits(fs *flag.FlagSet, ro rpmOptions, rpmURL string) error {
+	for _, f := range []struct {
+		name, what string
+		n, most    int
+	}{{"rpm-conns", "load connections per direction", ro.conns, rpm.MaxConns}, {"rpm-rate", "probe pairs per second", ro.rate, rpm.MaxRate}} {
+		if err := checkRPMLimit(f.name, f.what, f.n, f.most, flagSet(fs, f.name) && rpmURL == ""); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // runRPMOnly runs just the responsiveness test, for servers that speak
@@ -296,36 +258,6 @@ func runCompare(files []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// routerQueues are root's enabled queues; none off a router (no
-// /etc/config/sqm). A file that does not parse is refused: its queues and
-// their test_server would silently be lost, and the test would go to the
-// public server by a route nobody checked (TestBrokenConfigRefused). A bad
-// section alone is start's to report.
-func routerQueues(root string) ([]config.Queue, error) {
-	if _, err := config.Load(root, ""); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w (fix: correct %s, or move it away)", err, config.Path(root, ""))
-	}
-	qs, _ := config.Resolve(root, "", nil, "")
-	return qs, nil
-}
-
-// holdQueues takes the job locks of root's enabled queues, if it has any,
-// for a job of kind (TestTestHoldsQueues).
-func holdQueues(root, kind, what string) (func(), error) {
-	qs, err := routerQueues(root)
-	if err != nil {
-		return nil, err
-	}
-	if len(qs) == 0 {
-		return func() {}, nil // no router config: nothing to hold
-	}
-	var devs []string
-	for _, q := range qs {
-		devs = append(devs, q.Interface)
-	}
-	return joblock.HoldQueues(joblock.QueueDir(root), devs, joblock.Holder{Kind: kind, PID: os.Getpid(), Started: time.Now(), What: what})
 }
 
 // isTerminal says whether w is a terminal, for the live progress line.

@@ -20,7 +20,6 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/bbserver"
 	"github.com/sqmkit/sqmkit/internal/doctor"
-	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/report"
 	"github.com/sqmkit/sqmkit/internal/report/reporttest"
 	"github.com/sqmkit/sqmkit/internal/tc/tctest"
@@ -109,30 +108,6 @@ func loopbackServer(t *testing.T) string {
 	}
 	t.Fatal("no port free for both TCP and UDP")
 	return ""
-}
-
-// TestTestHoldsQueues: on a router a test holds its enabled queues' job
-// locks, so it is refused while a tune moves their rates, saying so.
-func TestTestHoldsQueues(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
-	os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n"), 0o644)
-	tune, err := joblock.Take(joblock.QueueDir(root), joblock.QueueName("wan"), joblock.Holder{Kind: "tune", PID: 9, What: "wan"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := holdQueues(root, "test", "vps.example"); err == nil || !strings.Contains(err.Error(), "a tune is running (wan)") {
-		t.Errorf("a test while a tune runs: %v", err)
-	}
-	tune.Release()
-	release, err := holdQueues(root, "test", "vps.example")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if h, ok := joblock.Held(joblock.QueueDir(root), joblock.QueueName("wan")); !ok || h.Kind != "test" {
-		t.Errorf("the test does not hold the queue: %+v %v", h, ok)
-	}
-	release()
 }
 
 // TestIncompleteNotGraded: a test the server cuts short (here its byte

@@ -19,6 +19,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/rpm"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc"
+	"github.com/sqmkit/sqmkit/internal/testrun"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
@@ -65,76 +66,33 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	addr, sel := tuneArgs(pos, *serverFlag, flagSet(fs, "server"), *undo)
-	// a named server is checked before anything is read; without one, the
-	// tuned queue's own test_server decides (below, once it is known)
-	var sv server
-	if addr != "" {
-		var err error
-		if sv, err = resolveServer(addr, nil); err != nil {
-			fmt.Fprintln(stderr, "sqmkit tune:", err)
-			return 2
-		}
-	}
-	qs, err := config.Resolve(*root, *file, o, sel)
-	if err == nil && len(qs) > 1 {
-		err = fmt.Errorf("%d queues are enabled (%s, %s, ...); name the one to tune", len(qs), qs[0].Section, qs[1].Section)
-	}
-	opts := systemOptions(*root, tc.DefaultCacheDir, *lockWait, false, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
-		return 1
-	}
-	targetsOf, err := apply.Targets(*root, qs, opts.RateDir)
-	if err != nil {
-		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
-		return 1
-	}
-	if addr == "" && !*undo {
-		if sv, err = resolveServer("", qs); err != nil {
-			fmt.Fprintln(stderr, "sqmkit tune:", err)
-			return 2
-		}
-	}
 	logf := func(s string) { fmt.Fprintln(stderr, "sqmkit tune:", s) }
+	q, opts, sv, code, err := tuneQueue(*root, *file, o, sel, addr, *undo, *lockWait, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "sqmkit tune:", err)
+		return code
+	}
 	if *undo {
-		old, err := tune.Undo(*root, *file, targetsOf[0], opts)
+		old, err := tune.Undo(*root, *file, q, opts)
 		if err != nil {
 			fmt.Fprintf(stderr, "sqmkit tune --undo: %v\n", err)
 			return 1
 		}
-		fmt.Fprintf(stdout, "%s: download %d, upload %d kbit/s restored\n", qs[0].Section, old.Download, old.Upload)
+		fmt.Fprintf(stdout, "%s: download %d, upload %d kbit/s restored\n", q.Queue.Section, old.Download, old.Upload)
 		return 0
 	}
 	if sv.Public {
-		logf(sv.note())
+		logf(sv.Note())
 	}
-	test := bbclient.Config{Server: sv.Addr, Token: *token, Streams: bbclient.DefaultStreams, ProbeInterval: bbclient.DefaultProbeInterval, Tool: "sqmkit " + version}
-	if *v4 {
-		test.Network = "tcp4"
-	} else if *v6 {
-		test.Network = "tcp6"
-	}
+	network := map[bool]string{true: "tcp4"}[*v4] + map[bool]string{true: "tcp6"}[*v6]
 	ctx, stop := stopSignals()
 	defer stop()
-	// the tests must load this queue's shaper: a server routed out by
-	// another device would tune on another link's behaviour
-	if !*anyRoute {
-		on, err := routeCheck(ctx, *root, qs, test.Server, test.Network, qs[0].Section)
-		if err != nil {
-			fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
-			return 1
-		}
-		test.Network = on.network
+	live, err := tuneLive(ctx, q, opts, sv, *token, network, *root, *anyRoute, *insecure)
+	if err != nil {
+		fmt.Fprintf(stderr, "sqmkit tune: %v\n", err)
+		return 1
 	}
-	s := &tune.Session{
-		Live:   &tune.Live{Target: targetsOf[0], Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp, CPURoot: *root},
-		Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf,
-	}
-	if sv.URL {
-		s.Live.Run = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
-			return rpm.RunPhases(ctx, rpm.PhaseConfig{Test: c, Insecure: *insecure})
-		}
-	}
+	s := &tune.Session{Live: live, Target: t, Budget: *budget, Write: *write, Root: *root, File: *file, Log: logf}
 	if *sweep != "" {
 		c, err := sweepConfig(*sweep, *line, *sweepStop, *sweepPhase)
 		if err != nil {
@@ -144,25 +102,20 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
 	}
 	out, err := s.Run(ctx)
-	if len(s.Live.Costs) > 0 {
-		// kept for doctor, status and LuCI: what this router can shape
-		if err := cpuload.Save(*root, cpuload.Record{Section: qs[0].Section, At: time.Now().UTC(), By: "tune", Qdisc: qs[0].Qdisc, Phases: s.Live.Costs}); err != nil {
-			logf("the CPU measurement was not kept: " + err.Error())
-		}
-	}
+	testrun.KeepCPU(*root, q.Queue, "tune", time.Now().UTC(), s.Live.Costs, logf)
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("stopped before it finished (a signal); the shaper is back at its rates, nothing written")
 	}
 	if out == nil && err != nil {
 		out = &tune.Outcome{}
 	}
-	if err = sv.blame(err); err != nil {
+	if err = sv.Blame(err); err != nil {
 		out.Error = err.Error()
 	}
 	// the steps and choices of a search that chose; the JSON always, so
 	// whoever reads it (LuCI's page) has the reason a tune ended without
 	if out.Search != nil && (err == nil || out.Search.Download.RateKbit > 0 || out.Search.Upload.RateKbit > 0) {
-		printTune(stdout, out, qs[0].Qdisc)
+		printTune(stdout, out, q.Queue.Qdisc)
 	}
 	writeTuneFiles(*jsonFile, *plotFile, out, stderr)
 	if err != nil {
@@ -170,6 +123,59 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// tuneQueue is the one queue a tune acts on, the options that change it,
+// and the server it measures against: a named one, checked before anything
+// is read, else the queue's own default (testrun.Resolve). code is the
+// exit status of an error (2: the server as written).
+func tuneQueue(root, file string, o *config.Overrides, sel, addr string, undo bool, lockWait time.Duration, stderr io.Writer) (apply.Target, apply.Options, testrun.Server, int, error) {
+	var sv testrun.Server
+	var err error
+	if addr != "" {
+		if sv, err = testrun.Resolve(addr, nil); err != nil {
+			return apply.Target{}, apply.Options{}, sv, 2, err
+		}
+	}
+	qs, err := config.Resolve(root, file, o, sel)
+	if err == nil && len(qs) > 1 {
+		err = fmt.Errorf("%d queues are enabled (%s, %s, ...); name the one to tune", len(qs), qs[0].Section, qs[1].Section)
+	}
+	opts := systemOptions(root, tc.DefaultCacheDir, lockWait, false, stderr)
+	if err != nil {
+		return apply.Target{}, opts, sv, 1, err
+	}
+	targetsOf, err := apply.Targets(root, qs, opts.RateDir)
+	if err != nil {
+		return apply.Target{}, opts, sv, 1, err
+	}
+	if addr == "" && !undo {
+		if sv, err = testrun.Resolve("", qs); err != nil {
+			return apply.Target{}, opts, sv, 2, err
+		}
+	}
+	return targetsOf[0], opts, sv, 0, nil
+}
+
+// tuneLive is the live link a tune searches: its tests against sv, which
+// must load this queue's shaper (a server routed out by another device
+// would tune on another link's behaviour) unless anyRoute.
+func tuneLive(ctx context.Context, q apply.Target, opts apply.Options, sv testrun.Server, token, network, root string, anyRoute, insecure bool) (*tune.Live, error) {
+	test := bbclient.Config{Server: sv.Addr, Token: token, Streams: bbclient.DefaultStreams, ProbeInterval: bbclient.DefaultProbeInterval, Tool: "sqmkit " + version, Network: network}
+	if !anyRoute {
+		on, err := testrun.RouteCheck(ctx, root, []config.Queue{q.Queue}, test.Server, test.Network, q.Queue.Section)
+		if err != nil {
+			return nil, err
+		}
+		test.Network = on.Network
+	}
+	live := &tune.Live{Target: q, Opts: opts, Test: test, Idle: tune.DefaultIdle, Step: tune.DefaultStep, Line: tune.DefaultLine, LineUp: tune.DefaultLineUp, CPURoot: root}
+	if sv.URL {
+		live.Run = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
+			return rpm.RunPhases(ctx, rpm.PhaseConfig{Test: c, Insecure: insecure})
+		}
+	}
+	return live, nil
 }
 
 // tuneArgs splits tune's arguments into the server ("" the default) and

@@ -9,9 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sqmkit/sqmkit/internal/bbproto"
 	"github.com/sqmkit/sqmkit/internal/bbresult"
-	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
@@ -190,38 +188,6 @@ func TestPrintTuneCPUBound(t *testing.T) {
 	printTune(&b, &tune.Outcome{Search: &r}, "cake")
 	if want := "while tune's own load and TLS took 100% of a core of it"; !strings.Contains(b.String(), want) || strings.Contains(b.String(), "both rates came down to fit it; that is the router's ceiling, not the line's") {
 		t.Errorf("printed:\n%s\nwant %q", b.String(), want)
-	}
-}
-
-// TestDefaultServer: with no server, a test or tune measures against
-// SQMKIT_SERVER, else the router's configured test_server, else the public
-// one, and says which; a bad configured one is refused with its option.
-func TestDefaultServer(t *testing.T) {
-	root := t.TempDir()
-	os.MkdirAll(filepath.Join(root, "etc/config"), 0o755)
-	conf := func(server string) {
-		os.WriteFile(filepath.Join(root, "etc/config/sqm"), []byte("config queue 'wan'\n\toption enabled '1'\n\toption interface 'wan'\n\toption download '20000'\n\toption upload '10000'\n\toption test_server '"+server+"'\n"), 0o644)
-	}
-	for _, c := range []struct{ env, configured, want string }{
-		{"", "", bbproto.DefaultPublicServer},
-		{"", "https://192.0.2.9/config", "https://192.0.2.9/config"},
-		{"192.0.2.7", "https://192.0.2.9/config", "192.0.2.7"},
-	} {
-		t.Setenv("SQMKIT_SERVER", c.env)
-		conf(c.configured)
-		qs, _ := routerQueues(root)
-		sv, err := resolveServer("", qs)
-		if err != nil || sv.Addr != c.want || !sv.Public || !strings.Contains(sv.note(), c.want) {
-			t.Errorf("env %q, test_server %q: %+v %v, want %s", c.env, c.configured, sv, err, c.want)
-		}
-	}
-	t.Setenv("SQMKIT_SERVER", "")
-	if sv, err := resolveServer("192.0.2.1:5000", nil); err != nil || sv.Public || sv.note() != "" {
-		t.Errorf("a named server: %+v %v", sv, err)
-	}
-	conf("--json=/etc/passwd")
-	if _, err := config.Resolve(root, "", nil, ""); err == nil || !strings.Contains(err.Error(), "test_server") {
-		t.Errorf("a hostile test_server: %v", err)
 	}
 }
 

@@ -269,143 +269,202 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 	return out
 }
 
+// step is one direction's decision, one rule per case, each named for
+// what it protects: a stalled delay signal holds the base (no evidence);
+// bloat cuts (the delay); an idle link drifts back to the base (the next
+// load's start); a loaded one eases off a building queue (the delay,
+// before it is bloat) or raises (the throughput).
 func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) (Reason, string) {
+	w := c.judge(d, ds, now)
+	switch {
+	case stalled:
+		return c.holdOnStall(d, ds)
+	case w.votes >= c.p.Votes:
+		return c.cutOnBloat(d, ds, now, w)
+	case ds.load < c.p.IdleKbit:
+		return c.driftToBase(d, ds, now)
+	case c.loaded(d):
+		return c.followLoad(d, ds, now, w)
+	}
+	ds.state = Steady
+	return "", ""
+}
+
+// judged is what a direction's window says at a decision.
+type judged struct {
+	packetMs        float64 // one full packet's time at the rate
+	bloatMs, holdMs float64 // the thresholds, a packet's time above the bars
+	votes           int     // samples above bloatMs
+	mean, spread    float64 // the window's mean, and twice its standard error
+	fresh           bool    // a sample since about the last step
+	probedMs        float64 // the delay at a raise near the capacity (-1 none)
+}
+
+func (c *Controller) judge(d config.Direction, ds *dirState, now time.Time) judged {
 	p := c.p
-	clamp := func(v float64) int { return max(p.Min[d], min(p.Max[d], int(math.Round(v)))) }
-	packetMs := float64(p.PacketBits[d]) / float64(ds.rate) // bits / (kbit/s) = ms
-	bloatMs, holdMs := p.BloatMs+packetMs, p.HoldMs+packetMs
-	votes, sum := 0, 0.0
+	w := judged{packetMs: float64(p.PacketBits[d]) / float64(ds.rate)} // bits / (kbit/s) = ms
+	w.bloatMs, w.holdMs = p.BloatMs+w.packetMs, p.HoldMs+w.packetMs
+	sum := 0.0
 	for _, v := range ds.window {
-		if v.ms > bloatMs {
-			votes++
+		if v.ms > w.bloatMs {
+			w.votes++
 		}
 		sum += v.ms
 	}
-	mean, spread := 0.0, 0.0
 	if n := float64(len(ds.window)); n > 0 {
-		mean = sum / n
+		w.mean = sum / n
 		for _, v := range ds.window {
-			spread += (v.ms - mean) * (v.ms - mean)
+			w.spread += (v.ms - w.mean) * (v.ms - w.mean)
 		}
-		spread = 2 * math.Sqrt(spread/n/n) // twice the mean's standard error
+		w.spread = 2 * math.Sqrt(w.spread/n/n)
 	}
-	fresh := now.Sub(c.last) < 3*p.Interval // a sample since about the last step
+	w.fresh = now.Sub(c.last) < 3*p.Interval
 	// a raise near the capacity is judged at the next decision while
 	// loaded; any other state forgets it
-	probedMs := ds.probedMs
-	ds.probedMs = -1
-	switch {
-	case stalled:
-		ds.state = Stalled
-		ds.window = ds.window[:0]
-		if ds.rate > p.Base[d] {
-			ds.rate = p.Base[d]
-			return ByStall, fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", p.Stall)
-		}
-		return "", ""
-	case votes >= p.Votes:
-		ds.state = Bloated
-		if now.Sub(ds.lastCut) < p.Refractory {
-			return "", ""
-		}
-		carried := c.capacity(d, ds)
-		cut := p.drainShare(mean-packetMs, p.DownMin, p.DownMax)
-		ds.bloatRate = int(carried)
-		ds.rate = clamp(carried * (1 - cut))
-		ds.lastCut = now
-		ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
-		ds.easedMs = 0
-		ds.window = ds.window[:0] // the next decision on fresh samples
-		return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%.1f ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
-			votes, p.Window, bloatMs, mean, int(carried), 100*cut)
-	case ds.load < p.IdleKbit:
-		ds.state = Idle
-		if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
-			return "", ""
-		}
-		ds.lastMove = now
-		step := p.IdleDecay * float64(p.Base[d])
-		if ds.rate > p.Base[d] {
-			ds.rate = max(p.Base[d], clamp(float64(ds.rate)-step))
-		} else {
-			ds.rate = min(p.Base[d], clamp(float64(ds.rate)+step))
-		}
-		return ByIdle, "idle: back toward the base rate"
-	case c.loaded(d):
-		ds.state = Loaded
-		// no sample in the window is no evidence: nothing moves on it, as
-		// at a start whose delay source has not answered (TestNoSamplesNoRaise)
-		if !fresh || len(ds.window) == 0 || now.Sub(ds.lastCut) < p.Settle {
-			ds.probedMs = probedMs // not judged yet
-			return "", ""
-		}
-		// A raise near the capacity that put the rate over it grows the
-		// queue by a few ms a Move (a download's TCP fills the modem at
-		// its own pace once the shaper stops dropping), under the hold
-		// for a Move or two; a raise on top doubled the growth, and the
-		// excursion's peak was every probe's p95. So the delay's rise
-		// since that raise, beyond the window's own noise, eases at once,
-		// not a Move later (TestProbeNearCapacity).
-		overProbe := probedMs >= 0 && mean > probedMs+p.GrowMs+spread
-		if !overProbe && now.Sub(ds.lastMove) < p.Move {
-			ds.probedMs = probedMs
-			return "", ""
-		}
-		if mean > holdMs || overProbe {
-			if !overProbe && ds.easedMs > 0 && mean < ds.easedMs+p.GrowMs {
-				// eased already and the delay did not grow: under the
-				// capacity a queue drains, over it it grows, so this is
-				// no queue the rate holds. Hold, and probe a quarter step
-				// once a cruise: past the capacity the delay grows, and
-				// that eases
-				if now.Sub(ds.lastMove) < p.Cruise {
-					return "", ""
-				}
-				ds.lastMove = now
-				ds.rate = clamp(float64(ds.rate) * (1 + p.Up/4))
-				return ByRaise, fmt.Sprintf("added delay +%.1f ms over the +%.1f ms hold but not growing since the last ease-off: no queue of this link's; probe up", mean, holdMs)
-			}
-			// a queue is building, not yet bloat: the link carries less
-			// than the rate; ease to just under what it carries, so the
-			// queue drains and the rate cruises there instead of riding
-			// up to the bloat threshold and being cut deeper
-			carried := c.capacity(d, ds)
-			ds.lastMove, ds.lastEase, ds.easedMs = now, now, mean
-			ds.bloatRate = int(carried)
-			// under what it carries by enough to drain the newest sample's
-			// queue in Drain, a quarter step to DownMin
-			newest := ds.window[len(ds.window)-1].ms - packetMs
-			ds.rate = clamp(math.Min(float64(ds.rate), carried) * (1 - p.drainShare(newest, p.Up/4, p.DownMin)))
-			if overProbe {
-				return ByEase, fmt.Sprintf("added delay rose from +%.1f to +%.1f ms since the raise near the capacity, about %d kbit/s: over it; ease off under it", probedMs, mean, int(carried))
-			}
-			return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%.1f ms hold, capacity about %d kbit/s: ease off under it", mean, holdMs, int(carried))
-		}
-		ds.easedMs = 0
-		up := p.Up
-		switch r := float64(ds.rate); {
-		case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
-			ds.bloatRate = 0 // past it without bloat: the capacity moved up
-		case ds.bloatRate > 0 && r >= (1-p.Near)*float64(ds.bloatRate):
-			switch {
-			case now.Sub(ds.lastEase) < p.Cruise:
-				return "", "" // cruise at the eased rate before probing again
-			case ds.lastMove.Equal(ds.lastEase):
-				// the probe after a cruise: from 2 % under the capacity,
-				// a quarter step would land on it and learn nothing
-				up /= 2
-			default:
-				up /= 4 // near the capacity the link showed last time: carefully
-			}
-			ds.probedMs = mean
-		}
-		ds.lastMove = now
-		ds.rate = clamp(float64(ds.rate) * (1 + up))
-		return ByRaise, "loaded and no added delay: raise"
-	default:
-		ds.state = Steady
+	w.probedMs, ds.probedMs = ds.probedMs, -1
+	return w
+}
+
+func (c *Controller) clamp(d config.Direction, v float64) int {
+	return max(c.p.Min[d], min(c.p.Max[d], int(math.Round(v))))
+}
+
+// holdOnStall: no delay sample for Stall is no evidence of anything (a
+// stall, the WAN down): back to the base rate and hold there.
+func (c *Controller) holdOnStall(d config.Direction, ds *dirState) (Reason, string) {
+	ds.state = Stalled
+	ds.window = ds.window[:0]
+	if ds.rate <= c.p.Base[d] {
 		return "", ""
 	}
+	ds.rate = c.p.Base[d]
+	return ByStall, fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", c.p.Stall)
+}
+
+// cutOnBloat protects the delay: Votes samples above the bloat threshold
+// cut the rate under what the link carries, deep enough to drain the
+// queue in Drain, once a Refractory.
+func (c *Controller) cutOnBloat(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
+	p := c.p
+	ds.state = Bloated
+	if now.Sub(ds.lastCut) < p.Refractory {
+		return "", ""
+	}
+	carried := c.capacity(d, ds)
+	cut := p.drainShare(w.mean-w.packetMs, p.DownMin, p.DownMax)
+	ds.bloatRate = int(carried)
+	ds.rate = c.clamp(d, carried*(1-cut))
+	ds.lastCut = now
+	ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
+	ds.easedMs = 0
+	ds.window = ds.window[:0] // the next decision on fresh samples
+	return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%.1f ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
+		w.votes, p.Window, w.bloatMs, w.mean, int(carried), 100*cut)
+}
+
+// driftToBase protects the next load's start: an idle link's rate moves
+// back toward the base, a step of IdleDecay each Move.
+func (c *Controller) driftToBase(d config.Direction, ds *dirState, now time.Time) (Reason, string) {
+	p := c.p
+	ds.state = Idle
+	if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
+		return "", ""
+	}
+	ds.lastMove = now
+	step := p.IdleDecay * float64(p.Base[d])
+	if ds.rate > p.Base[d] {
+		ds.rate = max(p.Base[d], c.clamp(d, float64(ds.rate)-step))
+	} else {
+		ds.rate = min(p.Base[d], c.clamp(d, float64(ds.rate)+step))
+	}
+	return ByIdle, "idle: back toward the base rate"
+}
+
+// followLoad is a loaded direction's move, a Move apart: ease off a queue
+// that builds, else raise.
+func (c *Controller) followLoad(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
+	p := c.p
+	ds.state = Loaded
+	// no sample in the window is no evidence: nothing moves on it, as
+	// at a start whose delay source has not answered (TestNoSamplesNoRaise)
+	if !w.fresh || len(ds.window) == 0 || now.Sub(ds.lastCut) < p.Settle {
+		ds.probedMs = w.probedMs // not judged yet
+		return "", ""
+	}
+	// A raise near the capacity that put the rate over it grows the
+	// queue by a few ms a Move (a download's TCP fills the modem at
+	// its own pace once the shaper stops dropping), under the hold
+	// for a Move or two; a raise on top doubled the growth, and the
+	// excursion's peak was every probe's p95. So the delay's rise
+	// since that raise, beyond the window's own noise, eases at once,
+	// not a Move later (TestProbeNearCapacity).
+	overProbe := w.probedMs >= 0 && w.mean > w.probedMs+p.GrowMs+w.spread
+	if !overProbe && now.Sub(ds.lastMove) < p.Move {
+		ds.probedMs = w.probedMs
+		return "", ""
+	}
+	if w.mean > w.holdMs || overProbe {
+		return c.easeOffQueue(d, ds, now, w, overProbe)
+	}
+	return c.raise(d, ds, now, w)
+}
+
+// easeOffQueue protects the delay before it is bloat: a queue is building,
+// the link carries less than the rate; ease to just under what it
+// carries, so the queue drains and the rate cruises there instead of
+// riding up to the bloat threshold and being cut deeper. Eased already
+// and the delay did not grow: under the capacity a queue drains, over it
+// it grows, so this is no queue the rate holds; hold, and probe a quarter
+// step once a Cruise (past the capacity the delay grows, and that eases).
+func (c *Controller) easeOffQueue(d config.Direction, ds *dirState, now time.Time, w judged, overProbe bool) (Reason, string) {
+	p := c.p
+	if !overProbe && ds.easedMs > 0 && w.mean < ds.easedMs+p.GrowMs {
+		if now.Sub(ds.lastMove) < p.Cruise {
+			return "", ""
+		}
+		ds.lastMove = now
+		ds.rate = c.clamp(d, float64(ds.rate)*(1+p.Up/4))
+		return ByRaise, fmt.Sprintf("added delay +%.1f ms over the +%.1f ms hold but not growing since the last ease-off: no queue of this link's; probe up", w.mean, w.holdMs)
+	}
+	carried := c.capacity(d, ds)
+	ds.lastMove, ds.lastEase, ds.easedMs = now, now, w.mean
+	ds.bloatRate = int(carried)
+	// under what it carries by enough to drain the newest sample's queue
+	// in Drain, a quarter step to DownMin
+	newest := ds.window[len(ds.window)-1].ms - w.packetMs
+	ds.rate = c.clamp(d, math.Min(float64(ds.rate), carried)*(1-p.drainShare(newest, p.Up/4, p.DownMin)))
+	if overProbe {
+		return ByEase, fmt.Sprintf("added delay rose from +%.1f to +%.1f ms since the raise near the capacity, about %d kbit/s: over it; ease off under it", w.probedMs, w.mean, int(carried))
+	}
+	return ByEase, fmt.Sprintf("added delay +%.1f ms above the +%.1f ms hold, capacity about %d kbit/s: ease off under it", w.mean, w.holdMs, int(carried))
+}
+
+// raise protects the throughput: loaded with no added delay, the rate
+// goes up a step; near the capacity the link showed last time carefully
+// (a cruise there first, then half or a quarter step).
+func (c *Controller) raise(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
+	p := c.p
+	ds.easedMs = 0
+	up := p.Up
+	switch r := float64(ds.rate); {
+	case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
+		ds.bloatRate = 0 // past it without bloat: the capacity moved up
+	case ds.bloatRate > 0 && r >= (1-p.Near)*float64(ds.bloatRate):
+		switch {
+		case now.Sub(ds.lastEase) < p.Cruise:
+			return "", "" // cruise at the eased rate before probing again
+		case ds.lastMove.Equal(ds.lastEase):
+			// the probe after a cruise: from 2 % under the capacity,
+			// a quarter step would land on it and learn nothing
+			up /= 2
+		default:
+			up /= 4 // near the capacity the link showed last time: carefully
+		}
+		ds.probedMs = w.mean
+	}
+	ds.lastMove = now
+	ds.rate = c.clamp(d, float64(ds.rate)*(1+up))
+	return ByRaise, "loaded and no added delay: raise"
 }
 
 // drainShare is the share of the rate to give up so that a queue of ms

@@ -121,7 +121,7 @@ const DefaultPublicServer = "https://mensura.cdn-apple.com/api/v1/gm/config"
 
 // DefaultServer is the server of a test or tune nobody named one for:
 // $SQMKIT_SERVER, else configured (the queue's option test_server), else
-// DefaultPublicServer (TestDefaultServer).
+// DefaultPublicServer (testrun's TestResolve).
 func DefaultServer(configured string) string {
 	return cmp.Or(os.Getenv("SQMKIT_SERVER"), configured, DefaultPublicServer)
 }

@@ -77,42 +77,7 @@ func TestWriteSummary(t *testing.T) {
 					t.Errorf("line of %d columns, want ≤ 80: %q", n, l)
 				}
 			}
-			added := strings.Index(out, "loaded phase")
-			if added < 0 {
-				t.Fatalf("no added-latency table:\n%s", out)
-			}
-			for _, p := range r.Phases {
-				got := tableRow(t, out[:added], p.Name)
-				want := []string{p.Name, num(p.DownloadMbps), num(p.UploadMbps),
-					num(p.Latency.Median), num(p.Latency.P95), num(p.Latency.P99),
-					num(p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
-					fmt.Sprint(p.Reordered)}
-				if isIdle(p.Name) {
-					want[6] = "-" // no in-flow samples without load
-				}
-				if r.RTTOnly {
-					want[8] = "-" // a lost handshake's direction is unknown
-				}
-				if strings.Join(got, " ") != strings.Join(want, " ") {
-					t.Errorf("row %s:\n got %q\nwant %q", p.Name, got, want)
-				}
-				if isIdle(p.Name) {
-					// Idle rows are the baseline: no added latency, no grade.
-					if strings.Contains(out[added:], "\n"+p.Name+" ") {
-						t.Errorf("idle phase %s in the added-latency table", p.Name)
-					}
-					continue
-				}
-				got = tableRow(t, out[added:], p.Name)
-				want = []string{p.Name, num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95),
-					num(p.AddedUp), num(p.AddedDown), p.Grade}
-				if r.RTTOnly {
-					want[4], want[5] = "-", "-"
-				}
-				if strings.Join(got, " ") != strings.Join(want, " ") {
-					t.Errorf("added row %s:\n got %q\nwant %q", p.Name, got, want)
-				}
-			}
+			checkTables(t, r, out)
 		})
 	}
 }
@@ -182,5 +147,48 @@ func TestWritersReportErrors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkTables checks out's two tables against r: every phase's figures,
+// and every loaded phase's added latency and grade (idle ones are the
+// baseline).
+func checkTables(t *testing.T, r *bbresult.Result, out string) {
+	t.Helper()
+	added := strings.Index(out, "loaded phase")
+	if added < 0 {
+		t.Fatalf("no added-latency table:\n%s", out)
+	}
+	for _, p := range r.Phases {
+		got := tableRow(t, out[:added], p.Name)
+		want := []string{p.Name, num(p.DownloadMbps), num(p.UploadMbps),
+			num(p.Latency.Median), num(p.Latency.P95), num(p.Latency.P99),
+			num(p.InFlow.Median), pct(p.LostUp, p.ProbesSent), pct(p.LostDown, p.ProbesSent),
+			fmt.Sprint(p.Reordered)}
+		if isIdle(p.Name) {
+			want[6] = "-" // no in-flow samples without load
+		}
+		if r.RTTOnly {
+			want[8] = "-" // a lost handshake's direction is unknown
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("row %s:\n got %q\nwant %q", p.Name, got, want)
+		}
+		if isIdle(p.Name) {
+			// Idle rows are the baseline: no added latency, no grade.
+			if strings.Contains(out[added:], "\n"+p.Name+" ") {
+				t.Errorf("idle phase %s in the added-latency table", p.Name)
+			}
+			continue
+		}
+		got = tableRow(t, out[added:], p.Name)
+		want = []string{p.Name, num(p.AddedMean), num(p.AddedMedian), num(p.AddedP95),
+			num(p.AddedUp), num(p.AddedDown), p.Grade}
+		if r.RTTOnly {
+			want[4], want[5] = "-", "-"
+		}
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("added row %s:\n got %q\nwant %q", p.Name, got, want)
+		}
 	}
 }

@@ -29,26 +29,145 @@ func TestHostileServers(t *testing.T) {
 	var internalHits atomic.Int64
 	internal := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { internalHits.Add(1) }))
 	t.Cleanup(internal.Close)
+	cases := hostileCases(internal.URL)
 
+	runs := runHostile(t, cases)
+	if n := internalHits.Load(); n != 0 {
+		t.Errorf("the internal server got %d requests", n)
+	}
+	for i, c := range cases {
+		for w, wire := range []string{"http2", "http1"} {
+			t.Run(c.name+"/"+wire, func(t *testing.T) {
+				r := runs[i][w]
+				res, err := r.res, r.err
+				if r.auth != 0 {
+					t.Errorf("%d requests carried credentials", r.auth)
+				}
+				for p, most := range c.most {
+					if n := r.counts(p); n > most {
+						t.Errorf("%d requests to %s, want at most %d", n, p, most)
+					}
+				}
+				if c.err != "" {
+					if err == nil || !strings.Contains(err.Error(), c.err) {
+						t.Fatalf("RunPhases: %v, want an error with %q", err, c.err)
+					}
+					return
+				}
+				if err != nil {
+					t.Fatalf("RunPhases: %v", err)
+				}
+				notes := strings.Join(append(res.Notes, res.Incomplete), "\n")
+				switch {
+				case c.want == "" && (res.Incomplete != "" || res.Grades.DSLReports == ""):
+					t.Errorf("want a graded result: incomplete %q, grades %+v", res.Incomplete, res.Grades)
+				case c.want != "" && (!strings.Contains(res.Incomplete, c.want) || res.Grades.DSLReports != "" || res.Grades.Percentile != ""):
+					t.Errorf("incomplete %q, grades %+v; want no grade and %q", res.Incomplete, res.Grades, c.want)
+				}
+				if c.note != "" && !strings.Contains(notes, c.note) {
+					t.Errorf("notes %q lack %q", notes, c.note)
+				}
+				for _, ph := range res.Phases {
+					if ph.Grade != "" && c.want != "" {
+						t.Errorf("phase %s graded %s", ph.Name, ph.Grade)
+					}
+				}
+				if res.RPM != nil && c.want != "" {
+					t.Errorf("an RPM of %.0f for a test without load", res.RPM.RPM)
+				}
+			})
+		}
+	}
+}
+
+// hostileRun is one case's test over one wire: its result, how many
+// requests carried credentials, and the requests per path.
+type hostileRun struct {
+	res    *bbresult.Result
+	err    error
+	auth   int
+	counts func(string) int
+}
+
+// runHostile runs every case over both wires (HTTP/2, HTTP/1.1).
+func runHostile(t *testing.T, cases []hostileCase) [][2]hostileRun {
+	// Every case runs at once, as it would not under t.Parallel's two at a
+	// time: each waits on its phases, not on the CPU.
+	runs := make([][2]hostileRun, len(cases))
+	var wg sync.WaitGroup
+	for i, c := range cases {
+		for w, http1 := range []bool{false, true} {
+			s, err := NewServer(ServerConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			counts, auth := map[string]int{}, 0
+			sv := served{count: func(p string) int { mu.Lock(); defer mu.Unlock(); return counts[p] }}
+			sv.addr = startServer(t, s, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					mu.Lock()
+					counts[r.URL.Path]++
+					if r.Header.Get("Authorization") != "" {
+						auth++
+					}
+					mu.Unlock()
+					if c.override == nil || !c.override(sv, w, r) {
+						h.ServeHTTP(w, r)
+					}
+				})
+			})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cfg := bbclient.Config{Server: "https://" + sv.addr + pathConfig, Idle: time.Second, Download: 2 * time.Second,
+					Upload: 2 * time.Second, Bidir: 2 * time.Second, Streams: 2, ProbeInterval: bbclient.DefaultProbeInterval}
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				res, err := RunPhases(ctx, PhaseConfig{Test: cfg, Insecure: true, HTTP1: http1})
+				mu.Lock()
+				runs[i][w] = hostileRun{res: res, err: err, auth: auth, counts: sv.count}
+				mu.Unlock()
+			}()
+		}
+	}
+	wg.Wait()
+	return runs
+}
+
+// served is one case's server, as its answers see it.
+type served struct {
+	addr  string
+	count func(path string) int
+}
+
+// hostileCase is a server's hostile answer and what the client must make
+// of it.
+type hostileCase struct {
+	name string
+	// override answers path instead of the server (ok false: leave it)
+	override func(s served, w http.ResponseWriter, r *http.Request) bool
+	err      string // RunPhases fails with it
+	want     string // else the result is INCOMPLETE with it ("" graded)
+	note     string // a note the result carries
+	most     map[string]int
+}
+
+// hostileCases are TestHostileServers' servers; internal is the address a
+// hostile server would like the client to reach.
+func hostileCases(internal string) []hostileCase {
+	return append(loadCases(), steerCases(internal)...)
+}
+
+// loadCases are servers whose load or probes never come.
+func loadCases() []hostileCase {
 	hang := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Length", "1000000")
 		w.WriteHeader(200)
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 	}
-	type served struct {
-		addr  string
-		count func(path string) int
-	}
-	cases := []struct {
-		name string
-		// override answers path instead of the server (ok false: leave it)
-		override func(s served, w http.ResponseWriter, r *http.Request) bool
-		err      string // RunPhases fails with it
-		want     string // else the result is INCOMPLETE with it ("" graded)
-		note     string // a note the result carries
-		most     map[string]int
-	}{
+	return []hostileCase{
 		{name: "empty download", want: "no grade: the download never carried data", note: "empty body",
 			override: func(_ served, w http.ResponseWriter, r *http.Request) bool {
 				if r.URL.Path != pathLarge {
@@ -97,12 +216,18 @@ func TestHostileServers(t *testing.T) {
 				}
 				return true
 			}},
+	}
+}
+
+// steerCases are servers that try to send the client elsewhere.
+func steerCases(internal string) []hostileCase {
+	return []hostileCase{
 		{name: "load redirected to plain http", want: "no grade: the download never carried data", note: "not https",
 			override: func(_ served, w http.ResponseWriter, r *http.Request) bool {
 				if r.URL.Path != pathLarge {
 					return false
 				}
-				http.Redirect(w, r, internal.URL+"/admin", http.StatusFound)
+				http.Redirect(w, r, internal+"/admin", http.StatusFound)
 				return true
 			}},
 		{name: "load redirected to another host", want: "no grade: the download never carried data", note: "another host than the config's",
@@ -136,7 +261,7 @@ func TestHostileServers(t *testing.T) {
 				if r.URL.Path != pathConfig {
 					return false
 				}
-				http.Redirect(w, r, internal.URL+"/config", http.StatusMovedPermanently)
+				http.Redirect(w, r, internal+"/config", http.StatusMovedPermanently)
 				return true
 			}},
 		{name: "config with credentials", err: "carries credentials",
@@ -165,99 +290,5 @@ func TestHostileServers(t *testing.T) {
 				fmt.Fprintf(w, `{"version":1,"urls":{"small_download_url":"%[1]s/small","large_download_url":"%[1]s/large","upload_url":"%[1]s/upload"}}`, u)
 				return true
 			}},
-	}
-	// Every case runs at once, as it would not under t.Parallel's two at a
-	// time: each waits on its phases, not on the CPU.
-	type run struct {
-		res      *bbresult.Result
-		err      error
-		internal int64
-		auth     int
-		counts   func(string) int
-	}
-	runs := make([][2]run, len(cases))
-	var wg sync.WaitGroup
-	for i, c := range cases {
-		for w, http1 := range []bool{false, true} {
-			s, err := NewServer(ServerConfig{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var mu sync.Mutex
-			counts, auth := map[string]int{}, 0
-			sv := served{count: func(p string) int { mu.Lock(); defer mu.Unlock(); return counts[p] }}
-			sv.addr = startServer(t, s, func(h http.Handler) http.Handler {
-				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					mu.Lock()
-					counts[r.URL.Path]++
-					if r.Header.Get("Authorization") != "" {
-						auth++
-					}
-					mu.Unlock()
-					if c.override == nil || !c.override(sv, w, r) {
-						h.ServeHTTP(w, r)
-					}
-				})
-			})
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				cfg := bbclient.Config{Server: "https://" + sv.addr + pathConfig, Idle: time.Second, Download: 2 * time.Second,
-					Upload: 2 * time.Second, Bidir: 2 * time.Second, Streams: 2, ProbeInterval: bbclient.DefaultProbeInterval}
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-				defer cancel()
-				res, err := RunPhases(ctx, PhaseConfig{Test: cfg, Insecure: true, HTTP1: http1})
-				mu.Lock()
-				runs[i][w] = run{res: res, err: err, auth: auth, counts: sv.count}
-				mu.Unlock()
-			}()
-		}
-	}
-	wg.Wait()
-	if n := internalHits.Load(); n != 0 {
-		t.Errorf("the internal server got %d requests", n)
-	}
-	for i, c := range cases {
-		for w, wire := range []string{"http2", "http1"} {
-			t.Run(c.name+"/"+wire, func(t *testing.T) {
-				r := runs[i][w]
-				res, err := r.res, r.err
-				if r.auth != 0 {
-					t.Errorf("%d requests carried credentials", r.auth)
-				}
-				for p, most := range c.most {
-					if n := r.counts(p); n > most {
-						t.Errorf("%d requests to %s, want at most %d", n, p, most)
-					}
-				}
-				if c.err != "" {
-					if err == nil || !strings.Contains(err.Error(), c.err) {
-						t.Fatalf("RunPhases: %v, want an error with %q", err, c.err)
-					}
-					return
-				}
-				if err != nil {
-					t.Fatalf("RunPhases: %v", err)
-				}
-				notes := strings.Join(append(res.Notes, res.Incomplete), "\n")
-				switch {
-				case c.want == "" && (res.Incomplete != "" || res.Grades.DSLReports == ""):
-					t.Errorf("want a graded result: incomplete %q, grades %+v", res.Incomplete, res.Grades)
-				case c.want != "" && (!strings.Contains(res.Incomplete, c.want) || res.Grades.DSLReports != "" || res.Grades.Percentile != ""):
-					t.Errorf("incomplete %q, grades %+v; want no grade and %q", res.Incomplete, res.Grades, c.want)
-				}
-				if c.note != "" && !strings.Contains(notes, c.note) {
-					t.Errorf("notes %q lack %q", notes, c.note)
-				}
-				for _, ph := range res.Phases {
-					if ph.Grade != "" && c.want != "" {
-						t.Errorf("phase %s graded %s", ph.Name, ph.Grade)
-					}
-				}
-				if res.RPM != nil && c.want != "" {
-					t.Errorf("an RPM of %.0f for a test without load", res.RPM.RPM)
-				}
-			})
-		}
 	}
 }

@@ -102,4 +102,3 @@ func TestChartsOnAPhone(t *testing.T) {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
 	}
 }
-

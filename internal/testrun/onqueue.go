@@ -1,4 +1,4 @@
-package main
+package testrun
 
 import (
 	"context"
@@ -18,21 +18,21 @@ import (
 	"github.com/sqmkit/sqmkit/internal/tcstats"
 )
 
-// onQueue is what a test or tune run on a router knows of the queue its
-// traffic takes (package onpath); queue is nil off a router.
-type onQueue struct {
-	network string
-	queue   *config.Queue
+// OnQueue is what a test or tune run on a router knows of the queue its
+// traffic takes (package onpath); Queue is nil off a router.
+type OnQueue struct {
+	Network string
+	Queue   *config.Queue
 	root    string
 }
 
-// routeCheck refuses a server whose route leaves the router by a device
+// RouteCheck refuses a server whose route leaves the router by a device
 // none of qs shapes (only want's, when want is a tune's section): the
-// test would grade another link. network comes back narrowed to the
+// test would grade another link. Network comes back narrowed to the
 // family on the path. qs empty: not a router, nothing to check.
-func routeCheck(ctx context.Context, root string, qs []config.Queue, server, network, want string) (onQueue, error) {
+func RouteCheck(ctx context.Context, root string, qs []config.Queue, server, network, want string) (OnQueue, error) {
 	if len(qs) == 0 {
-		return onQueue{network: network}, nil
+		return OnQueue{Network: network}, nil
 	}
 	if hp, _, ok := bbproto.SplitURL(server); ok {
 		server = hp // a responsiveness server's URL: its host
@@ -45,26 +45,26 @@ func routeCheck(ctx context.Context, root string, qs []config.Queue, server, net
 		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if addrs, err = net.DefaultResolver.LookupNetIP(lctx, "ip", host); err != nil {
-			return onQueue{}, fmt.Errorf("server %s: %w", host, err)
+			return OnQueue{}, fmt.Errorf("server %s: %w", host, err)
 		}
 	}
 	n, q, err := onpath.Choose(onpath.Paths(root, qs, addrs, onpath.Route), qs, want, network)
 	if err != nil {
-		return onQueue{}, err
+		return OnQueue{}, err
 	}
-	return onQueue{network: n, queue: &q, root: root}, nil
+	return OnQueue{Network: n, Queue: &q, root: root}, nil
 }
 
 // counters samples the queue's shaper counters (its planned roots: the
 // device for the upload, the IFB for the download) until stop closes.
-func (o onQueue) counters(stop <-chan struct{}) <-chan []onpath.Sample {
+func (o OnQueue) counters(stop <-chan struct{}) <-chan []onpath.Sample {
 	done := make(chan []onpath.Sample, 1)
-	if o.queue == nil {
+	if o.Queue == nil {
 		close(done)
 		return done
 	}
 	var up, down string
-	if ts, err := apply.Targets(o.root, []config.Queue{*o.queue}, ""); err == nil {
+	if ts, err := apply.Targets(o.root, []config.Queue{*o.Queue}, ""); err == nil {
 		if p, err := plan.Build(ts[0].Queue, ts[0].Facts); err == nil {
 			for _, d := range p.Dirs {
 				if d.Direction == config.Upload {
@@ -115,11 +115,11 @@ const sampleEvery = 500 * time.Millisecond
 
 // cpu samples the router's CPU counters (package cpuload) until stop
 // closes; nothing off a router.
-func (o onQueue) cpu(stop <-chan struct{}) <-chan []cpuload.Sample {
-	if o.queue == nil {
+func (o OnQueue) cpu(stop <-chan struct{}) <-chan []cpuload.Sample {
+	if o.Queue == nil {
 		done := make(chan []cpuload.Sample)
 		close(done)
 		return done
 	}
-	return cpuload.Sampling(o.root, o.queue.Interface, stop)
+	return cpuload.Sampling(o.root, o.Queue.Interface, stop)
 }

@@ -1,4 +1,10 @@
-package main
+// Package testrun is a test or a tune's measurement from where it runs:
+// the server it measures against (named, $SQMKIT_SERVER, the queue's
+// test_server or the public default), on a router the route to it checked
+// against the queues, the queues held, and the shaper's counters and the
+// CPU read beside the test (Test). The commands (sqmkit test, tune) parse
+// their flags and print; the work is here, once for both.
+package testrun
 
 import (
 	"cmp"
@@ -11,9 +17,9 @@ import (
 	"github.com/sqmkit/sqmkit/internal/rpm"
 )
 
-// server is the server a test or tune measures against, as resolved from
+// Server is the server a test or tune measures against, as resolved from
 // what the user gave.
-type server struct {
+type Server struct {
 	Addr   string // host[:port] of a sqmkit serve, or a responsiveness server's config URL
 	URL    bool   // a responsiveness server: round trips only (rpm.RunPhases)
 	Public bool   // none was given: bbproto.DefaultServer
@@ -22,12 +28,12 @@ type server struct {
 	From string
 }
 
-// resolveServer checks s as a user wrote it (never a flag, a path or
-// markup when it is passed on); "" is $SQMKIT_SERVER, else the first of
-// qs' test_server options (the router's /etc/config/sqm), else the public
-// default (TestDefaultServer).
-func resolveServer(s string, qs []config.Queue) (server, error) {
-	sv := server{Addr: s}
+// Resolve checks s as a user wrote it (never a flag, a path or markup
+// when it is passed on); "" is $SQMKIT_SERVER, else the first of qs'
+// test_server options (the router's /etc/config/sqm), else the public
+// default (TestResolve).
+func Resolve(s string, qs []config.Queue) (Server, error) {
+	sv := Server{Addr: s}
 	if s == "" {
 		configured := ""
 		for _, q := range qs {
@@ -51,8 +57,8 @@ func resolveServer(s string, qs []config.Queue) (server, error) {
 	return sv, nil
 }
 
-// note is what a result says about a server nobody named.
-func (sv server) note() string {
+// Note is what a result says about a server nobody named.
+func (sv Server) Note() string {
 	if !sv.Public {
 		return ""
 	}
@@ -63,10 +69,10 @@ func (sv server) note() string {
 	return fmt.Sprintf("no SERVER given: measured against %s%s (a SERVER argument, SQMKIT_SERVER or the queue's option test_server names another)", sv.Addr, from)
 }
 
-// blame adds where a server that could not be had came from when nobody
+// Blame adds where a server that could not be had came from when nobody
 // typed it: a bad $SQMKIT_SERVER is named, not taken for the network's
 // fault.
-func (sv server) blame(err error) error {
+func (sv Server) Blame(err error) error {
 	if !errors.Is(err, rpm.ErrConfigFetch) || sv.From == "" {
 		return err
 	}
