@@ -16,6 +16,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/cpuload"
+	"github.com/sqmkit/sqmkit/internal/history"
 	"github.com/sqmkit/sqmkit/internal/rpm"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tc"
@@ -102,7 +103,9 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return runSweep(ctx, s, c, *jsonFile, stdout, stderr)
 	}
 	out, err := s.Run(ctx)
-	testrun.KeepCPU(*root, q.Queue, "tune", time.Now().UTC(), s.Live.Costs, logf)
+	if out != nil {
+		testrun.Remember(*root, q.Queue, "tune", out.Confirm, s.Live.Costs, tunedOf(out), logf)
+	}
 	if errors.Is(err, context.Canceled) {
 		err = errors.New("stopped before it finished (a signal); the shaper is back at its rates, nothing written")
 	}
@@ -123,6 +126,17 @@ func runTune(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// tunedOf is what a tune that wrote its rates leaves in the router's
+// record (nil when it wrote none).
+func tunedOf(o *tune.Outcome) *history.Tuned {
+	if !o.Written || o.Search == nil {
+		return nil
+	}
+	r := o.Search
+	return &history.Tuned{At: time.Now().UTC(), Down: r.Download.RateKbit, Up: r.Upload.RateKbit,
+		LineDown: r.Download.Line.RateKbit, LineUp: r.Upload.Line.RateKbit, OldDown: o.Old.Download, OldUp: o.Old.Upload}
 }
 
 // tuneQueue is the one queue a tune acts on, the options that change it,

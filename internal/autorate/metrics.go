@@ -63,11 +63,11 @@ func (m *Metrics) Write(w io.Writer) {
 	// metrics): bits per second and seconds (TestMetricsBaseUnits)
 	gauge("sqmkit_autorate_rate_bits_per_second", "shaper rate set by autorate")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_rate_bits_per_second{direction=%s} %d\n", label(config.Direction(d)), m.rate[d]*1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_rate_bits_per_second{direction=%s} %d\n", Label(config.Direction(d)), m.rate[d]*1000)
 	}
 	gauge("sqmkit_autorate_load_bits_per_second", "traffic the shaper carried in the last interval")
 	for d := range 2 {
-		fmt.Fprintf(&b, "sqmkit_autorate_load_bits_per_second{direction=%s} %d\n", label(config.Direction(d)), m.load[d]*1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_load_bits_per_second{direction=%s} %d\n", Label(config.Direction(d)), m.load[d]*1000)
 	}
 	gauge("sqmkit_autorate_state", "1 for the state each direction is in")
 	for d := range 2 {
@@ -76,16 +76,16 @@ func (m *Metrics) Write(w io.Writer) {
 			if m.state[d] == s {
 				v = 1
 			}
-			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%s,state=%s} %d\n", label(config.Direction(d)), label(s), v)
+			fmt.Fprintf(&b, "sqmkit_autorate_state{direction=%s,state=%s} %d\n", Label(config.Direction(d)), Label(s), v)
 		}
 	}
 	gauge("sqmkit_autorate_added_delay_seconds", "latest probe's delay above its path's baseline")
 	for p, v := range m.added {
-		fmt.Fprintf(&b, "sqmkit_autorate_added_delay_seconds{path=%s} %.5f\n", label(p), v/1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_added_delay_seconds{path=%s} %.5f\n", Label(p), v/1000)
 	}
 	gauge("sqmkit_autorate_baseline_seconds", "each probe path's delay without a queue")
 	for p, v := range m.base {
-		fmt.Fprintf(&b, "sqmkit_autorate_baseline_seconds{path=%s} %.5f\n", label(p), v/1000)
+		fmt.Fprintf(&b, "sqmkit_autorate_baseline_seconds{path=%s} %.5f\n", Label(p), v/1000)
 	}
 	if m.CPU != nil {
 		if r, ok := m.CPU(); ok {
@@ -103,15 +103,15 @@ func (m *Metrics) Write(w io.Writer) {
 func writeCPU(b *strings.Builder, gauge func(name, help string), r cpuload.Record) {
 	gauge("sqmkit_cpu_ceiling_bits_per_second", "rate at which the router's busiest core (or all) would be saturated, from the last test or tune")
 	for _, c := range r.Phases {
-		fmt.Fprintf(b, "sqmkit_cpu_ceiling_bits_per_second{phase=%s,qdisc=%s} %.0f\n", label(c.Phase), label(r.Qdisc), c.CeilingMbps*1e6)
+		fmt.Fprintf(b, "sqmkit_cpu_ceiling_bits_per_second{phase=%s,qdisc=%s} %.0f\n", Label(c.Phase), Label(r.Qdisc), c.CeilingMbps*1e6)
 	}
 	gauge("sqmkit_cpu_seconds_per_bit", "CPU time spent per shaped bit, the test's own process left out")
 	for _, c := range r.Phases {
-		fmt.Fprintf(b, "sqmkit_cpu_seconds_per_bit{phase=%s,qdisc=%s} %.3g\n", label(c.Phase), label(r.Qdisc), c.MsPerMbit*1e-9)
+		fmt.Fprintf(b, "sqmkit_cpu_seconds_per_bit{phase=%s,qdisc=%s} %.3g\n", Label(c.Phase), Label(r.Qdisc), c.MsPerMbit*1e-9)
 	}
 	gauge("sqmkit_cpu_busiest_core_ratio", "share of the phase its busiest core ran")
 	for _, c := range r.Phases {
-		fmt.Fprintf(b, "sqmkit_cpu_busiest_core_ratio{phase=%s,cpu=\"%d\"} %.3f\n", label(c.Phase), c.Busiest, c.BusiestShare)
+		fmt.Fprintf(b, "sqmkit_cpu_busiest_core_ratio{phase=%s,cpu=\"%d\"} %.3f\n", Label(c.Phase), c.Busiest, c.BusiestShare)
 	}
 	gauge("sqmkit_cpu_measured_timestamp_seconds", "when the CPU figures were measured")
 	fmt.Fprintf(b, "sqmkit_cpu_measured_timestamp_seconds %d\n", r.At.Unix())
@@ -123,11 +123,15 @@ func writeCPU(b *strings.Builder, gauge func(name, help string), r cpuload.Recor
 // TestMetricsParseAsPrometheus).
 var labelEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`)
 
-// label is v as a quoted label value.
-func label(v any) string { return `"` + labelEscaper.Replace(fmt.Sprint(v)) + `"` }
+// Label is v as a quoted Prometheus label value.
+func Label(v any) string { return `"` + labelEscaper.Replace(fmt.Sprint(v)) + `"` }
 
 // Serve answers every HTTP request on l with the metrics, until l closes.
-func (m *Metrics) Serve(l net.Listener) error {
+func (m *Metrics) Serve(l net.Listener) error { return ServeText(l, m.Write) }
+
+// ServeText answers every HTTP request on l with what write writes (a
+// Prometheus text page; the watch's too), until l closes.
+func ServeText(l net.Listener, write func(io.Writer)) error {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -145,7 +149,7 @@ func (m *Metrics) Serve(l net.Listener) error {
 				}
 			}
 			var body strings.Builder
-			m.Write(&body)
+			write(&body)
 			fmt.Fprintf(c, "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: %d\r\n\r\n%s", body.Len(), body.String())
 		}()
 	}

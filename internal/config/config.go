@@ -77,7 +77,12 @@ type Queue struct {
 	// TestServer is what test and tune measure against when given no
 	// server: a sqmkit serve's HOST[:PORT] or a responsiveness server's
 	// config URL; "" is the public default.
-	TestServer         string
+	TestServer string
+	// WatchOff: no watch for the queue (option watch '0'; by default it
+	// runs while autorate is off: it is free); WatchTest its scheduled
+	// check ("daily", "weekly", "" none).
+	WatchOff           bool
+	WatchTest          string
 	AutorateReflectors string // space-separated addresses; "" the defaults
 
 	// Notes record how Load and Overrides derived values (backend choice,

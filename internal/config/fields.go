@@ -95,6 +95,22 @@ var fields = []field{
 		return nil
 	}},
 	{"autorate_reflectors", "", "1.1.1.1 9.9.9.9", "", func(q *Queue, v string) error { q.AutorateReflectors = v; return nil }},
+	{"watch", "", "0", "", func(q *Queue, v string) error {
+		on := true
+		if err := boolean(func(*Queue) *bool { return &on })(q, v); err != nil {
+			return err
+		}
+		q.WatchOff = !on
+		return nil
+	}},
+	{"watch_test", "", "weekly", "", func(q *Queue, v string) error {
+		switch v {
+		case "", "off", "daily", "weekly":
+			q.WatchTest = strings.TrimPrefix(v, "off")
+			return nil
+		}
+		return fmt.Errorf("%q is not a schedule (use daily, weekly or off)", v)
+	}},
 	{"use_mq", "use-mq", "1", "cake backend: multi-queue cake (cake_mq) on a device with several queues, `1|0`",
 		boolean(func(q *Queue) *bool { return &q.UseMQ })},
 	{"ifb", "ifb", "ifb4eth0", "`IFB` device for the download (default derived from the interface)",

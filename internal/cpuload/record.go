@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/history"
 	"github.com/sqmkit/sqmkit/internal/statefile"
 )
 
@@ -49,9 +50,15 @@ func Save(root string, r Record) error {
 }
 
 // Load reads section's record; ok is false when there is none or it does
-// not parse.
+// not parse. After a reboot (/var/run empty) it is the copy the router
+// keeps on flash (package history), so the ceiling stays known.
 func Load(root, section string) (r Record, ok bool) {
 	b, err := statefile.Read(RecordPath(root, section), 1<<20, "CPU record")
+	if err != nil {
+		if h, herr := history.Load(root); herr == nil && h.Queues[section] != nil {
+			b, err = h.Queues[section].CPU, nil
+		}
+	}
 	if err != nil || json.Unmarshal(b, &r) != nil || len(r.Phases) == 0 {
 		return Record{}, false
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sqmkit/sqmkit/internal/apply"
 	"github.com/sqmkit/sqmkit/internal/config"
+	"github.com/sqmkit/sqmkit/internal/history"
 	"github.com/sqmkit/sqmkit/internal/search"
 	"github.com/sqmkit/sqmkit/internal/tune"
 )
@@ -205,6 +206,12 @@ func (e *Env) tuneWrite(map[string]any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	// what the router keeps across reboots: the rates written, the line
+	// they were found on
+	history.Update(e.Root, e.Now(), func(h *history.History) {
+		h.Queue(m.Section).Tuned = &history.Tuned{At: e.Now().UTC(), Down: o.Found.Download, Up: o.Found.Upload,
+			LineDown: o.Line.Download, LineUp: o.Line.Upload, OldDown: old.Download, OldUp: old.Upload}
+	})
 	return map[string]any{"written": o.Found, "old": old, "section": m.Section}, nil
 }
 

@@ -117,3 +117,10 @@ func (s *searcher) line(ctx context.Context, k Kind) (Line, error) {
 	s.say("%s", msg)
 	return l, nil
 }
+
+// MeasureLine is the line in direction k as a search measures it (the
+// caller has opened the shaper): its sustained goodput and the shaper rate
+// that carries it. The watch's scheduled check measures the line with it.
+func MeasureLine(ctx context.Context, l Link, c Config, k Kind) (Line, error) {
+	return (&searcher{l: l, c: c}).line(ctx, k)
+}

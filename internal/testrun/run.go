@@ -2,6 +2,7 @@ package testrun
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"github.com/sqmkit/sqmkit/internal/bbresult"
 	"github.com/sqmkit/sqmkit/internal/config"
 	"github.com/sqmkit/sqmkit/internal/cpuload"
+	"github.com/sqmkit/sqmkit/internal/history"
 	"github.com/sqmkit/sqmkit/internal/joblock"
 	"github.com/sqmkit/sqmkit/internal/onpath"
 	"github.com/sqmkit/sqmkit/internal/rpm"
@@ -101,7 +103,7 @@ func Test(ctx context.Context, o Options) (*bbresult.Result, error) {
 		res.PathChecks = onpath.Check(res, q.Section, <-samples)
 		res.CPU = cpuload.Costs(res, <-cpu, cpuload.Shaper{Device: q.Interface, RPS: cpuload.RPS(o.Root, q.Interface), XPS: cpuload.XPS(o.Root, q.Interface), Qdisc: q.Qdisc, Down: q.Download, Up: q.Upload})
 		if res.Incomplete == "" {
-			KeepCPU(o.Root, *q, "test", res.Started, res.CPU, o.Warn)
+			Remember(o.Root, *q, "test", res, res.CPU, nil, o.Warn)
 		}
 	}
 	if n := o.Server.Note(); n != "" {
@@ -110,14 +112,45 @@ func Test(ctx context.Context, o Options) (*bbresult.Result, error) {
 	return res, nil
 }
 
-// KeepCPU keeps what a test or tune measured the router's CPU cost (for
-// doctor, status and LuCI: what this router can shape), saying through
-// warn when it could not.
-func KeepCPU(root string, q config.Queue, by string, at time.Time, phases []bbresult.PhaseCPU, warn func(string)) {
-	if len(phases) == 0 {
+// Remember keeps what a test or a tune on the router learnt of queue q,
+// in one write of its flash record (package history): res's grade, when
+// it has one, the CPU's cost (also in /var/run, where the doctor reads it
+// first) and, for a tune that wrote rates, what it wrote. warn says what
+// could not be kept.
+func Remember(root string, q config.Queue, by string, res *bbresult.Result, phases []bbresult.PhaseCPU, tuned *history.Tuned, warn func(string)) {
+	if warn == nil {
+		warn = func(string) {}
+	}
+	at := time.Now().UTC()
+	var cpu []byte
+	if len(phases) > 0 {
+		r := cpuload.Record{Section: q.Section, At: at, By: by, Qdisc: q.Qdisc, Phases: phases}
+		if err := cpuload.Save(root, r); err != nil {
+			warn("the CPU measurement was not kept: " + err.Error())
+		}
+		cpu, _ = json.Marshal(r)
+	}
+	graded := res != nil && res.Incomplete == "" && res.Grades.DSLReports != ""
+	if !graded && cpu == nil && tuned == nil {
 		return
 	}
-	if err := cpuload.Save(root, cpuload.Record{Section: q.Section, At: at, By: by, Qdisc: q.Qdisc, Phases: phases}); err != nil && warn != nil {
-		warn("the CPU measurement was not kept: " + err.Error())
+	err := history.Update(root, at, func(h *history.History) {
+		hq := h.Queue(q.Section)
+		if graded {
+			e := history.Entry{At: res.Started, By: by, Grade: res.Grades.DSLReports, AddedMs: res.Grades.DSLReportsAddedMs, Down: q.Download, Up: q.Upload, Server: res.Server}
+			if tuned != nil {
+				e.Down, e.Up, e.LineDown, e.LineUp = tuned.Down, tuned.Up, tuned.LineDown, tuned.LineUp
+			}
+			hq.Add(e)
+		}
+		if cpu != nil {
+			hq.CPU = cpu
+		}
+		if tuned != nil {
+			hq.Tuned = tuned
+		}
+	})
+	if err != nil {
+		warn("the router's record (" + history.Path(root) + ") was not kept: " + err.Error())
 	}
 }

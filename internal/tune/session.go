@@ -375,3 +375,33 @@ func (s *Session) log(format string, a ...any) {
 // open is a rate far above any line the configured rate was near: the
 // shaper stays in place but never limits while the line is measured.
 func open(configured int) int { return min(configured*4, 10_000_000) }
+
+// Check is the watch's scheduled check of the running queue: the line
+// measured each way with the shaper open (for Live.Line and LineUp), as a
+// search measures it, then test at the rates the queue runs at; the
+// shaper ends at its rates, and the queue is held throughout (no autorate,
+// tune or other test meanwhile; one running refuses the check).
+func (s *Session) Check(ctx context.Context, test bbclient.Config) (down, up search.Line, res *bbresult.Result, err error) {
+	l := s.Live
+	restore, err := s.begin()
+	if err != nil {
+		return down, up, nil, err
+	}
+	defer func() { err = restore(false, err) }()
+	q := l.Target.Queue
+	c := search.Config{RatePerGoodput: plan.RatePerGoodput(q, l.Target.Facts), ProbeKbit: l.probeKbit(), Progress: s.Log}
+	if err = l.SetRates(ctx, open(q.Download), open(q.Upload)); err != nil {
+		return down, up, nil, err
+	}
+	if down, err = search.MeasureLine(ctx, l, c, search.Download); err != nil {
+		return down, up, nil, err
+	}
+	if up, err = search.MeasureLine(ctx, l, c, search.Upload); err != nil {
+		return down, up, nil, err
+	}
+	if err = l.SetRates(ctx, q.Download, q.Upload); err != nil {
+		return down, up, nil, err
+	}
+	res, err = l.run(ctx, test)
+	return down, up, res, err
+}

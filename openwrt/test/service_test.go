@@ -107,7 +107,8 @@ func TestInitScript(t *testing.T) {
 // autorate, respawned when it dies, whichever service applies the tree:
 // with sqm-scripts' service enabled (as luci-app-sqm enables it) sqmkit's
 // applies nothing and still runs autorate. A reload without the option
-// describes the service without the instance, and procd ends it.
+// describes the service with the watch's instance in its place, and one
+// with option watch '0' with none.
 func TestAutorateInstance(t *testing.T) {
 	for _, withSQM := range []bool{false, true} {
 		t.Run(map[bool]string{false: "sqmkit's service", true: "sqm-scripts enabled"}[withSQM], func(t *testing.T) {
@@ -151,12 +152,23 @@ func TestAutorateInstance(t *testing.T) {
 				return i.Running && i.PID != pid && i.PID != 0
 			}, func() string { s, _ := r.service("sqmkit"); return toJSON(s) })
 
-			q.extra = ""
-			r.config(q) // autorate gone
+			q.extra = "\toption autorate_reflectors '192.0.2.2'\n"
+			r.config(q) // autorate gone: the watch looks after the queue instead
 			if code, out := r.initd("reload"); code != 0 {
 				t.Fatalf("reload: exit %d\n%s", code, out)
 			}
-			r.eventually("the instance ended", func() bool {
+			r.eventually("autorate ended, the watch runs", func() bool {
+				s, _ := r.service("sqmkit")
+				_, auto := s.Instances["autorate-wan"]
+				w, ok := s.Instances["watch-wan"]
+				return !auto && ok && w.Running && slices.Equal(w.Command, []string{"/usr/bin/sqmkit", "watch", "--root", "/", "wan"})
+			}, func() string { s, _ := r.service("sqmkit"); return r.console() + "\n" + toJSON(s) })
+			q.extra = "\toption watch '0'\n"
+			r.config(q) // and with option watch '0', nothing runs
+			if code, out := r.initd("reload"); code != 0 {
+				t.Fatalf("reload: exit %d\n%s", code, out)
+			}
+			r.eventually("the instances ended", func() bool {
 				s, _ := r.service("sqmkit")
 				return len(s.Instances) == 0
 			}, func() string { s, _ := r.service("sqmkit"); return toJSON(s) })
