@@ -5,11 +5,15 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/sqmkit/sqmkit/internal/apply"
+	"github.com/sqmkit/sqmkit/internal/cpuload"
 	"github.com/sqmkit/sqmkit/internal/doctor"
 	"github.com/sqmkit/sqmkit/internal/drift"
+	"github.com/sqmkit/sqmkit/internal/history"
 	"github.com/sqmkit/sqmkit/internal/tcstats"
+	"github.com/sqmkit/sqmkit/internal/watch"
 )
 
 // queueStatus is one queue as the status page shows it.
@@ -77,7 +81,41 @@ func (e *Env) status(map[string]any) (any, error) {
 		}
 		out = append(out, qs)
 	}
-	return map[string]any{"queues": out, "jobs": e.running(), "recovered": recovered}, nil
+	return map[string]any{"queues": out, "jobs": e.running(), "recovered": recovered, "history": e.history(ts)}, nil
+}
+
+// queueHistory is what the router keeps of a queue across reboots, as the
+// status page shows it: its grades over time, the rates tune wrote, the
+// CPU's ceiling, and the watch's findings (its live ones while it runs).
+type queueHistory struct {
+	Grades   []history.Entry   `json:"grades"`
+	Tuned    *history.Tuned    `json:"tuned,omitempty"`
+	Ceiling  float64           `json:"ceiling_mbps,omitempty"`
+	Findings []history.Finding `json:"findings"`
+	Watching bool              `json:"watching"` // the watch's live state is fresh
+}
+
+// history reads the router's record for each queue of ts.
+func (e *Env) history(ts []apply.Target) map[string]queueHistory {
+	h, _ := history.Load(e.Root)
+	out := map[string]queueHistory{}
+	for _, t := range ts {
+		s := t.Queue.Section
+		qh := queueHistory{Grades: []history.Entry{}, Findings: []history.Finding{}}
+		if q := h.Queues[s]; q != nil {
+			qh.Grades, qh.Tuned = append(qh.Grades, q.Grades...), q.Tuned
+			qh.Findings = append(qh.Findings, q.Findings...)
+		}
+		if r, ok := cpuload.Load(e.Root, s); ok {
+			qh.Ceiling = r.Ceiling()
+		}
+		var st watch.Status
+		if readJSON(watch.StatusPath(e.Root, s), &st) == nil && e.Now().Sub(st.At) < 3*time.Minute {
+			qh.Findings, qh.Watching = append([]history.Finding{}, st.Findings...), true
+		}
+		out[s] = qh
+	}
+	return out
 }
 
 // devCounters are one shaped device's root counters, totals since the

@@ -1,7 +1,9 @@
 package browser
 
 import (
+	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/sqmkit/sqmkit/internal/bbresult"
+	"github.com/sqmkit/sqmkit/internal/search"
+	"github.com/sqmkit/sqmkit/internal/tune"
 )
 
 // TestBrokenConfigPages: with an /etc/config/sqm that does not parse,
@@ -100,5 +104,55 @@ func TestChartsOnAPhone(t *testing.T) {
 	}
 	if errs, _ := consoleErrors(mark); len(errs) > 0 {
 		t.Errorf("console errors:\n%s", strings.Join(errs, "\n"))
+	}
+}
+
+// TestHistoryAcrossReboot: what the router learnt (a test's grade and CPU
+// cost, the rates a tune wrote) is on flash: after a reboot, which empties
+// /var/run, the status page still shows the grade, the tuned rates and the
+// router's ceiling, to root and to the read-only login alike.
+func TestHistoryAcrossReboot(t *testing.T) {
+	r := newRouter(t, nil)
+	if out, err := r.Exec("/usr/bin/sqmkit", "test", "--quiet", "--idle", "1s", "--download", "3s", "--upload", "3s", "--bidir", "0", r.server); err != nil {
+		t.Fatalf("sqmkit test on the router: %v\n%s", err, out)
+	}
+	// a finished tune, written from the page's Write (rpcd's tune_write)
+	dir := r.Path("/var/run/sqmkit/luci/tune")
+	out := "/var/run/sqmkit/luci/tune/out.json"
+	writeJSON(t, filepath.Join(dir, "meta.json"), map[string]any{"started": time.Now().UTC(), "server": r.server, "section": "wan", "target": "A+", "budget_s": 180, "out": out})
+	writeJSON(t, r.Path(out), tune.Outcome{Search: &search.Result{Download: search.Choice{RateKbit: 18500, Line: search.Line{RateKbit: 19800}}, Upload: search.Choice{RateKbit: 9200, Line: search.Line{RateKbit: 9900}}},
+		Confirm: &bbresult.Result{Grades: bbresult.Grades{DSLReports: "A+"}}, Spent: 150 * time.Second})
+	if b, err := r.Exec("ubus", "call", "sqmkit", "tune_write"); err != nil || !strings.Contains(string(b), "written") {
+		t.Fatalf("tune_write: %v\n%s", err, b)
+	}
+	before, _ := r.Exec("ubus", "call", "sqmkit", "status")
+	t.Logf("ceiling before the reboot: %v", strings.Contains(string(before), "ceiling_mbps"))
+	if err := r.Reboot(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(r.Path("/var/run/sqmkit/cpu/wan.json")); err == nil {
+		t.Fatal("the reboot kept /var/run: the case is not made")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	addr, err := r.Forward(ctx, "127.0.0.1:80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.base = "http://" + addr
+	for _, login := range [][2]string{{"root", rootPass}, {viewer, viewerPass}} {
+		ctx := browser(t)
+		r.login(t, ctx, login[0], login[1])
+		var grades int
+		var tuned, ceiling string
+		run(t, ctx, "status after the reboot as "+login[0], r.page("status"), chromedp.WaitVisible(".sqmkit-history", chromedp.ByQuery),
+			chromedp.Evaluate(`document.querySelectorAll('.sqmkit-history table.sqmkit-grades tr td').length`, &grades),
+			textOf(".sqmkit-history .sqmkit-tuned", &tuned), textOf(".sqmkit-history .sqmkit-ceiling", &ceiling))
+		if grades == 0 || !strings.Contains(tuned, "download 18500 and upload 9200") || !strings.Contains(tuned, "19800 / 9900") {
+			t.Errorf("as %s after the reboot: %d grade cells, tuned %q", login[0], grades, tuned)
+		}
+		if strings.Contains(string(before), "ceiling_mbps") && !strings.Contains(ceiling, "shapes up to about") {
+			t.Errorf("as %s after the reboot the ceiling is gone (%q); before it:\n%s", login[0], ceiling, before)
+		}
 	}
 }

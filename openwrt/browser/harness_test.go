@@ -166,6 +166,9 @@ func newRouter(t *testing.T, extra func(root string) error) *router {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { serve.Process.Kill(); serve.Wait() })
+	if err := tctest.WaitListening(srv, "tcp", 8693, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	addr, err := r.Forward(ctx, "127.0.0.1:80")

@@ -3,10 +3,13 @@
 'require rpc';
 'require poll';
 'require sqmkit.notify as notify';
+'require sqmkit.chart as chart';
 
 /*
  * Is the shaper really working? Each queue as `sqmkit status` sees it,
- * its counters every few seconds, and the doctor's findings, worst first.
+ * its counters every few seconds, the doctor's findings, worst first, and
+ * what the router keeps across reboots: its grades and rates over time,
+ * the rates tune wrote, and the watch's findings in words.
  */
 
 var callStatus = rpc.declare({ object: 'sqmkit', method: 'status' });
@@ -53,6 +56,44 @@ return view.extend({
 			(q.warnings || []).length ? E('ul', { 'class': 'sqmkit-warnings' }, q.warnings.map(function(w) { return E('li', {}, [ t(w) ]); })) : '',
 			E('table', { 'class': 'table' }, [ notify.head(cols) ].concat(rows))
 		]);
+	},
+
+	historySection: function(section, h) {
+		var t = notify.text;
+		if (!h)
+			return '';
+		var nodes = [ E('h4', {}, [ _('Since the rates were set') ]) ];
+		if (h.findings.length)
+			nodes.push(E('ul', { 'class': 'sqmkit-watch-findings' }, h.findings.map(function(f) {
+				return E('li', { 'class': 'sqmkit-watch-finding', 'data-id': f.id }, [ E('strong', {}, [ t(f.evidence) ]), E('br'), t(_('Fix: %s').format(f.fix)) ]);
+			})));
+		else
+			nodes.push(E('p', { 'class': 'sqmkit-watch-ok' }, [ h.watching ? _('The watch finds the line as the rates were set for.') : _('No finding. The watch runs while the queue is shaped and autorate is off.') ]));
+		if (h.tuned)
+			nodes.push(E('p', { 'class': 'sqmkit-tuned' }, [ t(_('Tune wrote download %d and upload %d kbit/s on %s, on a line of %d / %d kbit/s.').format(
+				h.tuned.down_kbit, h.tuned.up_kbit, new Date(h.tuned.at).toLocaleDateString(), h.tuned.line_down_kbit, h.tuned.line_up_kbit)) ]));
+		if (h.ceiling_mbps)
+			nodes.push(E('p', { 'class': 'sqmkit-ceiling' }, [ t(_('This router shapes up to about %.0f Mbit/s (its last CPU measurement).').format(h.ceiling_mbps)) ]));
+		if (h.grades.length) {
+			var cols = [ _('When'), _('By'), _('Grade'), _('Rates down / up'), _('Line down / up') ];
+			nodes.push(E('table', { 'class': 'table sqmkit-grades' }, [ notify.head(cols) ].concat(h.grades.slice().reverse().map(function(g) {
+				return E('tr', { 'class': 'tr' }, [
+					notify.cell(cols[0], t(new Date(g.at).toLocaleString())), notify.cell(cols[1], t(g.by)),
+					notify.cell(cols[2], E('strong', {}, [ t(g.grade) ])),
+					notify.cell(cols[3], t(g.down_kbit ? _('%d / %d kbit/s').format(g.down_kbit, g.up_kbit) : '-')),
+					notify.cell(cols[4], t(g.line_down_kbit ? _('%d / %d kbit/s').format(g.line_down_kbit, g.line_up_kbit) : '-'))
+				]);
+			}))));
+			var now = Date.now(), days = function(g) { return -(now - new Date(g.at).getTime()) / 864e5; };
+			var rated = h.grades.filter(function(g) { return g.down_kbit; }), lined = h.grades.filter(function(g) { return g.line_down_kbit; });
+			nodes.push(chart.draw(_('Rates over time'), _('Mbit/s'), [
+				{ name: _('download rate'), points: rated.map(function(g) { return [ days(g), g.down_kbit / 1000 ]; }) },
+				{ name: _('upload rate'), points: rated.map(function(g) { return [ days(g), g.up_kbit / 1000 ]; }) },
+				{ name: _('download line'), points: lined.map(function(g) { return [ days(g), g.line_down_kbit / 1000 ]; }), color: '#9ecae1' },
+				{ name: _('upload line'), points: lined.map(function(g) { return [ days(g), g.line_up_kbit / 1000 ]; }), color: '#fdd0a2' }
+			], { xlabel: _('days before now') }));
+		}
+		return E('div', { 'class': 'cbi-section sqmkit-history', 'data-section': section }, nodes);
 	},
 
 	doctorSection: function(d, status) {
@@ -106,7 +147,9 @@ return view.extend({
 		else if (!status.queues.length)
 			body = E('p', { 'class': 'sqmkit-none' }, [ _('No enabled queue in /etc/config/sqm: enable one and set its rates on the SQM QoS page.') ]);
 		else
-			body = E('div', {}, status.queues.map(this.queueSection, this));
+			body = E('div', {}, status.queues.map(function(q) {
+				return E('div', {}, [ this.queueSection(q), this.historySection(q.section, (status.history || {})[q.section]) ]);
+			}, this));
 		var nodes = E('div', {}, [
 			E('h2', {}, [ _('SQM proof (sqmkit)') ]),
 			E('div', { 'class': 'cbi-map-descr' }, [ _('What the kernel holds for each enabled queue, next to the plan; live counters every 5 s; and the doctor, which checks from the counters that traffic really passes the shaper.') ]),
