@@ -179,4 +179,3 @@ func listWatch(root, file string, o *config.Overrides, stdout, stderr io.Writer)
 	}
 	return 0
 }
-

@@ -32,7 +32,7 @@ type fakeLink struct {
 	cancel      func()
 }
 
-func (f *fakeLink) Name() string                    { return "fake" }
+func (f *fakeLink) Name() string                  { return "fake" }
 func (f *fakeLink) Run(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
 func (f *fakeLink) Probe(now time.Time, out []autorate.Raw) []autorate.Raw {
 	f.mu.Lock()
