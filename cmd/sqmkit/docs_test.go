@@ -176,3 +176,36 @@ func TestFunctionLength(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReadmeFiguresInResults: every lab figure the README quotes (a number
+// with its unit, in a paragraph that cites docs/results.md) is in
+// docs/results.md, the table behind it: a README figure the lab no longer
+// backs fails here, not in a reader's hands.
+func TestReadmeFiguresInResults(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := os.ReadFile("../../docs/results.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	figure := regexp.MustCompile(`(?:p95 )?(\d+(?:\.\d+)?) ?(ms|%|minutes|min|Mbit/s|MB|s)\b|p95 (\d+(?:\.\d+)?)`)
+	backed := string(results)
+	checked := 0
+	for _, para := range strings.Split(string(readme), "\n\n") {
+		if !strings.Contains(para, "docs/results.md") {
+			continue
+		}
+		for _, m := range figure.FindAllStringSubmatch(strings.Join(strings.Fields(para), " "), -1) {
+			n := m[1] + m[3]
+			if !regexp.MustCompile(`(^|[^\d.])` + regexp.QuoteMeta(n) + `([^\d]|$)`).MatchString(backed) {
+				t.Errorf("README quotes %q (%q), which docs/results.md does not hold", n, m[0])
+			}
+			checked++
+		}
+	}
+	if checked == 0 {
+		t.Error("no README figure found to check: the test reads nothing")
+	}
+}
