@@ -127,7 +127,7 @@ const ClientGSOMax = "3000"
 // final window (Rounds) and how many of them returned (Kept). It stops
 // the rounds still running when a direction ends, and a round (a foreign
 // probe, then a self probe) takes seconds on a bloated path, so its
-// figure can be of the fastest few (docs/results.md, "goresponsiveness's
+// figure can be of the fastest few (docs/lab-notes.md, "goresponsiveness's
 // final window on the unshaped download"; TestParse).
 type Theirs struct {
 	RPM          float64
