@@ -36,6 +36,8 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	window := fs.Duration("window", watch.DefaultParams.Window, "judge the last `DURATION` of minutes")
 	minMinutes := fs.Int("min-minutes", watch.DefaultParams.MinMinutes, "the least loaded `MINUTES` of a direction in the window that are evidence")
 	check := fs.String("check", "", "the scheduled check: daily, weekly or off (default: the section's option watch_test)")
+	quietHours := fs.String("quiet-hours", fmt.Sprintf("%d:%d", watch.QuietHours[0], watch.QuietHours[1]), "local hours `FROM:TO` in which the check may start")
+	quietFor := fs.Duration("quiet-for", 10*time.Minute, "how long the link must have been idle before the check starts")
 	metrics := fs.String("metrics", "", "serve Prometheus metrics on `ADDR` (e.g. 127.0.0.1:9465)")
 	token := fs.String("token", "", "shared `secret` the test server requires")
 	lockWait := fs.Duration("lock-wait", 30*time.Second, "how long the check waits while another sqmkit changes the same interface")
@@ -47,8 +49,13 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 	if *list {
 		return listWatch(*root, *file, o, stdout, stderr)
 	}
-	if fs.NArg() > 1 || *probe < 100*time.Millisecond || *window < time.Minute || *minMinutes < 1 {
-		fmt.Fprintln(stderr, "sqmkit watch: want one SECTION or IFACE at most, --probe-interval of 100ms or more, --window of a minute or more, --min-minutes of 1 or more")
+	var hours [2]int
+	if n, err := fmt.Sscanf(*quietHours, "%d:%d", &hours[0], &hours[1]); n != 2 || err != nil || hours[0] < 0 || hours[1] > 24 || hours[0] >= hours[1] {
+		fmt.Fprintf(stderr, "sqmkit watch: --quiet-hours %q: want FROM:TO, whole hours from 0 to 24, e.g. 3:5\n", *quietHours)
+		return 2
+	}
+	if fs.NArg() > 1 || *probe < 100*time.Millisecond || *window < time.Minute || *minMinutes < 1 || *quietFor < time.Minute {
+		fmt.Fprintln(stderr, "sqmkit watch: want one SECTION or IFACE at most, --probe-interval of 100ms or more, --window of a minute or more, --min-minutes of 1 or more, --quiet-for of a minute or more")
 		return 2
 	}
 	t, d, err := watchDaemon(*root, *file, o, fs.Arg(0), *reflectors, stderr)
@@ -57,7 +64,7 @@ func runWatch(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	q := t.Queue
-	d.Probe, d.Params.Window, d.Params.MinMinutes = *probe, *window, *minMinutes
+	d.Probe, d.Params.Window, d.Params.MinMinutes, d.QuietHours, d.QuietFor = *probe, *window, *minMinutes, hours, *quietFor
 	if d.Every = q.WatchTest; flagSet(fs, "check") {
 		d.Every = map[string]string{"daily": "daily", "weekly": "weekly"}[*check]
 	}
@@ -117,17 +124,9 @@ func watchDaemon(root, file string, o *config.Overrides, name, reflectors string
 	}
 	rateDir := filepath.Join(root, ratestate.DefaultDir)
 	d.Rates = func() [2]int {
-		r := [2]int{q.Download, q.Upload}
-		if k, ok, _ := ratestate.Load(rateDir, q.Interface); ok {
-			r = [2]int{max(k.Download, 0), max(k.Upload, 0)}
-			if r[0] == 0 {
-				r[0] = q.Download
-			}
-			if r[1] == 0 {
-				r[1] = q.Upload
-			}
-		}
-		return r
+		now := q
+		ratestate.Apply(rateDir, &now) // what sqmkit rate or a tune set since the start
+		return [2]int{now.Download, now.Upload}
 	}
 	src, err := delaySource(config.Queue{Section: q.Section, AutorateReflectors: q.AutorateReflectors}, "", reflectors, "", stderr)
 	d.Source = src

@@ -57,12 +57,16 @@ func Checked(q *history.Queue, e history.Entry, configured [2]int) []history.Fin
 	return out
 }
 
+// QuietHours are when a scheduled check may run, local time: from 03:00 to
+// 05:00, when a home's line is most often idle.
+var QuietHours = [2]int{3, 5}
+
 // due says whether a scheduled check (every "daily" or "weekly") is due at
-// now after the last one at last, within the quiet hours (from 03:00 to
-// 05:00 local time): at most one a day (TestDue).
-func due(every string, last, now time.Time) bool {
+// now after the last one at last, within the quiet hours (from hours[0]
+// to hours[1], local time): at most one a day (TestDue).
+func due(every string, last, now time.Time, hours [2]int) bool {
 	period := map[string]time.Duration{"daily": 24 * time.Hour, "weekly": 7 * 24 * time.Hour}[every]
-	if period == 0 || now.Hour() < 3 || now.Hour() >= 5 {
+	if period == 0 || now.Hour() < hours[0] || now.Hour() >= hours[1] {
 		return false
 	}
 	// a little under the period: a check that ran late yesterday is due

@@ -36,6 +36,10 @@ type Daemon struct {
 	// Check runs it: the line measured and a short test (tune.Session.Check).
 	Every string
 	Check func(ctx context.Context) (history.Entry, error)
+	// QuietHours bound the check's start (local hours; QuietHours), and
+	// QuietFor is how long the link must have been idle first [10m].
+	QuietHours [2]int
+	QuietFor   time.Duration
 	Log   func(string)
 	Now   func() time.Time
 
@@ -166,6 +170,12 @@ func (d *Daemon) defaults() {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
+	if d.QuietHours == [2]int{} {
+		d.QuietHours = QuietHours
+	}
+	if d.QuietFor == 0 {
+		d.QuietFor = 10 * time.Minute
+	}
 	if d.Log == nil {
 		d.Log = func(string) {}
 	}
@@ -289,10 +299,10 @@ func (d *Daemon) status() {
 }
 
 // scheduled runs the check when it is due and the link has been quiet for
-// the last ten minutes; its grade, line and findings go to the router's
-// record in one write.
+// QuietFor; its grade, line and findings go to the router's record in one
+// write.
 func (d *Daemon) scheduled(ctx context.Context, now time.Time) {
-	if d.Check == nil || !due(d.Every, d.lastChk, now) || !d.quietFor(10) {
+	if d.Check == nil || !due(d.Every, d.lastChk, now, d.QuietHours) || !d.quietFor(int(d.QuietFor/time.Minute)) {
 		return
 	}
 	d.Log("the scheduled check runs")

@@ -122,7 +122,7 @@ func TestDue(t *testing.T) {
 		{"weekly", night.Add(-7 * 24 * time.Hour), night, true},
 		{"", time.Time{}, night, false},
 	} {
-		if got := due(tc.every, tc.last, tc.now); got != tc.want {
+		if got := due(tc.every, tc.last, tc.now, QuietHours); got != tc.want {
 			t.Errorf("%s last %v now %v: %v, want %v", tc.every, tc.last, tc.now, got, tc.want)
 		}
 	}
