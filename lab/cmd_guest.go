@@ -141,6 +141,8 @@ func (g *guest) runPlan(run planRun) ([]result, error) {
 		return g.traceRuns(p, run.Profile, run), nil
 	case "rpm":
 		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.rpmScenario(t, b, r) }), nil
+	case "watch":
+		return g.profileRuns(p, run.Backends, run.Mode, func(t *topo, b string, r *result) error { return g.watchScenario(t, b, r) }), nil
 	case "journey":
 		return g.journey(p), nil
 	case "openwrt-pppoe":

@@ -27,6 +27,7 @@ const (
          runs it on cable under --kernel 7, make lab on cable and fiber)
 `
 	runUsage         = "  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]\n"
+	watchUsage       = "  watch  [--profile cable] [--backends steady,falls,rises]  sqmkit watch, its hours in minutes: says nothing on a steady line, names a line that fell or rose\n"
 	journeyUsage     = "  journey [--profile cable]  the router owner's journey through LuCI on OpenWrt's real userland, then the lab's grade\n"
 	openwrtUsage     = "  openwrt [--profile PPPOE-PROFILE] [--backends service,sqm-scripts]  netifd's PPPoE session drops and returns; the shaper follows\n"
 	hotplugUsage     = "  hotplug [--profile PPPOE-PROFILE] [--backends cake,...]  the OpenWrt hotplug script on a real PPPoE session\n"
@@ -108,6 +109,7 @@ func runOpenWrt(repo string, args []string) int { return runScenarios(repo, "ope
 func runHotplug(repo string, args []string) int { return runScenarios(repo, "hotplug", args) }
 func runTune(repo string, args []string) int    { return runScenarios(repo, "tune", args) }
 func runSweep(repo string, args []string) int   { return runScenarios(repo, "sweep", args) }
+func runWatch(repo string, args []string) int   { return runScenarios(repo, "watch", args) }
 
 // runScenarios is run, hotplug, tune and sweep: one profile, its
 // backends, in the command's mode.
@@ -121,6 +123,8 @@ func runScenarios(repo, name string, args []string) int {
 		defBackends, mode = sqmkitBackends, name
 	case "journey":
 		defBackends, mode = nil, name
+	case "watch":
+		defBackends, mode = watchVariants, name
 	case "openwrt-pppoe":
 		defProfile, defBackends, mode = "vdsl-pppoe-vlan7", owrtWays, name
 	}
@@ -149,9 +153,9 @@ func runScenarios(repo, name string, args []string) int {
 		bs = nil
 	}
 	for _, b := range bs {
-		if mode == "openwrt-pppoe" {
-			if !slices.Contains(owrtWays, b) {
-				fatal(fmt.Errorf("--backends: %q: want %s", b, strings.Join(owrtWays, ", ")))
+		if ways := map[string][]string{"openwrt-pppoe": owrtWays, "watch": watchVariants}[mode]; ways != nil {
+			if !slices.Contains(ways, b) {
+				fatal(fmt.Errorf("--backends: %q: want %s", b, strings.Join(ways, ", ")))
 			}
 			continue
 		}

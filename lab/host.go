@@ -54,6 +54,9 @@ func runHost(repo, out string, k guestKernel, plan []planRun, kernelTests, demo 
 		if r.Mode == "rpm" { // two grades, two RPM clients and two tunes (rpm.go)
 			per = 20 * time.Minute
 		}
+		if r.Mode == "watch" { // minutes of watching (watch.go)
+			per = watchSteady + 4*time.Minute
+		}
 		n += k
 		timeout += time.Duration(k) * per
 	}

@@ -40,6 +40,7 @@ var labCommands = []labCommand{
 	{"sweep", sweepUsage, false, runSweep},
 	{"ab", abUsage, false, runAB},
 	{"trace", traceUsage, false, runTrace},
+	{"watch", watchUsage, false, runWatch},
 	{"traces", tracesUsage, false, runTraces},
 	{"kerneltests", kernelTestsUsage, false, runKernelTestsCmd},
 	{"part", partUsage, false, runPart},

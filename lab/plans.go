@@ -49,7 +49,8 @@ func rpmPlan(profiles []string) []planRun {
 
 // allPlan is make lab's matrix: every profile × every backend, the .qos
 // scripts and lab/ext's shapers on cable, the hotplug scenario, the
-// reference responsiveness server (rpmPlan), and tune's
+// watch's variants on cable, the reference responsiveness server
+// (rpmPlan), and tune's
 // acceptance (sqmkit tune beside a sweep) on every profile × sqmkit's
 // backends, each about 15-20 minutes; on cpuProfiles, tune alone.
 func allPlan(profiles []string, repo string) []planRun {
@@ -69,7 +70,8 @@ func allPlan(profiles []string, repo string) []planRun {
 	}
 	plan = append(plan, planRun{Profile: "cable", Backends: cable},
 		planRun{Profile: "vdsl-pppoe-vlan7", Backends: sqmkitBackends, Mode: "hotplug"},
-		planRun{Profile: "cable", Mode: "journey"}, planRun{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"})
+		planRun{Profile: "cable", Mode: "journey"}, planRun{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"},
+		planRun{Profile: "cable", Backends: watchVariants, Mode: "watch"})
 	plan = append(plan, rpmPlan(rpmProfiles)...)
 	for _, n := range shaped {
 		sw := allSweep

@@ -40,8 +40,8 @@ type Daemon struct {
 	// QuietFor is how long the link must have been idle first [10m].
 	QuietHours [2]int
 	QuietFor   time.Duration
-	Log   func(string)
-	Now   func() time.Time
+	Log        func(string)
+	Now        func() time.Time
 
 	mu       sync.Mutex
 	minutes  []Minute
@@ -98,6 +98,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 			}
 		}
 	}
+	d.status() // LuCI shows the kept findings at once, not a minute on
 	sctx, stop := context.WithCancel(ctx)
 	srcDone := make(chan error, 1)
 	go func() { srcDone <- d.Source.Run(sctx) }()
@@ -335,7 +336,7 @@ func (d *Daemon) scheduled(ctx context.Context, now time.Time) {
 	d.status()
 }
 
-// quietFor says whether the last n minutes carried under Quiet both ways.
+// quietFor says whether the last n minutes were idle both ways.
 func (d *Daemon) quietFor(n int) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -343,7 +344,7 @@ func (d *Daemon) quietFor(n int) bool {
 		return false
 	}
 	for _, m := range d.minutes[len(d.minutes)-n:] {
-		if m.Load[0] >= d.Params.Quiet || m.Load[1] >= d.Params.Quiet {
+		if m.Load[0] >= d.Params.Idle || m.Load[1] >= d.Params.Idle {
 			return false
 		}
 	}

@@ -68,7 +68,7 @@ func watched(t *testing.T, f *fakeLink, every string, check func(context.Context
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	d := &Daemon{Root: f.root, Section: "wan", Source: f, Devices: [2]string{"ifb4wan", "wan"}, Rates: func() [2]int { return f.rates },
-		Params: Params{Busy: 0.2, Quiet: 0.1, Full: 0.85, BloatMs: 15, Window: time.Hour, MinMinutes: 5, Share: 0.5},
+		Params: Params{Busy: 0.2, Quiet: 0.3, Idle: 0.05, Full: 0.85, BloatMs: 15, Window: time.Hour, MinMinutes: 5, Share: 0.5},
 		Probe:  time.Millisecond, Now: f.clock, Every: every, Check: check}
 	if err := d.Run(ctx); err != nil {
 		t.Fatal(err)
@@ -129,5 +129,19 @@ func TestDaemonScheduled(t *testing.T) {
 	h, _ := history.Load(f.root)
 	if e, ok := h.Queues["wan"].Last("watch"); !ok || e.LineDown != 60000 || len(h.Queues["wan"].Findings) != 1 {
 		t.Errorf("the router's record: %+v", h.Queues["wan"])
+	}
+}
+
+// TestDaemonKeptAtStart: after a reboot (/var/run empty) the findings the
+// router kept are in LuCI's status before the first minute is judged.
+func TestDaemonKeptAtStart(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 18, 0, 0, 0, time.UTC)
+	f := &fakeLink{root: t.TempDir(), now: t0, step: time.Second, rates: [2]int{38000, 7600}, end: 2}
+	history.Update(f.root, t0, func(h *history.History) {
+		h.Queue("wan").Findings = []history.Finding{{ID: "line-faster-download", Since: t0.Add(-time.Hour)}}
+	})
+	_, st := watched(t, f, "", nil)
+	if len(st.Minutes) != 0 || len(st.Findings) != 1 || st.Findings[0].ID != "line-faster-download" {
+		t.Errorf("status before the first minute: %+v", st)
 	}
 }

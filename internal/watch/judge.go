@@ -32,8 +32,14 @@ type Minute struct {
 type Params struct {
 	// Busy: a direction at this share of its rate is loaded; the other
 	// must be under Quiet for the minute's delay to be its (the probes'
-	// round trips do not say which way they waited).
+	// round trips do not say which way they waited). Quiet leaves room for
+	// a download's ACKs: on a 10:1 line they take ~20 % of the upload,
+	// and a direction under a third of its rate queues nothing unless its
+	// line fell under a third of its shaper.
 	Busy, Quiet float64
+	// Idle: both directions under it, the link is idle (the scheduled
+	// check waits for idle minutes, not merely quiet ones).
+	Idle float64
 	// Full: at this share the shaper is full; a full shaper with flat
 	// delay is a shaper at work, never a finding.
 	Full float64
@@ -50,7 +56,7 @@ type Params struct {
 
 // DefaultParams judge over hours: six of them, and half an hour of a
 // direction's load at least, so a day's downloads, not one, decide.
-var DefaultParams = Params{Busy: 0.2, Quiet: 0.1, Full: 0.85, BloatMs: 15, Window: 6 * time.Hour, MinMinutes: 30, Share: 0.5}
+var DefaultParams = Params{Busy: 0.2, Quiet: 0.3, Idle: 0.05, Full: 0.85, BloatMs: 15, Window: 6 * time.Hour, MinMinutes: 30, Share: 0.5}
 
 // Finding IDs.
 const (

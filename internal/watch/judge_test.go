@@ -24,7 +24,8 @@ func minutes(n int, f func(i int) (down, up, added float64)) []Minute {
 // TestJudge: a shaper that is full with flat delay is at work, never a
 // finding, however long; a download that adds delay while the shaper is
 // not full is the bloat back, once enough minutes say so; a direction
-// with the other loaded is not attributed; too few loaded minutes, or
+// with the other loaded is not attributed, one beside a download's ACKs
+// is; too few loaded minutes, or
 // bloat in only a few of them, are no evidence.
 func TestJudge(t *testing.T) {
 	p := DefaultParams
@@ -42,6 +43,7 @@ func TestJudge(t *testing.T) {
 			return 0.02, 0.01, 1
 		}), []string{"bloat-back-download"}},
 		{"the upload's modem queue grew", minutes(120, func(int) (float64, float64, float64) { return 0.02, 0.5, 40 }), []string{"bloat-back-upload"}},
+		{"a download's ACKs take a fifth of a 10:1 upload", minutes(120, func(int) (float64, float64, float64) { return 0.6, 0.22, 40 }), []string{"bloat-back-download"}},
 		{"both loaded: not attributed", minutes(120, func(int) (float64, float64, float64) { return 0.6, 0.6, 80 }), nil},
 		{"too few loaded minutes", minutes(20, func(int) (float64, float64, float64) { return 0.6, 0.02, 80 }), nil},
 		{"bloat in a few loaded minutes", minutes(100, func(i int) (float64, float64, float64) {
