@@ -12,123 +12,11 @@ package autorate
 import (
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/sqmkit/sqmkit/internal/config"
 )
-
-// Params are a controller's settings. Defaults are in DefaultParams; each
-// has its reason there.
-type Params struct {
-	Min, Base, Max [2]int // kbit/s per config.Direction
-
-	// BloatMs is the added delay (over the baseline) that counts as bloat;
-	// HoldMs the added delay above which the rate is not raised.
-	BloatMs, HoldMs float64
-	// PacketBits is the largest packet on the link, per direction
-	// (plan.MaxPacketBits): a probe behind one waits its time at the rate,
-	// which is no queue, so both thresholds add it. At 3 Mbit/s that is
-	// 4 ms, most of HoldMs: without it a loaded slow link eases to its
-	// floor (TestPacketTimeIsNoQueue).
-	PacketBits [2]int
-	// Window and Votes: bloat is declared when Votes of the last Window
-	// samples of a direction are above BloatMs.
-	Window, Votes int
-	// HighLoad is the share of the shaper rate carried that makes a
-	// direction "loaded": only then is its rate raised, and (for a
-	// round-trip signal) only then is added delay blamed on it.
-	HighLoad float64
-	// Idle is the load (kbit/s) below which a direction is idle.
-	IdleKbit int
-	// Up is the raise per Move while loaded and not delayed, as a share
-	// of the rate; Near slows it to a quarter within Near of the rate where
-	// bloat was last seen (the capacity the link showed then).
-	Up, Near float64
-	// GrowMs is how much the mean added delay must rise to be a queue
-	// that grows: after an ease-off for another, after a raise near the
-	// capacity (beyond the window's noise) for an ease-off. A rate 2 %
-	// over the capacity (a quarter step past it) grows the queue ~8 ms per
-	// Move, while a delay that is no queue of the bottleneck's (a busy
-	// CPU, a queue elsewhere) stays flat, and easing on it slid the lab's
-	// rates to their floor (TestFlatDelayIsNoQueue).
-	GrowMs float64
-	// Cruise is how long a direction holds the rate an ease-off chose
-	// before it probes upward again near that capacity. The queue has no
-	// resting point between empty (rate under capacity) and growing (over
-	// it), so a controller that probes every Move dithers around the
-	// capacity with a change every other Move; holding, as BBR cruises
-	// between its bandwidth probes, keeps the eased rate that carried the
-	// link without queueing and costs a few percent of rate for seconds.
-	Cruise time.Duration
-	// Move is the least time between two raises or idle moves: a raise
-	// needs a round trip and TCP's response to show in the delay, and a
-	// change every tick would be a log line every tick.
-	Move time.Duration
-	// DownMin and DownMax bound the cut on bloat, as a share of the
-	// capacity the link showed; within them the cut is the share that
-	// drains the delay seen in Drain. An ease-off drains the newest
-	// sample's delay in Drain too, from a quarter step up to DownMin.
-	DownMin, DownMax float64
-	Drain            time.Duration
-	// Refractory is the least time between two cuts (a cut needs a round
-	// trip and the queue's drain to show in the delay); Settle the time
-	// after a cut before the rate may rise again.
-	Refractory, Settle time.Duration
-	// IdleDecay moves an idle direction's rate toward Base per Move.
-	IdleDecay float64
-	// Stall: no delay sample for this long is a stall (dropout, WAN down,
-	// every reflector gone); the rates fall to at most Base and hold.
-	Stall time.Duration
-	// Interval is how often Step runs.
-	Interval time.Duration
-}
-
-// DefaultParams are the defaults for a link whose rates lie between floor
-// and ceiling, base being a rate it sustains most of the time.
-func DefaultParams(floor, base, ceiling [2]int) Params {
-	return Params{
-		Min: floor, Base: base, Max: ceiling,
-		// A+ is +5 ms median; a shaper at the right rate keeps the added
-		// delay under ~2 ms, so 5 ms sustained means the bottleneck moved
-		// into the modem. 15 ms is bloat by any grade (A+'s p95 bar).
-		BloatMs: 15, HoldMs: 5,
-		// 3 of 6 samples (300 ms at 20 Hz): one late probe is jitter, three
-		// are a queue.
-		Window: 6, Votes: 3,
-		// 75 %: TCP in congestion avoidance fills a shaper to ~90–100 %; a
-		// flow that carries less is limited elsewhere (application, Wi-Fi).
-		HighLoad: 0.75, IdleKbit: 200,
-		// 8 % per 400 ms: from a third of a rate to all of it in ~6 s
-		// (LTE's capacity moves that fast); one raise past the capacity
-		// queues 8 % of it for the ~300 ms bloat detection takes, ~25 ms.
-		Up: 0.08, Near: 0.1, Move: 400 * time.Millisecond, GrowMs: 1,
-		// 3 s: on a steady loaded line an ease-off and two raises per
-		// ~4 s instead of a change every Move; the eased rate is 2 %
-		// under the capacity, so cruising wastes about that, and a
-		// capacity that rose is found one cruise later.
-		Cruise: 3 * time.Second,
-		// cut to 60–95 % of the capacity the link showed: 5 % drains a
-		// few ms at once, 40 % half a second of queue in about as long;
-		// deeper would starve the link for longer than the queue lasts.
-		DownMin: 0.05, DownMax: 0.40, Drain: 500 * time.Millisecond,
-		Refractory: 300 * time.Millisecond, Settle: 2 * time.Second,
-		IdleDecay: 0.1, Stall: 2 * time.Second,
-		Interval: 100 * time.Millisecond,
-	}
-}
-
-// Check says which setting is wrong, and how to fix it.
-func (p Params) Check() error {
-	for _, d := range config.Directions {
-		if p.Min[d] <= 0 || p.Min[d] > p.Base[d] || p.Base[d] > p.Max[d] {
-			return fmt.Errorf("%s rates: min %d, base %d, max %d kbit/s: want 0 < min <= base <= max", d, p.Min[d], p.Base[d], p.Max[d])
-		}
-	}
-	if p.Votes < 1 || p.Votes > p.Window || p.HoldMs <= 0 || p.HoldMs > p.BloatMs || p.Interval <= 0 || p.Move < p.Interval || p.Cruise < 0 {
-		return fmt.Errorf("controller settings out of range: window %d votes %d hold %g ms bloat %g ms interval %v move %v cruise %v", p.Window, p.Votes, p.HoldMs, p.BloatMs, p.Interval, p.Move, p.Cruise)
-	}
-	return nil
-}
 
 // Sample is one delay measurement: the delay a probe saw above its
 // baseline (Baseline does that), in one direction (OWD) or both (RTT).
@@ -194,6 +82,12 @@ type dirState struct {
 	easedMs   float64 // mean added delay at the last ease-off while it stays over the hold; 0 none
 	probedMs  float64 // mean added delay at the last raise near the capacity; -1 none
 	load      int
+	loads     []int     // the last Carried Steps' loads
+	heard     time.Time // the latest sample that crossed this direction
+	floorAt   time.Time // when a cut last put the rate on the floor (zero: above it)
+	shiftMs   float64   // the path's rise learnt under load (ShiftMs)
+	loadedAt  time.Time // the latest Step that found it loaded
+	up        float64   // the last raise's step; 0 after any other decision
 }
 
 // New starts a controller at the base rates.
@@ -203,7 +97,7 @@ func New(p Params, now time.Time) (*Controller, error) {
 	}
 	c := &Controller{p: p, last: now, t0: now}
 	for d := range c.dirs {
-		c.dirs[d] = dirState{rate: p.Base[d], state: Idle, probedMs: -1}
+		c.dirs[d] = dirState{rate: p.Base[d], state: Idle, probedMs: -1, heard: now}
 	}
 	return c, nil
 }
@@ -224,6 +118,13 @@ func (c *Controller) Add(s Sample) {
 			continue
 		}
 		ds := &c.dirs[d]
+		if s.At.After(ds.heard) {
+			ds.heard = s.At // the path answered, whichever way queued
+		}
+		ms := s.AddedMs - ds.shiftMs
+		if ms < 0 { // the path's rise learnt is over: back toward the baseline
+			ds.shiftMs, ms = max(0, s.AddedMs), 0
+		}
 		// A round trip's delay is blamed on the directions carrying
 		// traffic: an idle direction's queue is empty, so the delay is not
 		// its own (and an idle spike on an unloaded link cuts nothing).
@@ -233,7 +134,7 @@ func (c *Controller) Add(s Sample) {
 		if s.Both && !c.busy(config.Direction(d)) {
 			continue
 		}
-		ds.window = append(ds.window, point{s.At, s.AddedMs})
+		ds.window = append(ds.window, point{s.At, ms})
 		if len(ds.window) > c.p.Window {
 			ds.window = ds.window[1:]
 		}
@@ -260,8 +161,22 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 	for d := range c.dirs {
 		ds := &c.dirs[d]
 		ds.load = load[d]
+		if ds.loads = append(ds.loads, load[d]); len(ds.loads) > c.p.Carried {
+			ds.loads = ds.loads[1:]
+		}
+		if c.loaded(config.Direction(d)) {
+			ds.loadedAt = now
+		}
+		if ds.rate > c.p.Min[d] {
+			ds.floorAt = time.Time{}
+		} else if ds.floorAt.IsZero() {
+			ds.floorAt = now
+		}
 		from := ds.rate
 		reason, why := c.step(config.Direction(d), ds, now, stalled)
+		if reason != "" && reason != ByRaise || ds.state != Loaded {
+			ds.up = 0 // the raises in a row end
+		}
 		if ds.rate != from {
 			out = append(out, Change{Dir: config.Direction(d), From: from, To: ds.rate, Reason: reason, Why: why})
 		}
@@ -279,8 +194,15 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 	switch {
 	case stalled:
 		return c.holdOnStall(d, ds)
+	case c.silent(ds, now):
+		return c.cutOnSilence(d, ds, now, w)
 	case w.votes >= c.p.Votes:
 		return c.cutOnBloat(d, ds, now, w)
+	case ds.load < c.p.IdleKbit && (!w.fresh || now.Sub(ds.loadedAt) < time.Duration(c.p.Carried)*c.p.Interval):
+		// no load, and no answer or a load a moment ago: an outage as
+		// likely as an idle link; an idle link drifts a second later
+		ds.state = Idle
+		return "", ""
 	case ds.load < c.p.IdleKbit:
 		return c.driftToBase(d, ds, now)
 	case c.loaded(d):
@@ -318,7 +240,7 @@ func (c *Controller) judge(d config.Direction, ds *dirState, now time.Time) judg
 		}
 		w.spread = 2 * math.Sqrt(w.spread/n/n)
 	}
-	w.fresh = now.Sub(c.last) < 3*p.Interval
+	w.fresh = now.Sub(ds.heard) < 3*p.Interval
 	// a raise near the capacity is judged at the next decision while
 	// loaded; any other state forgets it
 	w.probedMs, ds.probedMs = ds.probedMs, -1
@@ -330,29 +252,58 @@ func (c *Controller) clamp(d config.Direction, v float64) int {
 }
 
 // holdOnStall: no delay sample for Stall is no evidence of anything (a
-// stall, the WAN down): back to the base rate and hold there.
+// stall, the WAN down, reflectors gone): back to the base rate and hold
+// there.
 func (c *Controller) holdOnStall(d config.Direction, ds *dirState) (Reason, string) {
 	ds.state = Stalled
 	ds.window = ds.window[:0]
-	if ds.rate <= c.p.Base[d] {
+	if ds.rate == c.p.Base[d] {
 		return "", ""
 	}
 	ds.rate = c.p.Base[d]
 	return ByStall, fmt.Sprintf("no delay sample for %v: a stall or the WAN down; back to the base rate and holding", c.p.Stall)
 }
 
+// silent: a direction loaded when its path last answered has had no
+// sample since for Silence (its own: one-way samples of the other
+// direction say nothing of it; a download's load falls with its link).
+func (c *Controller) silent(ds *dirState, now time.Time) bool {
+	return c.p.Silence > 0 && now.Sub(ds.heard) >= c.p.Silence && !ds.loadedAt.Before(ds.heard.Add(-c.p.Interval))
+}
+
+// cutOnSilence protects the delay through an outage: the probes not
+// answered wait in a queue at least as long as the silence, which is
+// bloat; nothing says what the link carries, so no capacity is learnt.
+func (c *Controller) cutOnSilence(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
+	silence := now.Sub(ds.heard)
+	w.mean = float64(silence.Milliseconds()) + w.packetMs
+	reason, _ := c.cutOnBloat(d, ds, now, w)
+	ds.bloatRate = 0
+	if reason == "" {
+		return "", ""
+	}
+	return ByBloat, fmt.Sprintf("no delay sample for %v while loaded: every probe since waits in a queue (an outage); cut", silence.Round(time.Millisecond))
+}
+
 // cutOnBloat protects the delay: Votes samples above the bloat threshold
 // cut the rate under what the link carries, deep enough to drain the
-// queue in Drain, once a Refractory.
+// queue in Drain, once a Refractory; not again while the queue a cut
+// left drains (the delay falling since), which only starves the link
+// (TestRecordedOutage).
 func (c *Controller) cutOnBloat(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
 	p := c.p
 	ds.state = Bloated
-	if now.Sub(ds.lastCut) < p.Refractory {
+	if now.Sub(ds.lastCut) < p.Refractory || now.Sub(ds.lastCut) < 2*p.Drain && draining(ds.window, w.spread) || c.pathMoved(d, ds, now, w) {
 		return "", ""
 	}
 	carried := c.capacity(d, ds)
 	cut := p.drainShare(w.mean-w.packetMs, p.DownMin, p.DownMax)
 	ds.bloatRate = int(carried)
+	if carried*(1-cut) < float64(p.Min[d]) {
+		// under the floor the owner set is an outage, not a capacity to
+		// approach carefully when the link is back (TestRecordedOutage)
+		ds.bloatRate = 0
+	}
 	ds.rate = c.clamp(d, carried*(1-cut))
 	ds.lastCut = now
 	ds.lastEase = time.Time{} // Settle, not Cruise, times the rise after a cut
@@ -360,6 +311,51 @@ func (c *Controller) cutOnBloat(d config.Direction, ds *dirState, now time.Time,
 	ds.window = ds.window[:0] // the next decision on fresh samples
 	return ByBloat, fmt.Sprintf("bloat: %d of the last %d samples above +%.1f ms (mean +%.1f ms), capacity about %d kbit/s; cut %.0f%% below it",
 		w.votes, p.Window, w.bloatMs, w.mean, int(carried), 100*cut)
+}
+
+// drained: a full window since the last cut (a cut empties it), every
+// sample under the hold: the queue is gone, and the rate may rise before
+// Settle (TestRecordedOutage).
+func (c *Controller) drained(ds *dirState, w judged) bool {
+	if len(ds.window) < c.p.Window {
+		return false
+	}
+	for _, v := range ds.window {
+		if v.ms > w.holdMs {
+			return false
+		}
+	}
+	return true
+}
+
+// pathMoved learns a rise of the path's own delay (ShiftMs): on the
+// floor for Settle, every sample of a full window over the bloat bar, and
+// flat (a queue the floor cannot drain grows); the window's least is
+// the path's, and later samples are judged above it.
+func (c *Controller) pathMoved(d config.Direction, ds *dirState, now time.Time, w judged) bool {
+	p := c.p
+	if p.ShiftMs <= 0 || ds.floorAt.IsZero() || now.Sub(ds.floorAt) < p.Settle || len(ds.window) < p.Window {
+		return false
+	}
+	least := ds.window[0].ms
+	for _, v := range ds.window {
+		least = min(least, v.ms)
+	}
+	first, last := ds.window[0].ms, ds.window[len(ds.window)-1].ms
+	if least <= w.bloatMs || least > p.ShiftMs || last > first+w.spread+p.GrowMs {
+		return false
+	}
+	ds.shiftMs += least
+	for i := range ds.window {
+		ds.window[i].ms -= least
+	}
+	ds.floorAt = now
+	return true
+}
+
+// draining: the window's delay fell by more than its noise.
+func draining(win []point, spread float64) bool {
+	return len(win) >= 2 && win[len(win)-1].ms < win[0].ms-spread
 }
 
 // driftToBase protects the next load's start: an idle link's rate moves
@@ -387,7 +383,7 @@ func (c *Controller) followLoad(d config.Direction, ds *dirState, now time.Time,
 	ds.state = Loaded
 	// no sample in the window is no evidence: nothing moves on it, as
 	// at a start whose delay source has not answered (TestNoSamplesNoRaise)
-	if !w.fresh || len(ds.window) == 0 || now.Sub(ds.lastCut) < p.Settle {
+	if !w.fresh || len(ds.window) == 0 || now.Sub(ds.lastCut) < p.Settle && !c.drained(ds, w) {
 		ds.probedMs = w.probedMs // not judged yet
 		return "", ""
 	}
@@ -445,7 +441,7 @@ func (c *Controller) easeOffQueue(d config.Direction, ds *dirState, now time.Tim
 func (c *Controller) raise(d config.Direction, ds *dirState, now time.Time, w judged) (Reason, string) {
 	p := c.p
 	ds.easedMs = 0
-	up := p.Up
+	up, near := p.Up, false
 	switch r := float64(ds.rate); {
 	case ds.bloatRate > 0 && r > (1+p.Near)*float64(ds.bloatRate):
 		ds.bloatRate = 0 // past it without bloat: the capacity moved up
@@ -460,9 +456,16 @@ func (c *Controller) raise(d config.Direction, ds *dirState, now time.Time, w ju
 		default:
 			up /= 4 // near the capacity the link showed last time: carefully
 		}
-		ds.probedMs = w.mean
+		ds.probedMs, near = w.mean, true
 	}
-	ds.lastMove = now
+	// raises in a row double: a link that keeps saying yes has more
+	// (TestRecordedJump); near the capacity only while the last raise
+	// there added nothing at all, as a raise past it adds a little first
+	// (TestProbeNearCapacity)
+	if !near || w.probedMs >= 0 && w.mean <= w.probedMs {
+		up = min(p.UpMax, max(up, 2*ds.up))
+	}
+	ds.lastMove, ds.up = now, up
 	ds.rate = c.clamp(d, float64(ds.rate)*(1+up))
 	return ByRaise, "loaded and no added delay: raise"
 }
@@ -482,6 +485,10 @@ func (p Params) drainShare(ms, lo, hi float64) float64 {
 // C = load / (1 + slope).
 func (c *Controller) capacity(d config.Direction, ds *dirState) float64 {
 	load := math.Min(float64(ds.load), float64(ds.rate))
+	if d == config.Download {
+		// what the link delivered: over Carried Steps, not a dip's
+		load = math.Min(upperLoad(ds.loads), float64(ds.rate))
+	}
 	if load < float64(c.p.Min[d]) {
 		load = float64(ds.rate) // no load measured yet: the rate is all there is
 	}
@@ -495,4 +502,15 @@ func (c *Controller) capacity(d config.Direction, ds *dirState) float64 {
 	}
 	slope := (last.ms - first.ms) / 1000 / dt
 	return load / (1 + math.Max(0, slope))
+}
+
+// upperLoad is the loads' third quartile (0 for none): a dip's loads
+// fall under it, one burst of a queue's drain rises over it.
+func upperLoad(v []int) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return float64(s[len(s)*3/4])
 }

@@ -95,6 +95,7 @@ func (s sysfs) set(dev string, bytes uint64, ifindex int) {
 func fastParams() Params {
 	p := params()
 	p.Interval, p.Move, p.Refractory, p.Settle, p.Stall = 10*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 100*time.Millisecond, 300*time.Millisecond
+	p.Silence = 150 * time.Millisecond
 	return p
 }
 
@@ -140,25 +141,30 @@ func TestDaemon(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
-	// traffic at the shaper's rate: loaded
+	// traffic at the shaper's rate, by the clock (a busy host's sleeps
+	// run long): loaded; pump runs until done says so, or for at most dur
 	var tx [2]uint64
-	pump := func(dur time.Duration, ifindex int) {
-		for end := time.Now().Add(dur); time.Now().Before(end); {
-			r := sh.Rates()
-			tx[0] += uint64(r.Download) * 1000 / 8 / 100 // 10 ms of it
-			tx[1] += uint64(r.Upload) * 1000 / 8 / 100
+	pump := func(dur time.Duration, ifindex int, done func() bool) {
+		last := time.Now()
+		for end := last.Add(dur); time.Now().Before(end) && !done(); {
+			time.Sleep(10 * time.Millisecond)
+			r, now := sh.Rates(), time.Now()
+			ms := uint64(now.Sub(last).Milliseconds())
+			last = now
+			tx[0] += uint64(r.Download) * ms / 8
+			tx[1] += uint64(r.Upload) * ms / 8
 			fs.set("ifb4wan", tx[0], ifindex)
 			fs.set("wan", tx[1], ifindex+1)
-			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	pump(time.Second, 5)
-	if r := sh.Rates(); r.Download <= 20000 || r.Upload <= 5000 {
-		t.Errorf("loaded without delay, rates %+v did not rise above the base 20000/5000", r)
+	raised := func() bool { r := sh.Rates(); return r.Download > 20000 && r.Upload > 5000 }
+	pump(10*time.Second, 5, raised)
+	if !raised() {
+		t.Errorf("loaded without delay, rates %+v did not rise above the base 20000/5000", sh.Rates())
 	}
 	bloat.Store(true)
 	high := sh.Rates()
-	pump(300*time.Millisecond, 5)
+	pump(10*time.Second, 5, func() bool { return sh.Rates().Download < high.Download && l.has("bloat") })
 	if r := sh.Rates(); r.Download >= high.Download || !l.has("change dir=download") || !l.has("bloat") {
 		t.Errorf("bloat: rates %+v (were %+v); log:\n%s", r, high, l)
 	}
@@ -166,10 +172,9 @@ func TestDaemon(t *testing.T) {
 	// the WAN device goes away and comes back as a new device (PPPoE)
 	os.RemoveAll(filepath.Join(fs.root, "sys/class/net/wan"))
 	time.Sleep(100 * time.Millisecond)
-	pump(200*time.Millisecond, 9)
-	sh.mu.Lock()
-	resyncs := sh.resyncs
-	sh.mu.Unlock()
+	resynced := func() int { sh.mu.Lock(); defer sh.mu.Unlock(); return sh.resyncs }
+	pump(10*time.Second, 9, func() bool { return resynced() > 0 && l.has("shaper found again") })
+	resyncs := resynced()
 	if resyncs == 0 || !l.has("waiting for it") || !l.has("shaper found again") {
 		t.Errorf("re-created device: %d resyncs, log:\n%s", resyncs, l)
 	}
@@ -181,6 +186,12 @@ func TestDaemon(t *testing.T) {
 	if !strings.Contains(m.String(), `sqmkit_autorate_rate_bits_per_second{direction="download"}`) || !strings.Contains(m.String(), "sqmkit_autorate_changes_total") {
 		t.Errorf("metrics:\n%s", m)
 	}
+	// the status file's history has its points (one each StatusEvery)
+	pump(10*time.Second, 9, func() bool {
+		var st Status
+		b, _ := os.ReadFile(StatusPath(fs.root, "wan"))
+		return json.Unmarshal(b, &st) == nil && len(st.History) >= 5
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -130,3 +130,40 @@ func TestCheck(t *testing.T) {
 		t.Errorf("no samples: notes %q", r.Notes)
 	}
 }
+
+// TestCheckSparseReads: a busy host reads the counters seconds apart; a
+// phase's edge then falls in a long span whose bytes are spread evenly,
+// and the bounds widen by it, so a test that was the only traffic is not
+// called shared; reads too far apart judge nothing and say so.
+func TestCheckSparseReads(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	// idle 0-2 s, upload 2-4.5 s at 6.8 Mbit/s, idle after; the shaper
+	// counts 3 % over goodput
+	bytesAt := func(s float64) uint64 {
+		return uint64(min(max(s-2, 0), 2.5) * 6.8 * 1.03 * 1e6 / 8)
+	}
+	for _, c := range []struct {
+		name    string
+		reads   []float64 // seconds
+		verdict string
+	}{
+		{"reads every half second", []float64{0, 0.5, 1, 1.5, 2, 2.5, 3, 3.5, 4, 4.5, 5, 5.5, 6}, "agrees"},
+		// the edges fall mid-span: interpolation counts 40 % too much
+		{"a starved sampler", []float64{0, 1.6, 2.4, 4.1, 5.3, 6}, "agrees"},
+		{"one read before and one after", []float64{0, 6}, ""},
+	} {
+		var ss []Sample
+		for _, r := range c.reads {
+			ss = append(ss, Sample{At: t0.Add(time.Duration(r * float64(time.Second))), Up: bytesAt(r)})
+		}
+		res := &bbresult.Result{Started: t0, Phases: []bbresult.Phase{{Name: "upload", Start: 2, End: 4.5, UploadMbps: 6.8}}}
+		checks := Check(res, "wan", ss)
+		got := ""
+		for _, k := range checks {
+			got = k.Verdict
+		}
+		if got != c.verdict || c.verdict == "" && !strings.Contains(strings.Join(res.Notes, ""), "not checked") {
+			t.Errorf("%s: verdict %q (%+v), want %q; notes %q", c.name, got, checks, c.verdict, res.Notes)
+		}
+	}
+}

@@ -102,8 +102,11 @@ func (o OnQueue) counters(stop <-chan struct{}) <-chan []onpath.Sample {
 	}
 	go func() {
 		done <- sampler.Every(stop, sampleEvery, func() (onpath.Sample, error) {
+			start := time.Now()
 			up, down, err := read()
-			return onpath.Sample{At: time.Now(), Up: up, Down: down}, err
+			// the counters were read somewhere in the tc process's run: a
+			// busy host's takes hundreds of ms
+			return onpath.Sample{At: start.Add(time.Since(start) / 2), Up: up, Down: down}, err
 		})
 	}()
 	return done
