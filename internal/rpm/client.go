@@ -185,6 +185,7 @@ type loader struct {
 	client *http.Client
 	bytes  atomic.Int64 // body bytes read (download) or handed to HTTP/2 (upload)
 	ready  atomic.Bool  // its connection is up, so self probes can share it
+	hops   atomic.Int64 // redirects its requests were answered with
 	conn   atomic.Pointer[net.Conn]
 }
 
@@ -460,6 +461,11 @@ func (m *measurer) newLoader(up bool) *loader {
 	l := &loader{}
 	l.tr = m.transport(func(c net.Conn) { l.conn.Store(&c) }, up && m.segments)
 	l.client = m.client(l.tr)
+	check := l.client.CheckRedirect
+	l.client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		l.hops.Add(1)
+		return check(req, via)
+	}
 	return l
 }
 
@@ -562,6 +568,7 @@ type h2Load struct {
 func (l *h2Load) transfer(ctx context.Context) error { return l.m.load(ctx, l.loader, l.up) }
 func (l *h2Load) moved() int64                       { return l.loader.moved(l.up) }
 func (l *h2Load) ready() bool                        { return l.loader.ready.Load() }
+func (l *h2Load) redirects() int                     { return int(l.loader.hops.Load()) }
 func (l *h2Load) close()                             { l.tr.CloseIdleConnections() }
 func (l *h2Load) self(ctx context.Context) (time.Duration, bool, error) {
 	return l.m.self(ctx, l.loader)

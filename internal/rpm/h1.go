@@ -109,6 +109,8 @@ type h1Load struct {
 	hops   int
 }
 
+func (l *h1Load) redirects() int { return l.hops }
+
 func (l *h1Load) transfer(ctx context.Context) error {
 	u := l.w.eps.Large
 	if l.up {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +65,7 @@ func TestHostileServers(t *testing.T) {
 				case c.want != "" && (!strings.Contains(res.Incomplete, c.want) || res.Grades.DSLReports != "" || res.Grades.Percentile != ""):
 					t.Errorf("incomplete %q, grades %+v; want no grade and %q", res.Incomplete, res.Grades, c.want)
 				}
-				if c.note != "" && !strings.Contains(notes, c.note) {
+				if c.note != "" && !regexp.MustCompile(c.note).MatchString(notes) {
 					t.Errorf("notes %q lack %q", notes, c.note)
 				}
 				for _, ph := range res.Phases {
@@ -238,7 +239,10 @@ func steerCases(internal string) []hostileCase {
 				http.Redirect(w, r, "https://localhost"+s.addr[strings.LastIndex(s.addr, ":"):]+pathLarge, http.StatusFound)
 				return true
 			}},
-		{name: "load redirected in a loop", want: "no grade: the download never carried data", note: "more than 5 redirects",
+		// the chain ends at its limit, or, on a busy host, the phase ends
+		// first and the note counts the redirects
+		{name: "load redirected in a loop", want: "no grade: the download never carried data",
+			note: `more than 5 redirects|large-download endpoint \S+ answered the load's requests with \d+ redirects and moved no data`,
 			override: func(_ served, w http.ResponseWriter, r *http.Request) bool {
 				if r.URL.Path != pathLarge {
 					return false

@@ -161,6 +161,7 @@ type phaseRun struct {
 	failed     int
 	firstFail  error
 	dirFail    [2]error // each direction's first failed load (download, upload)
+	redirected [2]int   // redirects each direction's loads were answered with
 }
 
 // why is what the client saw of a direction's load (d: 0 download, 1
@@ -168,6 +169,11 @@ type phaseRun struct {
 func (p *phaseRun) why(endpoint string, u fmt.Stringer, d int) string {
 	if err := p.dirFail[d]; err != nil {
 		return fmt.Sprintf("the server's %s endpoint %s failed: %v", endpoint, u, err)
+	}
+	// a chain still being followed when the phase ended failed nothing
+	// yet (a busy host's round trips are slow)
+	if n := p.redirected[d]; n > 0 {
+		return fmt.Sprintf("the server's %s endpoint %s answered the load's requests with %d redirects and moved no data", endpoint, u, n)
 	}
 	return fmt.Sprintf("the server's %s endpoint %s kept its connections open without moving data", endpoint, u)
 }
@@ -256,6 +262,9 @@ func (p *phaseRun) phase(ctx context.Context, ph bbclient.RTTPhase) bbclient.RTT
 	wg.Wait()
 	for _, l := range ls {
 		l.close()
+		p.mu.Lock()
+		p.redirected[dirIndex(l.up)] += l.redirects()
+		p.mu.Unlock()
 	}
 	return ph
 }

@@ -68,3 +68,22 @@ func TestFetchFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestWhyCountsRedirects: a load whose redirect chain had not ended with
+// the phase failed nothing yet; the note says what it was answered with,
+// not that the server held its connections without data.
+func TestWhyCountsRedirects(t *testing.T) {
+	u, _ := url.Parse("https://example.net/large")
+	p := &phaseRun{}
+	if got := p.why("large-download", u, 0); !strings.Contains(got, "kept its connections open without moving data") {
+		t.Errorf("nothing seen: %q", got)
+	}
+	p.redirected[0] = 7
+	if got := p.why("large-download", u, 0); !strings.Contains(got, "answered the load's requests with 7 redirects and moved no data") {
+		t.Errorf("redirects seen: %q", got)
+	}
+	p.dirFail[0] = errors.New("redirect refused: more than 5 redirects")
+	if got := p.why("large-download", u, 0); !strings.Contains(got, "failed: redirect refused: more than 5 redirects") {
+		t.Errorf("a failure: %q", got)
+	}
+}

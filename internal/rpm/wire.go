@@ -32,6 +32,9 @@ type load interface {
 	// ended and another may follow on the same connection.
 	transfer(ctx context.Context) error
 	moved() int64 // goodput so far, in bytes
+	// redirects is how many redirects the server answered its requests
+	// with; read when its transfers have ended
+	redirects() int
 	ready() bool  // connected, so a self probe can share it
 	// self times a 1-byte GET on this connection; reused is false when the
 	// GET had to open a new one.
