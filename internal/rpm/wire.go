@@ -35,7 +35,7 @@ type load interface {
 	// redirects is how many redirects the server answered its requests
 	// with; read when its transfers have ended
 	redirects() int
-	ready() bool  // connected, so a self probe can share it
+	ready() bool // connected, so a self probe can share it
 	// self times a 1-byte GET on this connection; reused is false when the
 	// GET had to open a new one.
 	self(ctx context.Context) (d time.Duration, reused bool, err error)
