@@ -372,13 +372,19 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 		if name == bbresult.PhaseDownload || name == bbresult.PhaseBidir {
 			for i := range n {
 				wg.Add(1)
-				go func() { defer wg.Done(); t.stream(sctx, bbproto.Download, i) }()
+				go func() {
+					defer wg.Done()
+					reopen(sctx, reopenPause, func(ctx context.Context) { t.stream(ctx, bbproto.Download, i) })
+				}()
 			}
 		}
 		if name == bbresult.PhaseUpload || name == bbresult.PhaseBidir {
 			for i := range n {
 				wg.Add(1)
-				go func() { defer wg.Done(); t.stream(sctx, bbproto.Upload, i) }()
+				go func() {
+					defer wg.Done()
+					reopen(sctx, reopenPause, func(ctx context.Context) { t.stream(ctx, bbproto.Upload, i) })
+				}()
 			}
 		}
 	}
@@ -392,6 +398,25 @@ func (t *tester) runPhase(ctx context.Context, name string, length time.Duration
 	wg.Wait()
 	return sp
 }
+
+// reopen runs a stream until ctx ends, and again pause after it ends
+// early: an outage longer than the server's stall limit closes a stream,
+// and without a new one the phase's load was gone for good (a recorded
+// LTE trace's phase moved nothing after its first long outage). The
+// failure is still counted (fail).
+func reopen(ctx context.Context, pause time.Duration, stream func(context.Context)) {
+	for {
+		stream(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
+}
+
+// reopenPause: a second, so a server that refuses streams is not hammered.
+const reopenPause = time.Second
 
 // fail records a stream error. The first one and the count end up in the
 // notes, because a failed stream makes the goodput low.

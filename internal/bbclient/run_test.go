@@ -216,3 +216,27 @@ func TestClosedByPeer(t *testing.T) {
 		}
 	}
 }
+
+// TestReopen: a stream that ends early is opened again after the pause,
+// as often as it ends, until the phase ends.
+func TestReopen(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	calls := 0
+	done := make(chan struct{})
+	go func() {
+		reopen(ctx, time.Millisecond, func(ctx context.Context) {
+			if calls++; calls == 3 {
+				cancel() // the phase ends while the third is open
+			}
+		})
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("reopen did not return when its phase ended")
+	}
+	if calls != 3 {
+		t.Errorf("%d runs of the stream, want 3 (two early ends, then the phase's end)", calls)
+	}
+}

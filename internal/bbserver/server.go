@@ -360,12 +360,16 @@ func (s *Server) control(ctx context.Context, c net.Conn, first byte, release fu
 	defer s.close(ss)
 
 	acc := bbproto.Accept{Session: ss.id, MaxDuration: int64(s.cfg.MaxDuration), MaxBytes: s.cfg.MaxBytes, MaxStreams: s.cfg.MaxStreams}
-	c.SetDeadline(ss.deadline)
+	c.SetReadDeadline(time.Time{}) // the hello's is over
+	c.SetWriteDeadline(ss.deadline)
 	if err := bbproto.WriteMsg(c, bbproto.MsgAccept, acc); err != nil {
 		return
 	}
 	// The control connection stays quiet until Done; its close (or the
-	// session deadline) ends the test.
+	// session deadline) ends the test. One timer, the session's: a read
+	// deadline of its own fired a hair before it, and a test whose Done
+	// was still queued in a bloated upload got no report
+	// (TestDeadlineReports).
 	go func() {
 		<-ss.ctx.Done()
 		c.SetReadDeadline(time.Now())

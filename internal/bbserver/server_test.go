@@ -254,6 +254,23 @@ func TestByteBudget(t *testing.T) {
 	}
 }
 
+// TestDeadlineReports: a client whose Done never comes (queued behind a
+// bloated upload) still gets the report when the session's time is up,
+// saying so.
+func TestDeadlineReports(t *testing.T) {
+	_, addr, _ := start(t, Config{})
+	ctl, _, r := open(t, addr, hello(100*time.Millisecond, 1))
+	if r != "" {
+		t.Fatal(r)
+	}
+	ctl.SetReadDeadline(time.Now().Add(grace + 5*time.Second))
+	typ, body, err := bbproto.ReadMsg(ctl)
+	var rep bbproto.Report
+	if err != nil || typ != bbproto.MsgReport || bbproto.Decode(body, &rep) != nil || rep.Ended != bbproto.EndedDuration {
+		t.Fatalf("report: %v %v %+v", typ, err, rep)
+	}
+}
+
 func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
@@ -264,8 +281,6 @@ func waitFor(t *testing.T, d time.Duration, what string, f func() bool) {
 	t.Errorf("timed out after %v waiting for %s", d, what)
 }
 
-// TestSilentFlood: connections that never say anything are capped, so a
-// flood of them cannot pile up goroutines; extra ones are closed at once.
 // TestSilentFlood: connections that never say anything are capped, so a
 // flood of them cannot pile up goroutines; extra ones are closed at once.
 func TestSilentFlood(t *testing.T) {
