@@ -33,6 +33,10 @@ func Search(ctx context.Context, l Link, c Config) (*Result, error) {
 		s.choice(k).Line = line
 	}
 	s.markSlow()
+	// a line that moved while it was measured is not searched
+	if err := s.checkMoving(); err != nil {
+		return r, err
+	}
 	r.Download.AckKbit = int(math.Round(c.AckUncounted * float64(r.Upload.Line.GoodputKbit)))
 	r.Upload.AckKbit = int(math.Round(c.AckUncounted * float64(r.Download.Line.GoodputKbit)))
 	// Search one direction with the other at its line rate: shaped, so
@@ -58,6 +62,9 @@ func Search(ctx context.Context, l Link, c Config) (*Result, error) {
 	}
 	s.reserve = 0
 	if err := s.bidir(ctx); err != nil {
+		return r, err
+	}
+	if err := s.checkMoving(); err != nil {
 		return r, err
 	}
 	// The bidirectional check may end at rates no phase ran at; the

@@ -46,6 +46,7 @@ type sim struct {
 	ackUp     float64
 	failAfter int                // phases before the server vanishes; 0 never
 	series    []int              // a line phase's goodput per second, as recorded; nil: flat
+	moves     []float64          // the lines' share at each phase in turn (a link that moves); nil: 1
 	lineCPU   *bbresult.PhaseCPU // what a line phase cost the router's CPU
 	lineRead  float64            // the line phase reads this share of the line; 0: all of it
 	v6        bool               // phases run over IPv6
@@ -115,6 +116,12 @@ func (s *sim) Load(_ context.Context, k Kind, n Length) (Phase, error) {
 		return Phase{}, errors.New("server went away")
 	}
 	var p Phase
+	down, up := s.down, s.up
+	if len(s.moves) > 0 {
+		f := s.moves[(s.phases-1)%len(s.moves)]
+		s.down, s.up = down*f, up*f
+		defer func() { s.down, s.up = down, up }()
+	}
 	xd, xu := s.rateD/s.down, s.rateU/s.up
 	good := func(rate, line float64) int { return int(math.Min(rate, line) / s.perGood) }
 	switch k {
