@@ -219,9 +219,13 @@ func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 		return nil
 	}
 	if tr.Recorded() {
-		// the slots' plug under each tbf; the player's first slot sets both
+		// the slots' plug under each tbf, both open at the profile's rate
+		// until the player's first slot: the last controller's replay may
+		// have ended in an outage, and a client that cannot resolve its
+		// gateway finds no route to the server
 		limit := recordedLimit(t.p, tr)
-		var lines []string
+		lines := []string{strings.Join(linkemu.Change(t.p, "m0", config.Download, t.p.Down), " "),
+			strings.Join(linkemu.Change(t.p, "m1", config.Upload, t.p.Up), " ")}
 		for d, dev := range []string{"m0", "m1"} {
 			for _, l := range linkemu.RecordedSetup(dev, limit[d]) {
 				lines = append(lines, strings.Join(l, " "))

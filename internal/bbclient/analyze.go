@@ -68,6 +68,7 @@ type raw struct {
 	wall0      int64 // client wall clock (ns) at the start
 	probes     []record
 	serverSaw  func(seq uint32) bool
+	lossEither bool // no server report: a lost probe's way is not known
 	spans      []span
 	throughput []bbresult.Throughput
 	inflow     []bbresult.InFlow
@@ -192,7 +193,7 @@ func analyze(rw *raw, res *bbresult.Result) {
 			if !rw.rttOnly {
 				p.Up, p.Down = model.oneWay(rw.wall0, r)
 			}
-		case rw.rttOnly:
+		case rw.rttOnly || rw.lossEither:
 			p.Lost = bbresult.LostEither
 		case rw.serverSaw(r.seq):
 			p.Lost = "down"

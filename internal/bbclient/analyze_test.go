@@ -372,3 +372,29 @@ func TestNoGradeWithoutLoad(t *testing.T) {
 		}
 	}
 }
+
+// TestReportLost: without the server's report (its control connection's
+// last exchange lost), a lost probe's way is not known: the probes are
+// lost either way, none is blamed on the upload, and the one-way delays of
+// the probes that came back stand.
+func TestReportLost(t *testing.T) {
+	rw := synth()
+	rw.lossEither = true
+	var res bbresult.Result
+	analyze(rw, &res)
+	either, up := 0, 0
+	for _, p := range res.Samples.Probes {
+		switch p.Lost {
+		case bbresult.LostEither:
+			either++
+		case "up", "down":
+			up++
+		}
+	}
+	if either != 8 || up != 0 {
+		t.Errorf("%d probes lost either way, %d blamed on a way; want 8 and 0", either, up)
+	}
+	if !near(res.Phases[1].AddedDown, 40, 0.01) {
+		t.Errorf("download's one-way added %v, want 40", res.Phases[1].AddedDown)
+	}
+}

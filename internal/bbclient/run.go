@@ -209,10 +209,13 @@ func Run(ctx context.Context, cfg Config) (*bbresult.Result, error) {
 		return nil, ctx.Err()
 	}
 	report, err := rep.wait(ctl)
-	if err != nil {
+	if err != nil && len(spans) == 0 {
 		return nil, fmt.Errorf("reading the server's report: %w", err)
 	}
-	return t.result(report, ss.Accept.MaxBytes, phases, spans, rec), nil
+	// a report that never came (the control connection's last exchange
+	// lost in a bloated or dead link) leaves the measurement standing,
+	// incomplete (TestReportLost)
+	return t.result(report, err, ss.Accept.MaxBytes, phases, spans, rec), nil
 }
 
 // phases are the test's phases in order, each end its length in seconds.
@@ -281,7 +284,7 @@ func (r *serverReport) wait(ctl net.Conn) (bbproto.Report, error) {
 }
 
 // result analyzes what the test recorded beside the server's report.
-func (t *tester) result(report bbproto.Report, maxBytes int64, phases, spans []span, rec *recorder) *bbresult.Result {
+func (t *tester) result(report bbproto.Report, lost error, maxBytes int64, phases, spans []span, rec *recorder) *bbresult.Result {
 	cfg := t.cfg
 	res := &bbresult.Result{
 		SchemaVersion: bbresult.SchemaVersion,
@@ -320,6 +323,11 @@ func (t *tester) result(report bbproto.Report, maxBytes int64, phases, spans []s
 	}
 	if report.Ended != "" {
 		res.Incomplete = endedNote(report.Ended, maxBytes, phases, spans)
+		rw.notes = append(rw.notes, res.Incomplete)
+	}
+	if lost != nil {
+		rw.lossEither = true
+		res.Incomplete = fmt.Sprintf("the server's report never came (%v): the figures are the client's alone, and which way each lost probe was lost is not known", lost)
 		rw.notes = append(rw.notes, res.Incomplete)
 	}
 	analyze(rw, res)
