@@ -57,7 +57,6 @@ test: deps build
 	$(LAB) gotest unit -- -count=1 -timeout 20m ./...
 	cd openwrt/browser && $(LAB) gotest browser -- -count=1 -timeout 10m ./...
 	$(LAB) part lab-ci -- $(LAB) ci --kernel 6.12
-	$(LAB) part lab-mq -- $(LAB) mq --kernel 7 --profiles cable
 	@$(LAB) parts
 
 unit: build

@@ -14,16 +14,16 @@ import (
 
 const (
 	demoUsage = "  demo   cable unshaped vs cake, both grades side by side (make demo)\n"
-	ciUsage   = `  ci     cable × {none, fq_codel, cake, nss}, vdsl-pppoe-vlan7 × {none, nss}, the hotplug scenario with
+	ciUsage   = `  ci     cable × {none, fq_codel, cake}, vdsl-pppoe-vlan7 × {none, nss}, the hotplug scenario with
          cake, tune on cable × cake over IPv6, the router owner's journey through LuCI on OpenWrt's real
-         userland, netifd's PPPoE session dropping and returning, lte's first minute under sqmkit autorate
-         (make lab-ci, make test)
+         userland on its defaults, netifd's PPPoE session dropping and returning, a recorded LTE link's
+         first minute under sqmkit autorate (make lab-ci, make test)
 `
 	allUsage = `  all    every profile × every backend, the .qos scripts and lab/ext's shapers on cable, hotplug
          with every backend, the reference responsiveness server (rpm), tune beside a sweep on every
          profile; prints one table per profile and rewrites docs/results.md's tables (make lab)
 `
-	mqUsage = `  mq     [--profiles cable,fiber]  cake and cake_mq side by side on each profile, with the kernel tests (make test
+	mqUsage = `  mq     [--profiles cable,fiber]  cake and cake_mq side by side on each profile, with the kernel tests (make lab-ci
          runs it on cable under --kernel 7, make lab on cable and fiber)
 `
 	runUsage         = "  run    --profile NAME|PATH [--backends none,cake,qos:sqmkit-cake.qos,ext:NAME=DIR,...] [--out DIR]\n"

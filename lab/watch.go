@@ -121,6 +121,9 @@ func (g *guest) watchScenario(t *topo, variant string, r *result) error {
 	os.WriteFile(filepath.Join(r.Dir, "watch-status.json"), mustJSON(st), 0o644)
 	g.say("%s/watch-%s: %d minutes watched, findings %s", t.p.Name, variant, len(st.Minutes), findingIDs(st.Findings))
 	r.Checks = watchChecks(variant, st, want, named, time.Since(begin))
+	if variant != "rises" { // a scheduled check's test is a test's cost, not the watch's
+		r.Checks = append(r.Checks, watchCPU(w.Process.Pid, time.Since(begin)))
+	}
 	if variant == "rises" && named > 0 {
 		r.Checks = append(r.Checks, g.watchReboot(sc.root, w, startWatch, want))
 	}
@@ -207,4 +210,21 @@ func (t *topo) loadMinutes(stop <-chan struct{}) {
 		case <-done:
 		}
 	}
+}
+
+// watchCPU is the watch's CPU over ran, as a share of one core: its probe
+// (here one a second, twice the default) and counter reads must cost the
+// router next to nothing.
+func watchCPU(pid int, ran time.Duration) accept.Check {
+	c := accept.Check{Name: "the watch's CPU, % of one core (a probe a second)", Want: "< 1"}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		c.Name += ": " + err.Error()
+		return c
+	}
+	if _, t, ok := statCPU(string(b)); ok && ran > 0 {
+		c.Got = 100 * (t.User + t.Sys) / ran.Seconds()
+		c.OK = c.Got < 1
+	}
+	return c
 }

@@ -186,8 +186,16 @@ func TestTestOnRouter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Queue != "wan" || len(res.PathChecks) != 2 {
+	if res.Queue != "wan" || len(res.PathChecks) > 2 {
 		t.Fatalf("queue %q, checks %+v\n%s", res.Queue, res.PathChecks, out)
+	}
+	if len(res.PathChecks) < 2 {
+		// a starved host read the counters too far from a phase's edges
+		// to judge it, and the result says so (TestCheckSparseReads)
+		if !strings.Contains(strings.Join(res.Notes, "\n"), "not checked") {
+			t.Fatalf("%d path checks and no note why\n%s", len(res.PathChecks), out)
+		}
+		tctest.Absorbed(t, "path checks %+v: the counters were read too far from a phase's edges", res.PathChecks)
 	}
 	t.Logf("path checks: %+v; cpu: %+v", res.PathChecks, res.CPU)
 	for _, c := range res.PathChecks {
