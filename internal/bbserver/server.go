@@ -34,6 +34,9 @@ type Config struct {
 	// Stall is how long any single read or write may block before the
 	// connection is dropped (default 10 s).
 	Stall time.Duration
+	// Grace is how long after its announced duration a session may live
+	// (default DefaultGrace).
+	Grace time.Duration
 	// FDLimit is how many files the process may open (default: its
 	// RLIMIT_NOFILE); the caps are sized so every test they admit fits.
 	FDLimit int
@@ -53,9 +56,11 @@ const (
 	DefaultStall      = 10 * time.Second
 )
 
-// grace is how long after its announced duration a session may live: the
-// client still has to collect late probe replies and fetch the report.
-const grace = 5 * time.Second
+// DefaultGrace: after its phases the client still waits up to 3 s for
+// late probe replies, and its Done then crosses the upload's queue,
+// seconds deep on a bloated or recorded LTE link (5 s left the lab's slow
+// recorded uploads without their report).
+const DefaultGrace = 15 * time.Second
 
 // helloTimeout bounds how long an accepted connection may take to say who it
 // is; a silent connection costs a goroutine and a socket until then. At most
@@ -114,6 +119,9 @@ func New(cfg Config) *Server {
 	}
 	if cfg.Stall <= 0 {
 		cfg.Stall = DefaultStall
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
 	}
 	if cfg.Log == nil {
 		cfg.Log = log.New(io.Discard, "", 0)
@@ -437,7 +445,7 @@ func (s *Server) check(h bbproto.Hello, peer netip.Addr) error {
 func (s *Server) open(ctx context.Context, h bbproto.Hello, peer netip.Addr) *session {
 	ss := &session{
 		peer:       peer,
-		deadline:   time.Now().Add(time.Duration(h.Duration) + grace),
+		deadline:   time.Now().Add(time.Duration(h.Duration) + s.cfg.Grace),
 		maxBytes:   s.cfg.MaxBytes,
 		maxStreams: max(h.Streams, 1),
 		received:   make([]byte, (h.ProbeSlots()+7)/8),

@@ -258,12 +258,12 @@ func TestByteBudget(t *testing.T) {
 // bloated upload) still gets the report when the session's time is up,
 // saying so.
 func TestDeadlineReports(t *testing.T) {
-	_, addr, _ := start(t, Config{})
+	_, addr, _ := start(t, Config{Grace: time.Second})
 	ctl, _, r := open(t, addr, hello(100*time.Millisecond, 1))
 	if r != "" {
 		t.Fatal(r)
 	}
-	ctl.SetReadDeadline(time.Now().Add(grace + 5*time.Second))
+	ctl.SetReadDeadline(time.Now().Add(10 * time.Second))
 	typ, body, err := bbproto.ReadMsg(ctl)
 	var rep bbproto.Report
 	if err != nil || typ != bbproto.MsgReport || bbproto.Decode(body, &rep) != nil || rep.Ended != bbproto.EndedDuration {

@@ -151,8 +151,11 @@ func Slot(dev string, opportunities, frame int, blocked bool, limit int) (lines 
 		}
 		return [][]string{{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "block"}}, true
 	}
+	// half a frame over the opportunities' frames: a bucket of exactly one
+	// frame passed no full-size packet (a slow recorded upload, one
+	// opportunity a slot, carried nothing), and half is no further packet
 	lines = [][]string{{"qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
-		"rate", trickle, "burst", fmt.Sprint(opportunities * frame), "limit", fmt.Sprint(limit)}}
+		"rate", trickle, "burst", fmt.Sprint(opportunities*frame + frame/2), "limit", fmt.Sprint(limit)}}
 	if blocked {
 		lines = append(lines, []string{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "release_indefinite"})
 	}

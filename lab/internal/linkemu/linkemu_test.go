@@ -77,12 +77,12 @@ func TestChange(t *testing.T) {
 	}
 }
 
-// TestSlot: a slot's tbf bucket is its opportunities' frames at a trickle
-// of a rate; an outage blocks the plug once, and the next slot with an
+// TestSlot: a slot's tbf bucket is its opportunities' frames and half of
+// one more at a trickle of a rate; an outage blocks the plug once, and the next slot with an
 // opportunity opens it again.
 func TestSlot(t *testing.T) {
 	lines, blocked := Slot("m0", 3, 1518, false, 1000000)
-	if blocked || len(lines) != 1 || strings.Join(lines[0], " ") != "qdisc change dev m0 parent 1:1 handle 10: tbf rate 8bit burst 4554 limit 1000000" {
+	if blocked || len(lines) != 1 || strings.Join(lines[0], " ") != "qdisc change dev m0 parent 1:1 handle 10: tbf rate 8bit burst 5313 limit 1000000" {
 		t.Errorf("a slot of 3: %q %v", lines, blocked)
 	}
 	lines, blocked = Slot("m0", 0, 1518, false, 1000000)
