@@ -28,9 +28,10 @@ import (
 //     the bloat on the download within watchNamed;
 //   - "rises": the line rises 50 %; the scheduled check (quiet hours all
 //     day, one quiet minute first) must name a faster line within
-//     watchNamed; the router then restarts its watch with /var/run empty,
-//     as after a reboot, and the finding must be there at once, read back
-//     from the router's record (nothing judged yet could have made it).
+//     watchNamed; the router then restarts its watch with its /var/run
+//     state gone, as after a reboot, and the finding must be there at once,
+//     read back from the router's record (nothing judged yet could have
+//     made it).
 var watchVariants = []string{"steady", "falls", "rises"}
 
 // The watch's compressed hours: a window of six minutes, three loaded
@@ -52,6 +53,10 @@ func (g *guest) watchScenario(t *topo, variant string, r *result) error {
 	if err != nil {
 		return err
 	}
+	// each variant starts with a router that has learnt nothing: the
+	// variants share the backend's root
+	os.Remove(history.Path(sc.root))
+	os.RemoveAll(filepath.Dir(watch.StatusPath(sc.root, watchSection)))
 	// the scheduled check's test goes to the lab's sqmkit serve
 	f, err := os.OpenFile(filepath.Join(sc.root, "etc/config/sqm"), os.O_APPEND|os.O_WRONLY, 0)
 	if err != nil {
@@ -142,13 +147,15 @@ func watchChecks(variant string, st watch.Status, want string, named, ran time.D
 		Want: fmt.Sprintf("> 0, <= %.0f", watchNamed.Minutes()), OK: named > 0 && named <= watchNamed}}
 }
 
-// watchReboot restarts the watch as after a reboot (/var/run emptied) and
-// wants its finding back at once, from the router's record.
+// watchReboot restarts the watch as after a reboot (its /var/run state
+// emptied) and wants its finding back at once, from the router's record.
 func (g *guest) watchReboot(root string, w *proc, start func(string) (*proc, error), want string) accept.Check {
 	w.Process.Signal(syscall.SIGTERM)
 	<-w.done
 	h, _ := history.Load(root)
-	os.RemoveAll(filepath.Join(root, "var/run/sqmkit"))
+	// the watch's RAM state goes, as at a reboot; the shaper's own record
+	// stays, so the scenario's stop still finds what it applied
+	os.RemoveAll(filepath.Dir(watch.StatusPath(root, watchSection)))
 	again, err := start("watch-after-reboot.log")
 	c := accept.Check{Name: "the finding read back after a reboot, before anything is judged again", Want: "1"}
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -31,5 +32,26 @@ func TestWatchChecks(t *testing.T) {
 		if len(cs) != 1 || cs[0].OK != tc.ok {
 			t.Errorf("%s: %+v, want ok %v", tc.name, cs, tc.ok)
 		}
+	}
+}
+
+// TestWatchCPU: the watch's CPU is read from its /proc stat and judged as
+// a share of one core over the time it ran.
+func TestWatchCPU(t *testing.T) {
+	if c := watchCPU(os.Getpid(), 1000*time.Hour); !c.OK || c.Got < 0 {
+		t.Errorf("this test over 1000 h: %+v", c)
+	}
+	// spin until the kernel has charged this process a tick (however busy
+	// the host, within a generous deadline)
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		if c := watchCPU(os.Getpid(), time.Hour); c.Got > 0 {
+			break
+		}
+	}
+	if c := watchCPU(os.Getpid(), time.Nanosecond); c.OK {
+		t.Errorf("this test's CPU over 1 ns: %+v, want over 1 %%", c)
+	}
+	if c := watchCPU(-1, time.Minute); c.OK {
+		t.Errorf("no such process: %+v", c)
 	}
 }

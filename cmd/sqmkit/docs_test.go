@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -103,20 +104,30 @@ func TestDocReferences(t *testing.T) {
 	}
 }
 
+// sources calls fn with every file of the tree the length tests judge:
+// not .git, the builds, the caches or the lab's results.
+func sources(t *testing.T, fn func(path string, d fs.DirEntry) error) {
+	t.Helper()
+	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && slices.Contains([]string{".git", "bin", ".cache", "results"}, d.Name()):
+			return filepath.SkipDir
+		case d.IsDir():
+			return nil
+		}
+		return fn(p, d)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestFileLength: no source file over 600 lines; a longer one holds more
 // than one job and is split by job (lab/trace.go's plot, lab/result.go).
 func TestFileLength(t *testing.T) {
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", ".cache", "results":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	sources(t, func(p string, d fs.DirEntry) error {
 		switch filepath.Ext(p) {
 		case ".go", ".sh", ".js":
 		default:
@@ -133,9 +144,6 @@ func TestFileLength(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestFunctionLength: no Go function over 100 lines (a command's body
@@ -143,17 +151,7 @@ func TestFileLength(t *testing.T) {
 // autorate's step as the decision it makes, one rule per helper).
 func TestFunctionLength(t *testing.T) {
 	fset := token.NewFileSet()
-	err := filepath.WalkDir("../..", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			switch d.Name() {
-			case ".git", "bin", ".cache", "results":
-				return filepath.SkipDir
-			}
-			return nil
-		}
+	sources(t, func(p string, _ fs.DirEntry) error {
 		if filepath.Ext(p) != ".go" {
 			return nil
 		}
@@ -172,9 +170,6 @@ func TestFunctionLength(t *testing.T) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestReadmeFiguresInResults: every lab figure the README quotes (a number

@@ -141,6 +141,10 @@ func (s *Session) confirmAll(ctx context.Context, o *Outcome) error {
 		if err != nil {
 			return fmt.Errorf("confirming test: %w", err)
 		}
+		// a test that did not test confirms nothing (TestSessionConfirmIncomplete)
+		if o.Confirm.Incomplete != "" {
+			return fmt.Errorf("the confirming test has no grade (%s); nothing written", o.Confirm.Incomplete)
+		}
 		r.Confirmed(o.Confirm)
 		k, p, missed := r.ConfirmMiss(o.Confirm)
 		if !missed {

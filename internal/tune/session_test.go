@@ -415,6 +415,30 @@ func TestSessionConfirmMiss(t *testing.T) {
 	}
 }
 
+// TestSessionConfirmIncomplete: a confirming test without a grade (its
+// load never flowed, its probes lost) confirms nothing: nothing is
+// written and the shaper goes back to its rates.
+func TestSessionConfirmIncomplete(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: runs about 15 s of loopback tests")
+	}
+	s, k, _ := session(t, true)
+	s.confirmTest = func(ctx context.Context, c bbclient.Config) (*bbresult.Result, error) {
+		res, err := s.Live.measured(ctx, c)
+		if err == nil {
+			res.Incomplete = "no grade: the download never carried data"
+		}
+		return res, err
+	}
+	o, err := s.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "never carried data") || !strings.Contains(err.Error(), "nothing written") || o.Written {
+		t.Fatalf("written %v, err %v; want nothing written, the reason named", o.Written, err)
+	}
+	if !atRates(t, s, k, 20000, 10000) {
+		t.Error("the shaper was not restored to 20000/10000")
+	}
+}
+
 // A long phase takes search.LongSteps steps' test time, and what the confirming
 // test's long bidirectional phase costs beyond a short one fits in the
 // phase the budget keeps for measuring a missed confirm phase again.
