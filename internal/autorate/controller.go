@@ -87,6 +87,7 @@ type dirState struct {
 	floorAt   time.Time // when a cut last put the rate on the floor (zero: above it)
 	shiftMs   float64   // the path's rise learnt under load (ShiftMs)
 	loadedAt  time.Time // the latest Step that found it loaded
+	flatMs    float64   // delay over the hold an ease-off did not move: no queue (easeOffQueue)
 	up        float64   // the last raise's step; 0 after any other decision
 }
 
@@ -225,7 +226,7 @@ type judged struct {
 func (c *Controller) judge(d config.Direction, ds *dirState, now time.Time) judged {
 	p := c.p
 	w := judged{packetMs: float64(p.PacketBits[d]) / float64(ds.rate)} // bits / (kbit/s) = ms
-	w.bloatMs, w.holdMs = p.BloatMs+w.packetMs, p.HoldMs+w.packetMs
+	w.bloatMs, w.holdMs = p.BloatMs+w.packetMs+ds.flatMs, p.HoldMs+w.packetMs+ds.flatMs
 	sum := 0.0
 	for _, v := range ds.window {
 		if v.ms > w.bloatMs {
@@ -256,7 +257,7 @@ func (c *Controller) clamp(d config.Direction, v float64) int {
 // there.
 func (c *Controller) holdOnStall(d config.Direction, ds *dirState) (Reason, string) {
 	ds.state = Stalled
-	ds.window = ds.window[:0]
+	ds.window, ds.flatMs = ds.window[:0], 0
 	if ds.rate == c.p.Base[d] {
 		return "", ""
 	}
@@ -298,6 +299,12 @@ func (c *Controller) cutOnBloat(d config.Direction, ds *dirState, now time.Time,
 	}
 	carried := c.capacity(d, ds)
 	cut := p.drainShare(w.mean-w.packetMs, p.DownMin, p.DownMax)
+	if ds.rate == p.Min[d] && carried*(1-cut) <= float64(p.Min[d]) {
+		// on the floor already: no cut to make, and no settle to wait out
+		// (a delay that jitters past the bar kept a floored rate there:
+		// TestRecordedBursts)
+		return "", ""
+	}
 	ds.bloatRate = int(carried)
 	if carried*(1-cut) < float64(p.Min[d]) {
 		// under the floor the owner set is an outage, not a capacity to
@@ -363,6 +370,7 @@ func draining(win []point, spread float64) bool {
 func (c *Controller) driftToBase(d config.Direction, ds *dirState, now time.Time) (Reason, string) {
 	p := c.p
 	ds.state = Idle
+	ds.flatMs = 0 // the next load's delay is judged afresh
 	if ds.rate == p.Base[d] || now.Sub(ds.lastMove) < p.Move {
 		return "", ""
 	}
@@ -414,21 +422,34 @@ func (c *Controller) followLoad(d config.Direction, ds *dirState, now time.Time,
 // step once a Cruise (past the capacity the delay grows, and that eases).
 func (c *Controller) easeOffQueue(d config.Direction, ds *dirState, now time.Time, w judged, overProbe bool) (Reason, string) {
 	p := c.p
-	if !overProbe && ds.easedMs > 0 && w.mean < ds.easedMs+p.GrowMs {
-		if now.Sub(ds.lastMove) < p.Cruise {
-			return "", ""
+	if !overProbe && ds.easedMs > 0 && w.mean < ds.easedMs+p.GrowMs+w.spread {
+		if now.Sub(ds.lastEase) < p.Cruise {
+			return "", "" // a queue an ease-off drains takes seconds to show it
 		}
-		ds.lastMove = now
-		ds.rate = c.clamp(d, float64(ds.rate)*(1+p.Up/4))
-		return ByRaise, fmt.Sprintf("added delay +%.1f ms over the +%.1f ms hold but not growing since the last ease-off: no queue of this link's; probe up", w.mean, w.holdMs)
+		// no queue of this link's (a busy CPU, a link that delivers in
+		// bursts): the delay is judged above this level from now on, up to
+		// the bloat bar, and the rate follows the load up again
+		ds.flatMs = min(p.BloatMs-p.HoldMs, ds.flatMs+w.mean-w.holdMs)
+		ds.easedMs = 0
+		return "", ""
 	}
 	carried := c.capacity(d, ds)
-	ds.lastMove, ds.lastEase, ds.easedMs = now, now, w.mean
-	ds.bloatRate = int(carried)
 	// under what it carries by enough to drain the newest sample's queue
 	// in Drain, a quarter step to DownMin
 	newest := ds.window[len(ds.window)-1].ms - w.packetMs
-	ds.rate = c.clamp(d, math.Min(float64(ds.rate), carried)*(1-p.drainShare(newest, p.Up/4, p.DownMin)))
+	next := c.clamp(d, math.Min(float64(ds.rate), carried)*(1-p.drainShare(newest, p.Up/4, p.DownMin)))
+	if next == ds.rate {
+		// on the floor: no ease-off to make, and no capacity learnt from
+		// one; the delay's level is kept, so a flat one is found flat
+		// (TestRecordedBursts)
+		if ds.easedMs == 0 {
+			ds.easedMs, ds.lastEase = w.mean, now
+		}
+		return "", ""
+	}
+	ds.lastMove, ds.lastEase, ds.easedMs = now, now, w.mean
+	ds.bloatRate = int(carried)
+	ds.rate = next
 	if overProbe {
 		return ByEase, fmt.Sprintf("added delay rose from +%.1f to +%.1f ms since the raise near the capacity, about %d kbit/s: over it; ease off under it", w.probedMs, w.mean, int(carried))
 	}
