@@ -129,7 +129,11 @@ func runScenarios(repo, name string, args []string) int {
 		defProfile, defBackends, mode = "vdsl-pppoe-vlan7", owrtWays, name
 	}
 	prof := fs.String("profile", defProfile, "profile name (lab/profiles/NAME.conf) or path to a profile file")
-	backends := fs.String("backends", strings.Join(defBackends, ","), "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)")
+	usage := "comma-separated: none (unshaped), fq_codel, cake, nss, qos:sqmkit-BACKEND.qos (the OpenWrt package's script, sqm-scripts' way), ext:NAME=DIR (an external shaper: DIR/start, DIR/stop; lab/README.md)"
+	if name == "watch" { // the watch's "backends" are its variants, each on cake
+		usage = "comma-separated variants, each on cake: " + strings.Join(watchVariants, ", ") + " (lab/README.md)"
+	}
+	backends := fs.String("backends", strings.Join(defBackends, ","), usage)
 	out := fs.String("out", "", "results directory (default lab/results/<time>-<profile>)")
 	kernel := kernelFlag(fs)
 	sp := sweepSpec{From: 80, To: 100}

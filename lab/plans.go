@@ -17,7 +17,9 @@ import (
 // userland in the router: the router owner's journey through LuCI on
 // cable (which also runs the package's cake script the way sqm-scripts
 // does, so the qos: backends are make lab's) and netifd's PPPoE session
-// dropping and returning on VDSL.
+// dropping and returning on VDSL; and the watch naming a faster line and
+// keeping its finding across a reboot (its quickest variant, two minutes;
+// steady and falls are make lab's).
 var ciPlan = []planRun{
 	{Profile: "cable", Backends: []string{unshaped, "fq_codel", "cake"}},
 	{Profile: "vdsl-pppoe-vlan7", Backends: []string{unshaped, "nss"}},
@@ -25,6 +27,7 @@ var ciPlan = []planRun{
 	{Profile: "cable", Backends: []string{"cake"}, Mode: "tune", IPv6: true},
 	{Profile: "cable", Mode: "journey"},
 	{Profile: "vdsl-pppoe-vlan7", Backends: owrtWays, Mode: "openwrt-pppoe"},
+	{Profile: "cable", Backends: []string{"rises"}, Mode: "watch"},
 }
 
 // allSweep is the sweep beside each of make lab's tunes: 70 %, not the
