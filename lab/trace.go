@@ -174,15 +174,19 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath string
 // every controller gets on tr. A recording's are the rule a router owner
 // follows with a speed test of their own (trace.Bounds: the 10th, 50th
 // and 90th percentiles of its one-second rates); a generated trace's, 95 %
-// of its 5th percentile, 95 % of its mean and its highest.
+// of its 5th percentile, 95 % of its mean and its highest. No floor is
+// under the least rate a shaper runs at (config.MinRateKbit): AT&T's
+// 10th percentile is an outage's 12 kbit/s, which no owner would set.
 func traceBounds(tr *trace.Trace) (floor, base, ceiling [2]int) {
 	for d, v := range [2][]int{tr.Down, tr.Up} {
 		if tr.Recorded() {
 			floor[d], base[d], ceiling[d] = trace.Bounds(v, tr.Step)
+			floor[d] = max(floor[d], config.MinRateKbit)
+			base[d], ceiling[d] = max(base[d], floor[d]), max(ceiling[d], floor[d])
 			continue
 		}
 		_, mean, hi := trace.Stats(v)
-		floor[d], base[d], ceiling[d] = max(int(quantile(floats(v), 0.05))*95/100, 64), mean*95/100, hi
+		floor[d], base[d], ceiling[d] = max(int(quantile(floats(v), 0.05))*95/100, config.MinRateKbit), mean*95/100, hi
 	}
 	return floor, base, ceiling
 }
@@ -397,7 +401,7 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath string, 
 	return nil
 }
 
-// Bars for an autorate controller on any of the lab's traces, loose
+// Bars for an autorate controller on the lab's generated traces, loose
 // enough for every run of a working one on lte, its hardest, and missed by
 // each way of not following: a rate left at the mean is bloated by
 // seconds, one sunk to the floor wastes the link, a daemon that stopped
@@ -408,12 +412,27 @@ const (
 	traceMinRateChange = 10
 )
 
+// Bars on a recorded link, from docs/results.md's table ("Autorate on
+// recorded links"): twice sqmkit's worse p95 there (Verizon, 282 ms; a
+// static rate at the mean had 1310, none 1698) and half its lower
+// utilisation (0.38). A recording's bursts and outages put a working
+// controller's p95 in the hundreds of ms; the bars still catch a rate
+// left at the mean and a daemon that stopped.
+const (
+	recordedMaxP95Ms = 600
+	recordedMinUtil  = 0.19
+)
+
 func traceChecks(x traced) []accept.Check {
+	maxP95, minUtil := float64(traceMaxP95Ms), traceMinUtil
+	if strings.HasPrefix(x.Kind, "recorded") {
+		maxP95, minUtil = recordedMaxP95Ms, recordedMinUtil
+	}
 	var cs []accept.Check
 	for d, dir := range []string{"download", "upload"} {
 		cs = append(cs,
-			accept.Check{Name: dir + " added p95 ms", Got: x.P95[d], Want: fmt.Sprintf("<= %d", traceMaxP95Ms), OK: x.P95[d] <= traceMaxP95Ms},
-			accept.Check{Name: dir + " utilisation", Got: x.Utilisation[d], Want: fmt.Sprintf(">= %g", traceMinUtil), OK: x.Utilisation[d] >= traceMinUtil})
+			accept.Check{Name: dir + " added p95 ms", Got: x.P95[d], Want: fmt.Sprintf("<= %g", maxP95), OK: x.P95[d] <= maxP95},
+			accept.Check{Name: dir + " utilisation", Got: x.Utilisation[d], Want: fmt.Sprintf(">= %g", minUtil), OK: x.Utilisation[d] >= minUtil})
 	}
 	return append(cs, accept.Check{Name: "rate changes", Got: float64(x.Changes), Want: fmt.Sprintf(">= %d", traceMinRateChange), OK: x.Changes >= traceMinRateChange})
 }

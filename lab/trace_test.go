@@ -57,6 +57,12 @@ func TestTraceChecks(t *testing.T) {
 			[]string{"download added p95 ms", "upload added p95 ms", "rate changes"}},
 		{"sunk to the floor", traced{Utilisation: [2]float64{0.34, 0.31}, P95: [2]float64{6.0, 8.6}, Changes: 40},
 			[]string{"download utilisation", "upload utilisation"}},
+		// a recording's bars are its table's (Verizon: sqmkit, static-mean)
+		{"recorded, following", traced{Kind: "recorded (mahimahi)", Utilisation: [2]float64{0.38, 0.48}, P95: [2]float64{282.5, 210.1}, Changes: 120}, nil},
+		{"recorded, rate left at the mean", traced{Kind: "recorded (mahimahi)", Utilisation: [2]float64{0.58, 0.54}, P95: [2]float64{1310.1, 766.0}, Changes: 0},
+			[]string{"download added p95 ms", "upload added p95 ms", "rate changes"}},
+		{"recorded, sunk", traced{Kind: "recorded (mahimahi)", Utilisation: [2]float64{0.12, 0.1}, P95: [2]float64{20, 15}, Changes: 30},
+			[]string{"download utilisation", "upload utilisation"}},
 	} {
 		var failed []string
 		for _, c := range traceChecks(tc.x) {

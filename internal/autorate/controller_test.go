@@ -459,6 +459,8 @@ func TestParamsCheck(t *testing.T) {
 		{func(p *Params) { p.Base[config.Upload] = 20000 }, "upload rates"},
 		{func(p *Params) { p.Votes = 9 }, "votes"},
 		{func(p *Params) { p.HoldMs = 50 }, "hold"},
+		// an outage's floor: every change down to it would be refused
+		{func(p *Params) { p.Min[config.Upload] = 12 }, "upload min 12 kbit/s is below the 64"},
 	} {
 		p := params()
 		tc.mod(&p)

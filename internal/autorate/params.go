@@ -146,6 +146,11 @@ func (p Params) Check() error {
 		if p.Min[d] <= 0 || p.Min[d] > p.Base[d] || p.Base[d] > p.Max[d] {
 			return fmt.Errorf("%s rates: min %d, base %d, max %d kbit/s: want 0 < min <= base <= max", d, p.Min[d], p.Base[d], p.Max[d])
 		}
+		// a floor the shaper refuses would fail every change down to it,
+		// each followed by a read of the tree (TestParamsCheck)
+		if p.Min[d] < config.MinRateKbit {
+			return fmt.Errorf("%s min %d kbit/s is below the %d kbit/s a shaper runs at: raise the floor to %d or more", d, p.Min[d], config.MinRateKbit, config.MinRateKbit)
+		}
 	}
 	if p.Votes < 1 || p.Votes > p.Window || p.HoldMs <= 0 || p.HoldMs > p.BloatMs || p.Interval <= 0 || p.Move < p.Interval || p.Cruise < 0 || p.Carried < 1 || p.UpMax < p.Up {
 		return fmt.Errorf("controller settings out of range: window %d votes %d hold %g ms bloat %g ms interval %v move %v cruise %v carried %d up %g max %g",

@@ -181,11 +181,13 @@ func replayJittered(c *Controller, s segment, bufferMs float64, baseMs func(time
 
 // recordedBounds are a router owner's bounds for a segment, by the lab's
 // rule (Bounds in lab/internal/trace): the floor, base and ceiling at the
-// 10th, 50th and 90th percentile of its 1-s mean capacities.
+// 10th, 50th and 90th percentile of its 1-s mean capacities, none under
+// the least rate a shaper runs at.
 func recordedBounds(s segment) Params {
 	var floor, base, ceiling [2]int
 	for d := range 2 {
-		floor[d], base[d], ceiling[d] = int(s.percentile(d, 0.1)), int(s.percentile(d, 0.5)), int(s.percentile(d, 0.9))
+		floor[d] = max(int(s.percentile(d, 0.1)), config.MinRateKbit)
+		base[d], ceiling[d] = max(int(s.percentile(d, 0.5)), floor[d]), max(int(s.percentile(d, 0.9)), floor[d])
 	}
 	return DefaultParams(floor, base, ceiling)
 }
