@@ -72,11 +72,16 @@ lab-ci: deps build
 kerneltests: deps build
 	set -e; for k in 6.1 6.12 7; do $(BIN)/sqmkit-lab kerneltests --kernel $$k; done
 
-# The full matrix: every profile × every backend, on each kernel, and cake
-# beside cake_mq on 7.x.
+# The full matrix: every profile × every backend, on each kernel, cake
+# beside cake_mq on 7.x, and autorate against cake-autorate on the recorded
+# links where ../shared holds them (docs/results.md's table).
+RECORDED := $(abspath ../shared/traces/mahimahi)
+TRACE_CTLS := none,static-mean,sqmkit,ext:cake-autorate=lab/ext/cake-autorate,ext:cake-autorate-matched=lab/ext/cake-autorate
 lab: deps build
 	$(BIN)/sqmkit-lab all --kernel 6.1,6.12,7
 	$(BIN)/sqmkit-lab mq --kernel 7
+	if [ -d $(RECORDED) ]; then $(BIN)/sqmkit-lab trace --trace $(RECORDED) --seconds 120 --controllers $(TRACE_CTLS); \
+	else echo "make lab: no recorded links at $(RECORDED): their table is not run"; fi
 
 demo: deps build
 	$(BIN)/sqmkit-lab demo

@@ -343,6 +343,16 @@ func (g *guest) replay(t *topo, tr *trace.Trace, profilePath, tracePath string, 
 	out, err := t.sh.run(nsClient, g.tools.sqmkit, "test", "--idle", traceIdle.String(), "--download", "0", "--upload", "0",
 		"--bidir", tr.Duration().String(), "--json", js, serverIP)
 	close(stopSampling)
+	// a replay that stopped left the modem at its last slot: the figures
+	// would be of a link that never moved (utilisation over 1)
+	select {
+	case <-player.done:
+		if !player.ProcessState.Success() {
+			log, _ := os.ReadFile(filepath.Join(r.Dir, "replay.log"))
+			return fmt.Errorf("the trace's replay stopped: %s", strings.TrimSpace(string(log)))
+		}
+	default:
+	}
 	rates := <-samples
 	os.WriteFile(filepath.Join(r.Dir, "trace.test.log"), []byte(out), 0o644)
 	var res bbresult.Result

@@ -3,6 +3,7 @@ package search
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,5 +45,21 @@ func TestMovingLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestWithoutStalls: a steady cable line with the shaper open (the lab's
+// tune over IPv6) had three stalls, each followed by its catch-up; merged,
+// its seconds stay within a tenth, and a swinging line's are left alone.
+func TestWithoutStalls(t *testing.T) {
+	cable := []int{35374, 37480, 37492, 37477, 37489, 37484, 37471, 37501, 37486, 21178, 53806, 37578, 37400, 37480, 37514,
+		37474, 37457, 37463, 37540, 37463, 37459, 32686, 42247, 37456, 37487, 37484, 37501, 23120, 51664, 37487}
+	got := slices.Sorted(slices.Values(withoutStalls(slices.Clone(cable))))
+	if lo, hi := got[1], got[len(got)-2]; float64(hi) > 1.1*float64(lo) {
+		t.Errorf("cable's seconds still spread %d..%d: %v", lo, hi, got)
+	}
+	swing := []int{10008, 13500, 17892, 4788, 7404, 18132, 14448, 12996, 18852}
+	if got := withoutStalls(slices.Clone(swing)); !slices.Equal(got, swing) {
+		t.Errorf("a swinging line's seconds changed: %v", got)
 	}
 }

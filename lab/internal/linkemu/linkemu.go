@@ -118,8 +118,11 @@ func sizes(rate, bufferMs int) (burst, limit int) {
 // plugHandle is the plug's handle under the tbf (10:).
 const plugHandle = "20:"
 
-// trickle is the rate of a slot's tbf: its bucket carries the slot.
-const trickle = "8bit"
+// trickle is the rate of a slot's tbf, whose bucket carries the slot: a
+// hundredth of the bucket a second, next to nothing in a slot, and a
+// bucket tc can still time (at 1 byte/s, tc refuses a bucket over 274
+// bytes as out of range; TestSlot).
+func trickle(burst int) string { return fmt.Sprintf("%dbit", 8*max(1, (burst+99)/100)) }
 
 // RecordedSetup are the tc lines that put a plug holding limit bytes (the
 // modem's buffer) under dev's tbf and open it.
@@ -154,8 +157,9 @@ func Slot(dev string, opportunities, frame int, blocked bool, limit int) (lines 
 	// half a frame over the opportunities' frames: a bucket of exactly one
 	// frame passed no full-size packet (a slow recorded upload, one
 	// opportunity a slot, carried nothing), and half is no further packet
+	burst := opportunities*frame + frame/2
 	lines = [][]string{{"qdisc", "change", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
-		"rate", trickle, "burst", fmt.Sprint(opportunities*frame + frame/2), "limit", fmt.Sprint(limit)}}
+		"rate", trickle(burst), "burst", fmt.Sprint(burst), "limit", fmt.Sprint(limit)}}
 	if blocked {
 		lines = append(lines, []string{"qdisc", "change", "dev", dev, "parent", "10:1", "handle", plugHandle, "plug", "release_indefinite"})
 	}

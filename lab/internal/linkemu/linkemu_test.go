@@ -1,6 +1,7 @@
 package linkemu
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -82,8 +83,19 @@ func TestChange(t *testing.T) {
 // opportunity opens it again.
 func TestSlot(t *testing.T) {
 	lines, blocked := Slot("m0", 3, 1518, false, 1000000)
-	if blocked || len(lines) != 1 || strings.Join(lines[0], " ") != "qdisc change dev m0 parent 1:1 handle 10: tbf rate 8bit burst 5313 limit 1000000" {
+	if blocked || len(lines) != 1 || strings.Join(lines[0], " ") != "qdisc change dev m0 parent 1:1 handle 10: tbf rate 432bit burst 5313 limit 1000000" {
 		t.Errorf("a slot of 3: %q %v", lines, blocked)
+	}
+	// tc times a bucket in 64 ns ticks in 32 bits: at its rate, the bucket
+	// must take under 274 s (a slot of 19 at 8 bit/s was out of range)
+	for _, n := range []int{1, 19, 100, 1000} {
+		lines, _ := Slot("m0", n, 1518, false, 1000000)
+		var rate, burst int
+		fmt.Sscanf(lines[0][10], "%dbit", &rate)
+		fmt.Sscanf(lines[0][12], "%d", &burst)
+		if secs := float64(burst) / (float64(rate) / 8); rate == 0 || secs > 200 || float64(rate)/8*0.01 > float64(burst)/100 {
+			t.Errorf("a slot of %d: rate %d bit/s, burst %d: %.0f s of bucket", n, rate, burst, secs)
+		}
 	}
 	lines, blocked = Slot("m0", 0, 1518, false, 1000000)
 	if !blocked || len(lines) != 1 || !strings.HasSuffix(strings.Join(lines[0], " "), "plug block") {
