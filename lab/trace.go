@@ -174,15 +174,12 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath string
 // every controller gets on tr. A recording's are the rule a router owner
 // follows with a speed test of their own (trace.Bounds: the 10th, 50th
 // and 90th percentiles of its one-second rates); a generated trace's, 95 %
-// of its 5th percentile, 95 % of its mean and its highest. No floor is
-// under the least rate a shaper runs at (config.MinRateKbit): AT&T's
-// 10th percentile is an outage's 12 kbit/s, which no owner would set.
+// of its 5th percentile, 95 % of its mean and its highest, no floor under
+// the least rate a shaper runs at.
 func traceBounds(tr *trace.Trace) (floor, base, ceiling [2]int) {
 	for d, v := range [2][]int{tr.Down, tr.Up} {
 		if tr.Recorded() {
 			floor[d], base[d], ceiling[d] = trace.Bounds(v, tr.Step)
-			floor[d] = max(floor[d], config.MinRateKbit)
-			base[d], ceiling[d] = max(base[d], floor[d]), max(ceiling[d], floor[d])
 			continue
 		}
 		_, mean, hi := trace.Stats(v)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // A line that moves (a cellular link, a busy cell) has no one rate: set
@@ -86,7 +88,10 @@ func (s *searcher) moving(k Kind) (Moving, bool) {
 	}
 	slices.Sort(seen)
 	rate := func(g int) int { return int(math.Round(float64(g)*s.c.RatePerGoodput + s.c.ProbeKbit)) }
-	m.FloorKbit, m.CeilKbit = rate(seen[len(seen)/10]), rate(seen[(len(seen)*9)/10])
+	// autorate refuses a floor under the least rate a shaper runs at: an
+	// outage's second is no floor to recommend (TestMovingLine)
+	m.FloorKbit = max(rate(seen[len(seen)/10]), config.MinRateKbit)
+	m.CeilKbit = max(rate(seen[(len(seen)*9)/10]), m.FloorKbit)
 	return m, true
 }
 

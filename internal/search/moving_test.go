@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // TestMovingLine: a line whose seconds swing (T-Mobile's LTE download,
@@ -39,7 +41,7 @@ func TestMovingLine(t *testing.T) {
 				t.Fatalf("err %v, want a MovingError naming %q and autorate's bounds", err, tc.why)
 			default:
 				for _, m := range me.Dirs {
-					if m.FloorKbit <= 0 || m.CeilKbit < m.FloorKbit {
+					if m.FloorKbit < config.MinRateKbit || m.CeilKbit < m.FloorKbit {
 						t.Errorf("%s: bounds %d..%d", m.Kind, m.FloorKbit, m.CeilKbit)
 					}
 				}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Recorded traces, in mahimahi's format (mahimahi's traces/, as
@@ -134,7 +136,9 @@ func Pairs(dir string) ([]string, error) {
 // one-second means), the floor at their 10th percentile, the base at their
 // median and the ceiling at their 90th. Not the trace's minimum and
 // maximum: a recording's minimum is an outage (0), and its maximum a
-// moment's burst, neither a rate anyone shapes to (TestBounds).
+// moment's burst, neither a rate anyone shapes to (TestBounds). No bound
+// is under the least rate a shaper runs at (config.MinRateKbit): AT&T's
+// 10th percentile is an outage's 12 kbit/s, which no owner would set.
 func Bounds(v []int, step time.Duration) (floor, base, ceiling int) {
 	n := max(1, int(time.Second/step))
 	var secs []float64
@@ -150,6 +154,8 @@ func Bounds(v []int, step time.Duration) (floor, base, ceiling int) {
 		return m, m, m
 	}
 	slices.Sort(secs)
-	q := func(p float64) int { return int(math.Round(secs[int(p*float64(len(secs)-1))])) }
+	q := func(p float64) int {
+		return max(int(math.Round(secs[int(p*float64(len(secs)-1))])), config.MinRateKbit)
+	}
 	return q(0.1), q(0.5), q(0.9)
 }

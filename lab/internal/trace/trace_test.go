@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sqmkit/sqmkit/internal/config"
 )
 
 // Each generated trace has the shape its name promises.
@@ -190,5 +192,11 @@ func TestBounds(t *testing.T) {
 	near := func(a, b int) bool { return a-b <= 1 && b-a <= 1 }
 	if f, b, c := Bounds(v, 10*time.Millisecond); !near(f, 1000) || !near(b, 5000) || !near(c, 9000) {
 		t.Errorf("bounds %d/%d/%d, want 1000/5000/9000", f, b, c)
+	}
+	// a link in outage most of its seconds: no bound under a shaper's least
+	out := make([]int, 1000)
+	out[999] = 100000
+	if f, b, c := Bounds(out, 10*time.Millisecond); f != config.MinRateKbit || b != config.MinRateKbit || c < f {
+		t.Errorf("an outage's bounds %d/%d/%d, want none under %d", f, b, c, config.MinRateKbit)
 	}
 }
