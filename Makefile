@@ -6,7 +6,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
 
-.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean kerneltests router size FORCE
+.PHONY: all build deps test unit lab-ci lab demo bench cross fuzz clean kerneltests router size harsh FORCE
 
 all: build
 
@@ -85,6 +85,12 @@ lab: deps build
 
 demo: deps build
 	$(BIN)/sqmkit-lab demo
+
+# The unit and browser tests HARSH_COUNT times on a loaded host
+# (scripts/harsh.sh): the proof that none asserts on its scheduling.
+HARSH_COUNT ?= 5
+harsh: deps build
+	GO=$(GO) scripts/harsh.sh $(HARSH_COUNT)
 
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 -timeout 30m ./...
