@@ -106,14 +106,40 @@ func compareRPM(t *testing.T, srv, cli *tctest.Netns, goresp, bin, url, dir stri
 		b, err := exec.Command("ip", append([]string{"netns", "exec", cli.Name}, argv...)...).CombinedOutput()
 		return string(b), err
 	}
-	c, err := refserver.Compare(run, goresp, bin, url, "", nil)
-	for _, o := range c.Outputs {
-		t.Logf("%s:\n%s", o.Name, o.Text)
+	// the two clients run one after the other, so a host that takes CPU
+	// from one of them moves its RPM alone (make harsh's busy loops did,
+	// once in five); one pair outside the band is measured again and the
+	// retry is reported, two fail (make lab's rpm judges the band under
+	// its noise gate)
+	for attempt := 1; ; attempt++ {
+		c, err := refserver.Compare(run, goresp, bin, url, "", nil)
+		for _, o := range c.Outputs {
+			t.Logf("%s:\n%s", o.Name, o.Text)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		outside, compared := judgeRPM(t, c)
+		switch {
+		case compared == 0:
+			t.Skip("goresponsiveness measured neither direction under load: nothing to compare")
+		case len(outside) == 0:
+			return
+		case attempt == 1:
+			tctest.Absorbed(t, "the RPM of one pair of runs was outside ±%.0f %% (%s): measured again", 200*refserver.Band, strings.Join(outside, "; "))
+			continue
+		}
+		for _, msg := range outside {
+			t.Errorf("%s, outside ±%.0f %% in two pairs of runs\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
+		}
+		return
 	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	compared := 0
+}
+
+// judgeRPM compares each direction goresponsiveness measured under load:
+// the directions outside twice refserver.Band, and how many it compared.
+func judgeRPM(t *testing.T, c refserver.Comparison) (outside []string, compared int) {
+	t.Helper()
 	for i, st := range c.Ours {
 		want, got := c.Theirs[i], st.EarlierDraft()
 		if !want.Measured() {
@@ -126,12 +152,10 @@ func compareRPM(t *testing.T, srv, cli *tctest.Netns, goresp, bin, url, dir stri
 		msg := fmt.Sprintf("%s: goresponsiveness %.0f RPM on %d connections, keeping %d of the %d probe rounds of its final window; sqmkit's latencies aggregated as goresponsiveness does: %.0f RPM on %d (%+.0f %%)",
 			st.Direction, want.RPM, want.Conns, want.Kept, want.Rounds, got, st.Conns, 100*(ratio-1))
 		if !refserver.Within(ratio, 2*refserver.Band) {
-			t.Errorf("%s, outside ±%.0f %%\nnginx:\n%s", msg, 200*refserver.Band, refserver.Log(dir))
+			outside = append(outside, msg)
 			continue
 		}
 		t.Logf("%s; within the issue's ±%.0f %%: %v", msg, 100*refserver.Band, refserver.Within(ratio, refserver.Band))
 	}
-	if compared == 0 {
-		t.Skip("goresponsiveness measured neither direction under load: nothing to compare")
-	}
+	return outside, compared
 }
