@@ -159,3 +159,25 @@ func judgeRPM(t *testing.T, c refserver.Comparison) (outside []string, compared 
 	}
 	return outside, compared
 }
+
+// TestJudgeRPM: what TestReferenceResponsivenessServer retries on and
+// fails on: a direction outside twice the band, and none measured.
+func TestJudgeRPM(t *testing.T) {
+	ours := refserver.Stage{TCP: 600, TLS: 600, GET: 600, Load: 600} // 100 RPM as goresponsiveness aggregates
+	down, up := ours, ours
+	down.Direction, up.Direction = "download", "upload"
+	for _, tc := range []struct {
+		name             string
+		theirs           [2]refserver.Theirs
+		outside, compare int
+	}{
+		{"both agree", [2]refserver.Theirs{{RPM: 100, Conns: 4}, {RPM: 110, Conns: 4}}, 0, 2},
+		{"download off", [2]refserver.Theirs{{RPM: 60, Conns: 4}, {RPM: 100, Conns: 4}}, 1, 2},
+		{"upload unmeasured", [2]refserver.Theirs{{RPM: 100, Conns: 4}, {RPM: 30}}, 0, 1},
+	} {
+		outside, compared := judgeRPM(t, refserver.Comparison{Ours: [2]refserver.Stage{down, up}, Theirs: tc.theirs})
+		if len(outside) != tc.outside || compared != tc.compare {
+			t.Errorf("%s: %d outside (%q), %d compared; want %d, %d", tc.name, len(outside), outside, compared, tc.outside, tc.compare)
+		}
+	}
+}
