@@ -3,12 +3,13 @@
 # test binaries at once, beside one busy loop per core at normal priority:
 # more load than make test puts on itself. A test that asserts on how much
 # CPU, wall time or scheduling it got fails here before it flakes in CI.
-# The browser's module runs after the main one: both bring up namespaces.
+# The browser's module is a module of its own: it runs after the main one.
 set -u
 count=${1:-5}
 go=${GO:-go}
 loops=""
-trap 'kill $loops 2>/dev/null' EXIT INT TERM
+trap 'kill $loops 2>/dev/null' EXIT
+trap 'exit 130' INT TERM
 for _ in $(seq "$(nproc)"); do
 	sh -c 'while :; do :; done' &
 	loops="$loops $!"

@@ -137,8 +137,8 @@ func Pairs(dir string) ([]string, error) {
 // median and the ceiling at their 90th. Not the trace's minimum and
 // maximum: a recording's minimum is an outage (0), and its maximum a
 // moment's burst, neither a rate anyone shapes to (TestBounds). No bound
-// is under the least rate a shaper runs at (config.MinRateKbit): AT&T's
-// 10th percentile is an outage's 12 kbit/s, which no owner would set.
+// is under the least rate a shaper runs at (config.MinRateKbit): a
+// drive's 10th percentile can be an outage's trickle, which no owner sets.
 func Bounds(v []int, step time.Duration) (floor, base, ceiling int) {
 	n := max(1, int(time.Second/step))
 	var secs []float64
