@@ -192,6 +192,9 @@ func (c *Controller) Step(now time.Time, load [2]int) []Change {
 // before it is bloat) or raises (the throughput).
 func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stalled bool) (Reason, string) {
 	w := c.judge(d, ds, now)
+	// a floor under the idle bar that its load fills is a loaded link
+	// (TestLoadedUnderIdleKbit)
+	idle := ds.load < c.p.IdleKbit && !c.loaded(d)
 	switch {
 	case stalled:
 		return c.holdOnStall(d, ds)
@@ -199,12 +202,12 @@ func (c *Controller) step(d config.Direction, ds *dirState, now time.Time, stall
 		return c.cutOnSilence(d, ds, now, w)
 	case w.votes >= c.p.Votes:
 		return c.cutOnBloat(d, ds, now, w)
-	case ds.load < c.p.IdleKbit && (!w.fresh || now.Sub(ds.loadedAt) < time.Duration(c.p.Carried)*c.p.Interval):
+	case idle && (!w.fresh || now.Sub(ds.loadedAt) < time.Duration(c.p.Carried)*c.p.Interval):
 		// no load, and no answer or a load a moment ago: an outage as
 		// likely as an idle link; an idle link drifts a second later
 		ds.state = Idle
 		return "", ""
-	case ds.load < c.p.IdleKbit:
+	case idle:
 		return c.driftToBase(d, ds, now)
 	case c.loaded(d):
 		return c.followLoad(d, ds, now, w)
@@ -219,6 +222,7 @@ type judged struct {
 	bloatMs, holdMs float64 // the thresholds, a packet's time above the bars
 	votes           int     // samples above bloatMs
 	mean, spread    float64 // the window's mean, and twice its standard error
+	least           float64 // the window's least: what a queue adds to every sample
 	fresh           bool    // a sample since about the last step
 	probedMs        float64 // the delay at a raise near the capacity (-1 none)
 }
@@ -228,11 +232,14 @@ func (c *Controller) judge(d config.Direction, ds *dirState, now time.Time) judg
 	w := judged{packetMs: float64(p.PacketBits[d]) / float64(ds.rate)} // bits / (kbit/s) = ms
 	w.bloatMs, w.holdMs = p.BloatMs+w.packetMs+ds.flatMs, p.HoldMs+w.packetMs+ds.flatMs
 	sum := 0.0
-	for _, v := range ds.window {
+	for i, v := range ds.window {
 		if v.ms > w.bloatMs {
 			w.votes++
 		}
 		sum += v.ms
+		if i == 0 || v.ms < w.least {
+			w.least = v.ms
+		}
 	}
 	if n := float64(len(ds.window)); n > 0 {
 		w.mean = sum / n
@@ -407,7 +414,9 @@ func (c *Controller) followLoad(d config.Direction, ds *dirState, now time.Time,
 		ds.probedMs = w.probedMs
 		return "", ""
 	}
-	if w.mean > w.holdMs || overProbe {
+	// a queue delays every probe, a link's burst some: the hold asks the
+	// window's least, the mean eased on every burst (TestRecordedBursts)
+	if w.least > w.holdMs || overProbe {
 		return c.easeOffQueue(d, ds, now, w, overProbe)
 	}
 	return c.raise(d, ds, now, w)
