@@ -74,13 +74,15 @@ kerneltests: deps build
 
 # The full matrix: every profile × every backend, on each kernel, cake
 # beside cake_mq on 7.x, and autorate against cake-autorate on the recorded
-# links where ../shared holds them (docs/results.md's table).
+# links where ../shared holds them (docs/results.md's table), then tune on
+# each (200 s: the shorter ones repeat, as mahimahi's link does).
 RECORDED := $(abspath ../shared/traces/mahimahi)
 TRACE_CTLS := none,static-mean,sqmkit,ext:cake-autorate=lab/ext/cake-autorate,ext:cake-autorate-matched=lab/ext/cake-autorate
 lab: deps build
 	$(BIN)/sqmkit-lab all --kernel 6.1,6.12,7
 	$(BIN)/sqmkit-lab mq --kernel 7
-	if [ -d $(RECORDED) ]; then $(BIN)/sqmkit-lab trace --trace $(RECORDED) --seconds 120 --controllers $(TRACE_CTLS); \
+	if [ -d $(RECORDED) ]; then t=0; $(BIN)/sqmkit-lab trace --trace $(RECORDED) --seconds 120 --controllers $(TRACE_CTLS) || t=1; \
+		$(BIN)/sqmkit-lab trace --trace $(RECORDED) --seconds 200 --controllers tune && exit $$t; \
 	else echo "make lab: no recorded links at $(RECORDED): their table is not run"; fi
 
 demo: deps build

@@ -12,7 +12,7 @@ import (
 )
 
 const (
-	traceUsage = `  trace  --trace NAME|PATH|A.down,A.up|DIR [--seconds N] [--slot 10ms] [--profile cable] [--controllers none,static-min,static-mean,sqmkit,sqmkit-reflectors,ext:NAME=DIR]
+	traceUsage = `  trace  --trace NAME|PATH|A.down,A.up|DIR [--seconds N] [--slot 10ms] [--profile cable] [--controllers none,static-min,static-mean,sqmkit,sqmkit-reflectors,tune,ext:NAME=DIR]
          replay a capacity trace on the modem with each controller under a bidirectional load: a generated one
          (lab/traces), a recording in mahimahi's format (A.down,A.up), or every recording in DIR (NAME.down beside
          NAME.up); utilisation, bytes moved, added delay per direction, CPU and processes of the controller
@@ -26,7 +26,7 @@ func runTrace(repo string, args []string) int {
 	tr := fs.String("trace", "", "trace name (lab/traces/NAME.trace), a file, a recording's pair A.down,A.up, or a directory of recordings")
 	seconds := fs.Int("seconds", 0, "replay only each trace's first `N` seconds (0: all of it)")
 	slot := fs.Duration("slot", recordedSlot, "a recording's slot on the modem: how often its tbf and plug change (whole ms)")
-	ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", "+ctlSqmkitMQ+" (cake_mq), ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
+	ctls := fs.String("controllers", strings.Join(traceControllers, ","), "comma-separated: "+strings.Join(traceControllers, ", ")+", "+ctlSqmkitMQ+" (cake_mq), "+ctlTune+" (sqmkit tune while it replays), ext:NAME=DIR (an external controller: DIR/start launches it, DIR/stop ends it; lab/README.md)")
 	out := fs.String("out", "", "results directory (default lab/results/<time>-trace-<name>)")
 	kernel := kernelFlag(fs)
 	fs.Parse(args)
@@ -40,7 +40,7 @@ func runTrace(repo string, args []string) int {
 	cs := strings.Split(*ctls, ",")
 	for _, c := range cs {
 		if !knownController(c) && !strings.HasPrefix(c, extPrefix) {
-			fatal(fmt.Errorf("--controllers: %q: want %s, %s or ext:NAME=DIR", c, strings.Join(traceControllers, ", "), ctlSqmkitMQ))
+			fatal(fmt.Errorf("--controllers: %q: want %s, %s, %s or ext:NAME=DIR", c, strings.Join(traceControllers, ", "), ctlSqmkitMQ, ctlTune))
 		}
 		if strings.HasPrefix(c, extPrefix) {
 			if _, err := parseBackend(c); err != nil {

@@ -96,6 +96,9 @@ func printTable(w io.Writer, rs []result) {
 		if x := r.Trace; x != nil {
 			fmt.Fprintf(w, "%s\n", traceLine(x))
 		}
+		if x := r.TraceTune; x != nil {
+			fmt.Fprintf(w, "trace %s\n", traceTuneLine(x))
+		}
 		if x := r.AB; x != nil {
 			for _, s := range x.Stats {
 				fmt.Fprintf(w, "%s/%s at %d/%d: ab: %s\n", r.Profile, r.Backend, x.Spec.Down, x.Spec.Up, abLine(s, x.Spec.Arms[0]))
@@ -166,7 +169,11 @@ func traceTable(b *strings.Builder, name string, rs []result) bool {
 	for _, r := range rs {
 		x := r.Trace
 		if x == nil {
-			fmt.Fprintf(b, "| %s | %s: %s | | | | | |\n", r.Backend, r.Status, r.Error)
+			what := r.Error
+			if r.TraceTune != nil {
+				what = traceTuneLine(r.TraceTune)
+			}
+			fmt.Fprintf(b, "| %s | %s: %s | | | | | |\n", r.Backend, r.Status, what)
 			continue
 		}
 		cpu := "-"

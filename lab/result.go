@@ -44,6 +44,7 @@ type result struct {
 	Tune        *tuned          `json:"tune,omitempty"`
 	Sweep       *swept          `json:"sweep,omitempty"`
 	Trace       *traced         `json:"trace,omitempty"`
+	TraceTune   *tunedTrace     `json:"trace_tune,omitempty"`
 	AB          *abResult       `json:"ab,omitempty"`
 	Journey     *journeyResult  `json:"journey,omitempty"`
 	RPM         *rpmResult      `json:"rpm,omitempty"`

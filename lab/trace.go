@@ -39,7 +39,7 @@ var traceControllers = []string{ctlNone, ctlStaticMin, ctlStaticMean, ctlSqmkit,
 
 // knownController says whether ctl is one the lab runs (ext:NAME=DIR aside).
 func knownController(ctl string) bool {
-	return slices.Contains(traceControllers, ctl) || ctl == ctlSqmkitMQ
+	return slices.Contains(traceControllers, ctl) || ctl == ctlSqmkitMQ || ctl == ctlTune
 }
 
 // ctlShaper is the sqmkit backend under controller ctl: cake_mq for
@@ -124,8 +124,11 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath string, pr planRun)
 			}
 			var err error
 			run, err = g.traceOne(t, tr, profilePath, tracePath, pr, ctl, r)
-			if err != nil {
+			switch {
+			case err != nil:
 				return nil, err
+			case r.TraceTune != nil:
+				return r.TraceTune.Noise, nil
 			}
 			return r.Trace.Noise, nil
 		}, func(try int, st noise.Stats, why string) {
@@ -135,7 +138,7 @@ func (g *guest) traceRuns(base *profile.Profile, profilePath string, pr planRun)
 			r.Checks = nil
 			g.say("%s/%s: host noise during the trace (%s)", p.Name, ctl, why)
 		})
-		if err == nil {
+		if err == nil && run.res != nil { // a tune cell has no load of its own to plot
 			runs = append(runs, run)
 		}
 		return err
@@ -166,6 +169,9 @@ func (g *guest) traceCtl(t *topo, tr *trace.Trace, profilePath, tracePath string
 	}
 	if err != nil {
 		return err
+	}
+	if ctl == ctlTune {
+		return g.tuneTrace(t, tr, profilePath, tracePath, pr, r, c)
 	}
 	return g.replay(t, tr, profilePath, tracePath, pr, ctl, r, c, run)
 }
@@ -252,6 +258,11 @@ func (g *guest) startCtl(t *topo, tr *trace.Trace, ctl string, r *result, c *ctl
 	}
 	if ctl == ctlStaticMean {
 		return shaped(dmean*95/100, umean*95/100)
+	}
+	if ctl == ctlTune {
+		// tune moves the shaper itself, from where a router owner's
+		// configured rate (the trace's median) left it
+		return shaped(base[0], base[1])
 	}
 	// the controllers start at the base, between the floor and the ceiling
 	if err := shaped(base[0], base[1]); err != nil {

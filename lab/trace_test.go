@@ -90,7 +90,8 @@ func TestTraceChecks(t *testing.T) {
 }
 
 // TestControllers: sqmkit-mq is asked for by name, shapes with cake_mq and
-// is held to autorate's bars like sqmkit; the others shape with cake.
+// is held to autorate's bars like sqmkit; tune is asked for by name and
+// judged by its own checks; the others shape with cake.
 func TestControllers(t *testing.T) {
 	for _, c := range []struct {
 		ctl            string
@@ -103,6 +104,7 @@ func TestControllers(t *testing.T) {
 		{ctlSqmkit, true, true, "cake", true},
 		{ctlReflectors, true, true, "cake", true},
 		{ctlSqmkitMQ, true, true, "cake_mq", false},
+		{ctlTune, true, false, "cake", false},
 		{"sqmkit-fq", false, false, "cake", false},
 	} {
 		if knownController(c.ctl) != c.known || sqmkitController(c.ctl) != c.sqmkit || ctlShaper(c.ctl) != c.shaper || slices.Contains(traceControllers, c.ctl) != c.inDefaultsList {
@@ -141,5 +143,36 @@ func TestStatCPU(t *testing.T) {
 	}
 	if got := cpuSplit(map[string]float64{"bash": 1200}); got != "" {
 		t.Errorf("one command split as %q", got)
+	}
+}
+
+// TestTuneTraceChecks: tune on a recording passes only when it says the
+// line moves, writes nothing and bounds a direction; the bounds are read
+// from the UCI options its message gives.
+func TestTuneTraceChecks(t *testing.T) {
+	msg := "the download line moves: its seconds spread 9-fold. One rate would be wrong much of the time, so nothing was written: let autorate follow the line (LuCI: Network → SQM proof → Autorate; or option autorate '1', autorate_min_download '1200', autorate_max_download '9800')"
+	floor, ceiling := tuneBounds(msg)
+	if floor != [2]int{1200, 0} || ceiling != [2]int{9800, 0} {
+		t.Fatalf("bounds %v..%v from %q", floor, ceiling, msg)
+	}
+	for _, tc := range []struct {
+		name string
+		x    tunedTrace
+		ok   bool
+	}{
+		{"moves", tunedTrace{Moving: true, Floor: floor, Ceiling: ceiling}, true},
+		{"one rate written", tunedTrace{Written: true}, false},
+		{"moves, no bounds", tunedTrace{Moving: true}, false},
+	} {
+		ok := true
+		for _, c := range tuneTraceChecks(tc.x, true) {
+			ok = ok && c.OK
+		}
+		if ok != tc.ok {
+			t.Errorf("%s: passed %v, want %v", tc.name, ok, tc.ok)
+		}
+	}
+	if cs := tuneTraceChecks(tunedTrace{Written: true}, false); len(cs) != 0 {
+		t.Errorf("a generated trace judged: %+v", cs)
 	}
 }

@@ -53,9 +53,15 @@ func (t *Trace) At(d time.Duration) (down, up int) {
 	return t.Down[i], t.Up[i]
 }
 
-// Cut keeps the trace's first d (all of it when d is 0 or longer).
+// Cut keeps the trace's first d (all of it when d is 0). A recording
+// shorter than d repeats from its start, as mahimahi's link does; a
+// generated trace is all there is of it.
 func (t *Trace) Cut(d time.Duration) {
-	if n := int(d / t.Step); n > 0 && n < len(t.Down) {
+	n := int(d / t.Step)
+	for t.Recorded() && len(t.Down) > 0 && n > len(t.Down) {
+		t.Down, t.Up = append(t.Down, t.Down...), append(t.Up, t.Up...)
+	}
+	if n > 0 && n < len(t.Down) {
 		t.Down, t.Up = t.Down[:n], t.Up[:n]
 	}
 }

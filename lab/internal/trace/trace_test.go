@@ -200,3 +200,23 @@ func TestBounds(t *testing.T) {
 		t.Errorf("an outage's bounds %d/%d/%d, want none under %d", f, b, c, config.MinRateKbit)
 	}
 }
+
+// TestCutLoops: a recording cut longer than it repeats from its start (a
+// tune on a 140 s recording needs more), a generated trace does not, and
+// a shorter cut keeps the first slots.
+func TestCutLoops(t *testing.T) {
+	rec := &Trace{Down: []int{1, 2, 3}, Up: []int{4, 5, 6}, Step: time.Second, Kind: "recorded (mahimahi)"}
+	rec.Cut(7 * time.Second)
+	if want := []int{1, 2, 3, 1, 2, 3, 1}; !slices.Equal(rec.Down, want) || len(rec.Up) != len(want) || rec.Up[6] != 4 {
+		t.Errorf("recording cut to 7 s: %v / %v", rec.Down, rec.Up)
+	}
+	gen := &Trace{Down: []int{1, 2, 3}, Up: []int{4, 5, 6}, Step: time.Second, Kind: "generated (seed 1)"}
+	gen.Cut(7 * time.Second)
+	if len(gen.Down) != 3 {
+		t.Errorf("generated trace cut to 7 s: %v", gen.Down)
+	}
+	gen.Cut(2 * time.Second)
+	if !slices.Equal(gen.Down, []int{1, 2}) {
+		t.Errorf("cut to 2 s: %v", gen.Down)
+	}
+}
