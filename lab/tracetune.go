@@ -137,15 +137,8 @@ func tuneTraceChecks(x tunedTrace, recorded bool) []accept.Check {
 	}
 	bounded := x.Floor[0] > 0 && x.Ceiling[0] > x.Floor[0] || x.Floor[1] > 0 && x.Ceiling[1] > x.Floor[1]
 	return []accept.Check{
-		{Name: "tune says the line moves", Got: b2f(x.Moving), Want: "1", OK: x.Moving},
-		{Name: "tune wrote no rate", Got: b2f(x.Written), Want: "0", OK: !x.Written},
-		{Name: "tune gave autorate's bounds", Got: b2f(bounded), Want: "1", OK: bounded},
+		{Name: "tune says the line moves", Got: one(x.Moving), Want: "1", OK: x.Moving},
+		{Name: "tune wrote no rate", Got: one(x.Written), Want: "0", OK: !x.Written},
+		{Name: "tune gave autorate's bounds", Got: one(bounded), Want: "1", OK: bounded},
 	}
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }
